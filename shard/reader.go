@@ -1,0 +1,393 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Reader gives random access to every graph of a shard folder. Open reads
+// each shard once, checks its size and CRC-32C against the manifest, decodes
+// it and checks its structure; afterwards Graph is a table look-up returning
+// slices into the decoded buffers. Safe for concurrent use after Open.
+type Reader struct {
+	dir     string
+	man     *Manifest
+	batches []batch // all record batches of all shards, in graph order
+	first   []int64 // first[i] is the first graph id of batches[i]
+	recs    []arrow.RecordBatch
+}
+
+type batch struct {
+	ids              []int64
+	labels, numNodes []int32
+	edgeOff          []int32
+	edges            []int32
+	featOff          []int32
+	codes            []int32
+	x                []float32
+	elOff            []int32
+	edgeLabels       []int32
+}
+
+type readerConfig struct {
+	mem         memory.Allocator
+	concurrency int
+}
+
+// Option configures Open.
+type Option func(*readerConfig)
+
+// WithAllocator sets the allocator for decompressed buffers (tests pass a
+// checked allocator to prove that Close releases everything).
+func WithAllocator(mem memory.Allocator) Option { return func(c *readerConfig) { c.mem = mem } }
+
+// WithConcurrency sets how many shards are decoded at once (default GOMAXPROCS).
+func WithConcurrency(n int) Option { return func(c *readerConfig) { c.concurrency = n } }
+
+// Open reads the manifest and every shard of dir. Any mismatch is an error
+// wrapping ErrCorrupt that names the shard and field; a manifest from a newer
+// format is ErrVersion.
+func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
+	cfg := readerConfig{mem: memory.DefaultAllocator, concurrency: runtime.GOMAXPROCS(0)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	man, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	perShard := make([][]batch, len(man.Shards))
+	perRecs := make([][]arrow.RecordBatch, len(man.Shards))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(cfg.concurrency, 1))
+	for i := range man.Shards {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			b, recs, err := loadShard(dir, man, i, cfg.mem, false)
+			perShard[i], perRecs[i] = b, recs
+			return err
+		})
+	}
+	err = g.Wait()
+	r := &Reader{dir: dir, man: man}
+	for i := range perShard {
+		r.recs = append(r.recs, perRecs[i]...)
+		for _, b := range perShard[i] {
+			if len(r.first) == 0 {
+				r.first = append(r.first, 0)
+			} else {
+				prev := len(r.batches) - 1
+				r.first = append(r.first, r.first[prev]+int64(len(r.batches[prev].ids)))
+			}
+			r.batches = append(r.batches, b)
+		}
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Manifest returns the folder's manifest. Callers must not modify it.
+func (r *Reader) Manifest() *Manifest { return r.man }
+
+// NumGraphs is the number of graphs, with ids 0..NumGraphs-1.
+func (r *Reader) NumGraphs() int { return int(r.man.Stats.Graphs) }
+
+// Graph returns graph id. The slices alias the reader's buffers: read-only,
+// valid until Close.
+func (r *Reader) Graph(id int64) (Graph, error) {
+	if id < 0 || id >= r.man.Stats.Graphs {
+		return Graph{}, fmt.Errorf("%w: id %d of %d", ErrNotFound, id, r.man.Stats.Graphs)
+	}
+	bi := sort.Search(len(r.first), func(i int) bool { return r.first[i] > id }) - 1
+	b := &r.batches[bi]
+	row := int(id - r.first[bi])
+	g := Graph{
+		ID:       b.ids[row],
+		Label:    b.labels[row],
+		NumNodes: b.numNodes[row],
+		Edges:    b.edges[b.edgeOff[row]:b.edgeOff[row+1]],
+	}
+	if b.codes != nil {
+		g.Codes = b.codes[b.featOff[row]:b.featOff[row+1]]
+	} else {
+		g.X = b.x[b.featOff[row]:b.featOff[row+1]]
+	}
+	if b.elOff != nil {
+		g.EdgeLabels = b.edgeLabels[b.elOff[row]:b.elOff[row+1]]
+	}
+	return g, nil
+}
+
+// Close releases the decoded buffers.
+func (r *Reader) Close() error {
+	for _, rec := range r.recs {
+		rec.Release()
+	}
+	r.recs, r.batches, r.first = nil, nil, nil
+	return nil
+}
+
+// loadShard reads shard i, checks size, checksum, schema and structure, and
+// returns its batches. With full, it also checks that edges are sorted and
+// unique (verify does; Open relies on the checksum for that).
+func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool) ([]batch, []arrow.RecordBatch, error) {
+	info := man.Shards[i]
+	path := filepath.Join(dir, info.File)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shard: %w", err)
+	}
+	if int64(len(data)) != info.Bytes {
+		return nil, nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", len(data), info.Bytes)
+	}
+	if got := fmt.Sprintf("%08x", crc32.Checksum(data, castagnoli)); got != info.CRC32C {
+		return nil, nil, corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
+	}
+	fr, err := newFileReader(data, mem)
+	if err != nil {
+		return nil, nil, corrupt(info.File, "arrow", "%v", err)
+	}
+	defer fr.Close()
+	if err := checkSchema(fr.Schema(), man); err != nil {
+		return nil, nil, corrupt(info.File, "schema", "%v", err)
+	}
+	if fr.NumRecords() != len(info.Batches) {
+		return nil, nil, corrupt(info.File, "batches", "%d record batches, manifest says %d", fr.NumRecords(), len(info.Batches))
+	}
+	var (
+		out          []batch
+		recs         []arrow.RecordBatch
+		next         = info.FirstGraph
+		nodes, edges int64
+	)
+	release := func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}
+	for bi := 0; bi < fr.NumRecords(); bi++ {
+		rec, err := recordAt(fr, bi)
+		if err != nil {
+			release()
+			return nil, nil, corrupt(info.File, "arrow", "batch %d: %v", bi, err)
+		}
+		recs = append(recs, rec)
+		b, err := viewBatch(rec, man)
+		if err == nil {
+			err = checkBatch(&b, man, next, info.Batches[bi], full)
+		}
+		if err != nil {
+			release()
+			return nil, nil, corrupt(info.File, "batch "+strconv.Itoa(bi), "%v", err)
+		}
+		for r := range b.ids {
+			nodes += int64(b.numNodes[r])
+			edges += int64(b.edgeOff[r+1]-b.edgeOff[r]) / 2
+		}
+		next += int64(len(b.ids))
+		out = append(out, b)
+	}
+	if nodes != info.Nodes || edges != info.Edges {
+		release()
+		return nil, nil, corrupt(info.File, "counts", "%d nodes and %d edges, manifest says %d and %d", nodes, edges, info.Nodes, info.Edges)
+	}
+	return out, recs, nil
+}
+
+func newFileReader(data []byte, mem memory.Allocator) (fr *ipc.FileReader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fr, err = nil, fmt.Errorf("arrow decoder: %v", p)
+		}
+	}()
+	return ipc.NewMappedFileReader(data, ipc.WithAllocator(mem), ipc.WithBodySizeLimit(MaxBatchBodyBytes))
+}
+
+// recordAt decodes one record batch, turning a panic inside the Arrow
+// decoder (possible on crafted input whose checksum was forged too) into an
+// error.
+func recordAt(fr *ipc.FileReader, i int) (rec arrow.RecordBatch, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rec, err = nil, fmt.Errorf("arrow decoder: %v", p)
+		}
+	}()
+	return fr.RecordBatchAt(i)
+}
+
+func checkSchema(s *arrow.Schema, man *Manifest) error {
+	want := Schema(man.Dataset, man.Features.Kind, man.Features.Dim, man.HasEdgeLabels)
+	if !s.Equal(want) {
+		return fmt.Errorf("columns %v, want %v", s, want)
+	}
+	md := s.Metadata()
+	if v := md.FindKey(MetaFormatVersion); v < 0 || md.Values()[v] != strconv.Itoa(int(man.FormatVersion)) {
+		return fmt.Errorf("metadata %s missing or not %d", MetaFormatVersion, man.FormatVersion)
+	}
+	for _, kv := range [][2]string{{MetaFeatureKind, string(man.Features.Kind)}, {MetaFeatureDim, strconv.Itoa(man.Features.Dim)}} {
+		if v := md.FindKey(kv[0]); v < 0 || md.Values()[v] != kv[1] {
+			return fmt.Errorf("metadata %s missing or not %q", kv[0], kv[1])
+		}
+	}
+	return nil
+}
+
+// viewBatch takes typed slices of a record batch (schema already checked).
+func viewBatch(rec arrow.RecordBatch, man *Manifest) (batch, error) {
+	var b batch
+	for i := 0; i < int(rec.NumCols()); i++ {
+		if rec.Column(i).NullN() != 0 {
+			return b, fmt.Errorf("column %s has nulls", rec.ColumnName(i))
+		}
+	}
+	b.ids = rec.Column(0).(*array.Int64).Int64Values()
+	b.labels = rec.Column(1).(*array.Int32).Int32Values()
+	b.numNodes = rec.Column(2).(*array.Int32).Int32Values()
+	el := rec.Column(3).(*array.List)
+	b.edgeOff, b.edges = el.Offsets(), el.ListValues().(*array.Int32).Int32Values()
+	fl := rec.Column(4).(*array.List)
+	b.featOff = fl.Offsets()
+	if man.Features.Kind.Categorical() {
+		b.codes = fl.ListValues().(*array.Int32).Int32Values()
+	} else {
+		b.x = fl.ListValues().(*array.Float32).Float32Values()
+	}
+	if man.HasEdgeLabels {
+		ll := rec.Column(5).(*array.List)
+		b.elOff, b.edgeLabels = ll.Offsets(), ll.ListValues().(*array.Int32).Int32Values()
+	}
+	return b, nil
+}
+
+func checkOffsets(name string, off []int32, n, nvals int) error {
+	if len(off) != n+1 || off[0] < 0 || int(off[n]) > nvals {
+		return fmt.Errorf("column %s: offsets do not fit %d values", name, nvals)
+	}
+	for i := 0; i < n; i++ {
+		if off[i+1] < off[i] {
+			return fmt.Errorf("column %s: offsets decrease at row %d", name, i)
+		}
+	}
+	return nil
+}
+
+// checkBatch validates a batch's structure. It is what makes every later
+// look-up safe: lengths, id order, and every node id and code in range.
+func checkBatch(b *batch, man *Manifest, first, want int64, full bool) error {
+	n := len(b.ids)
+	if int64(n) != want {
+		return fmt.Errorf("%d rows, manifest says %d", n, want)
+	}
+	if len(b.labels) != n || len(b.numNodes) != n {
+		return fmt.Errorf("column lengths differ")
+	}
+	if err := checkOffsets(ColEdges, b.edgeOff, n, len(b.edges)); err != nil {
+		return err
+	}
+	nfeat := len(b.codes)
+	if b.codes == nil {
+		nfeat = len(b.x)
+	}
+	if err := checkOffsets("features", b.featOff, n, nfeat); err != nil {
+		return err
+	}
+	if man.HasEdgeLabels {
+		if err := checkOffsets(ColEdgeLabel, b.elOff, n, len(b.edgeLabels)); err != nil {
+			return err
+		}
+	}
+	dim := int32(man.Features.Dim)
+	for r := 0; r < n; r++ {
+		id := first + int64(r)
+		if b.ids[r] != id {
+			return fmt.Errorf("row %d: graph_id %d, want %d", r, b.ids[r], id)
+		}
+		if b.labels[r] < 0 || int(b.labels[r]) >= man.Classes {
+			return fmt.Errorf("graph %d: label %d out of range 0..%d", id, b.labels[r], man.Classes-1)
+		}
+		nn := b.numNodes[r]
+		if nn < 0 {
+			return fmt.Errorf("graph %d: num_nodes %d", id, nn)
+		}
+		e := b.edges[b.edgeOff[r]:b.edgeOff[r+1]]
+		if len(e)%2 != 0 {
+			return fmt.Errorf("graph %d: odd number of edge ids", id)
+		}
+		for k := 0; k < len(e); k += 2 {
+			u, v := e[k], e[k+1]
+			if u < 0 || v >= nn || u >= v {
+				return fmt.Errorf("graph %d: edge %d (%d, %d) not 0 <= u < v < %d", id, k/2, u, v, nn)
+			}
+			if full && k > 0 && (e[k-2] > u || (e[k-2] == u && e[k-1] >= v)) {
+				return fmt.Errorf("graph %d: edge %d (%d, %d) not after (%d, %d): edges must be sorted and unique", id, k/2, u, v, e[k-2], e[k-1])
+			}
+		}
+		fl := b.featOff[r+1] - b.featOff[r]
+		if b.codes != nil {
+			if fl != nn {
+				return fmt.Errorf("graph %d: %d feature codes for %d nodes", id, fl, nn)
+			}
+			for _, c := range b.codes[b.featOff[r]:b.featOff[r+1]] {
+				if c < 0 || c >= dim {
+					return fmt.Errorf("graph %d: feature code %d out of range 0..%d", id, c, dim-1)
+				}
+			}
+		} else if int64(fl) != int64(nn)*int64(dim) {
+			return fmt.Errorf("graph %d: %d feature values for %d nodes × dim %d", id, fl, nn, dim)
+		}
+		if man.HasEdgeLabels {
+			if got := b.elOff[r+1] - b.elOff[r]; int(got) != len(e)/2 {
+				return fmt.Errorf("graph %d: %d edge labels for %d edges", id, got, len(e)/2)
+			}
+			for _, c := range b.edgeLabels[b.elOff[r]:b.elOff[r+1]] {
+				if c < 0 || int(c) >= man.EdgeLabelDim {
+					return fmt.Errorf("graph %d: edge label %d out of range 0..%d", id, c, man.EdgeLabelDim-1)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Verify checks every shard of dir against its manifest: size, checksum,
+// schema, structure (sorted unique edges in range, feature shapes) and counts.
+// It returns one error per shard that fails (nil when all pass).
+func Verify(ctx context.Context, dir string) (*Manifest, []error) {
+	man, err := ReadManifest(dir)
+	if err != nil {
+		return nil, []error{err}
+	}
+	var errs []error
+	for i := range man.Shards {
+		if err := ctx.Err(); err != nil {
+			return man, append(errs, err)
+		}
+		_, recs, err := loadShard(dir, man, i, memory.DefaultAllocator, true)
+		for _, r := range recs {
+			r.Release()
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return man, errs
+}

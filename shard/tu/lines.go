@@ -1,0 +1,149 @@
+package tu
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// maxLine caps one line; TU lines are short (attribute rows are the longest).
+const maxLine = 1 << 20
+
+// lineReader yields lines without their terminator and without a trailing
+// '\r', counting them for error messages. A blank line is allowed only at
+// the end of the file.
+type lineReader struct {
+	br     *bufio.Reader
+	file   string
+	line   int64
+	blanks int64 // blank lines seen and not yet followed by content
+}
+
+func newLineReader(r io.Reader, file string) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 1<<20), file: file}
+}
+
+// next returns the next non-blank line, or io.EOF. The slice is valid until
+// the following call.
+func (l *lineReader) next() ([]byte, error) {
+	for {
+		b, err := l.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, formatErr(l.file, l.line+1, 0, "line longer than %d bytes", maxLine)
+		}
+		if err != nil && err != io.EOF {
+			return nil, formatErr(l.file, l.line+1, 0, "read: %v", err)
+		}
+		if len(b) == 0 && err == io.EOF {
+			return nil, io.EOF
+		}
+		l.line++
+		b = bytes.TrimRight(b, "\r\n")
+		if len(bytes.TrimSpace(b)) == 0 {
+			l.blanks++
+			if err == io.EOF {
+				return nil, io.EOF
+			}
+			continue
+		}
+		if l.blanks > 0 {
+			return nil, formatErr(l.file, l.line-l.blanks, 0, "blank line inside the file")
+		}
+		return b, nil
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' }
+
+// parseInt parses a decimal integer at b[i:], skipping blanks before it, and
+// returns the value and the index after it. field numbers errors.
+func (l *lineReader) parseInt(b []byte, i, field int) (int64, int, error) {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	start := i
+	neg := false
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		neg = b[i] == '-'
+		i++
+	}
+	var v int64
+	digits := 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		if v > (1<<62)/10 {
+			return 0, i, formatErr(l.file, l.line, field, "%q overflows", fieldText(b, start))
+		}
+		v = v*10 + int64(b[i]-'0')
+		i++
+		digits++
+	}
+	if digits == 0 || (i < len(b) && !isSpace(b[i]) && b[i] != ',') {
+		// Accept integral floats such as "1.0" or "-1.000000", which some TU
+		// label files use.
+		if f, err := strconv.ParseFloat(string(fieldText(b, start)), 64); err == nil && f == float64(int64(f)) {
+			return int64(f), start + len(fieldText(b, start)), nil
+		}
+		return 0, i, formatErr(l.file, l.line, field, "%q is not an integer", fieldText(b, start))
+	}
+	if neg {
+		v = -v
+	}
+	return v, i, nil
+}
+
+// fieldText returns the field starting at b[i:], up to a comma or blank.
+func fieldText(b []byte, i int) []byte {
+	j := i
+	for j < len(b) && b[j] != ',' && !isSpace(b[j]) {
+		j++
+	}
+	return b[i:j]
+}
+
+// expectComma skips blanks and one comma.
+func (l *lineReader) expectComma(b []byte, i, field int) (int, error) {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i >= len(b) || b[i] != ',' {
+		return i, formatErr(l.file, l.line, field, "missing field (want %d comma-separated values)", field)
+	}
+	return i + 1, nil
+}
+
+// expectEnd checks nothing but blanks follows.
+func (l *lineReader) expectEnd(b []byte, i, fields int) error {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i != len(b) {
+		return formatErr(l.file, l.line, fields+1, "unexpected %q after %d value(s)", b[i:], fields)
+	}
+	return nil
+}
+
+// readInts reads a one-integer-per-line file (the first column of a
+// comma-separated file is an error) and returns the values.
+func readInts(r io.Reader, file string, hint int) ([]int64, error) {
+	l := newLineReader(r, file)
+	out := make([]int64, 0, hint)
+	for {
+		b, err := l.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		v, i, err := l.parseInt(b, 0, 1)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.expectEnd(b, i, 1); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+}
