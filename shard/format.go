@@ -127,15 +127,15 @@ func Schema(dataset string, kind FeatureKind, dim int, edgeLabels bool) *arrow.S
 		{Name: ColGraphID, Type: arrow.PrimitiveTypes.Int64},
 		{Name: ColLabel, Type: arrow.PrimitiveTypes.Int32},
 		{Name: ColNumNodes, Type: arrow.PrimitiveTypes.Int32},
-		{Name: ColEdges, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)},
+		{Name: ColEdges, Type: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Int32)},
 	}
 	if kind.Categorical() {
-		fields = append(fields, arrow.Field{Name: ColXCode, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)})
+		fields = append(fields, arrow.Field{Name: ColXCode, Type: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Int32)})
 	} else {
-		fields = append(fields, arrow.Field{Name: ColX, Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)})
+		fields = append(fields, arrow.Field{Name: ColX, Type: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Float32)})
 	}
 	if edgeLabels {
-		fields = append(fields, arrow.Field{Name: ColEdgeLabel, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)})
+		fields = append(fields, arrow.Field{Name: ColEdgeLabel, Type: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Int32)})
 	}
 	md := arrow.NewMetadata(
 		[]string{MetaFormatVersion, MetaDataset, MetaFeatureKind, MetaFeatureDim},

@@ -149,8 +149,19 @@ func (r *Reader) Close() error {
 // loadShard reads shard i, checks size, checksum, schema and structure, and
 // returns its batches. With full, it also checks that edges are sorted and
 // unique (verify does; Open relies on the checksum for that).
-func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool) ([]batch, []arrow.RecordBatch, error) {
+func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool) (out []batch, recs []arrow.RecordBatch, err error) {
 	info := man.Shards[i]
+	// The Arrow decoder trusts footer and buffer sizes; on crafted input
+	// (a checksum can be forged with the manifest) it can panic. Whatever
+	// panics while decoding is a corruption of this shard.
+	defer func() {
+		if p := recover(); p != nil {
+			for _, r := range recs {
+				r.Release()
+			}
+			out, recs, err = nil, nil, corrupt(info.File, "arrow", "malformed file: %v", p)
+		}
+	}()
 	path := filepath.Join(dir, info.File)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -161,6 +172,9 @@ func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool
 	}
 	if got := fmt.Sprintf("%08x", crc32.Checksum(data, castagnoli)); got != info.CRC32C {
 		return nil, nil, corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
+	}
+	if err := checkFooter(data); err != nil {
+		return nil, nil, corrupt(info.File, "arrow", "%v", err)
 	}
 	fr, err := newFileReader(data, mem)
 	if err != nil {
@@ -174,8 +188,6 @@ func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool
 		return nil, nil, corrupt(info.File, "batches", "%d record batches, manifest says %d", fr.NumRecords(), len(info.Batches))
 	}
 	var (
-		out          []batch
-		recs         []arrow.RecordBatch
 		next         = info.FirstGraph
 		nodes, edges int64
 	)
@@ -185,16 +197,13 @@ func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool
 		}
 	}
 	for bi := 0; bi < fr.NumRecords(); bi++ {
-		rec, err := recordAt(fr, bi)
+		rec, err := fr.RecordBatchAt(bi)
 		if err != nil {
 			release()
 			return nil, nil, corrupt(info.File, "arrow", "batch %d: %v", bi, err)
 		}
 		recs = append(recs, rec)
-		b, err := viewBatch(rec, man)
-		if err == nil {
-			err = checkBatch(&b, man, next, info.Batches[bi], full)
-		}
+		b, err := viewAndCheck(rec, man, next, info.Batches[bi], full)
 		if err != nil {
 			release()
 			return nil, nil, corrupt(info.File, "batch "+strconv.Itoa(bi), "%v", err)
@@ -213,25 +222,8 @@ func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool
 	return out, recs, nil
 }
 
-func newFileReader(data []byte, mem memory.Allocator) (fr *ipc.FileReader, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			fr, err = nil, fmt.Errorf("arrow decoder: %v", p)
-		}
-	}()
+func newFileReader(data []byte, mem memory.Allocator) (*ipc.FileReader, error) {
 	return ipc.NewMappedFileReader(data, ipc.WithAllocator(mem), ipc.WithBodySizeLimit(MaxBatchBodyBytes))
-}
-
-// recordAt decodes one record batch, turning a panic inside the Arrow
-// decoder (possible on crafted input whose checksum was forged too) into an
-// error.
-func recordAt(fr *ipc.FileReader, i int) (rec arrow.RecordBatch, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			rec, err = nil, fmt.Errorf("arrow decoder: %v", p)
-		}
-	}()
-	return fr.RecordBatchAt(i)
 }
 
 func checkSchema(s *arrow.Schema, man *Manifest) error {
@@ -249,6 +241,15 @@ func checkSchema(s *arrow.Schema, man *Manifest) error {
 		}
 	}
 	return nil
+}
+
+// viewAndCheck views and checks one batch. Once checkBatch passes, every
+// later access through Graph is within proven bounds.
+func viewAndCheck(rec arrow.RecordBatch, man *Manifest, first, want int64, full bool) (b batch, err error) {
+	if b, err = viewBatch(rec, man); err != nil {
+		return b, err
+	}
+	return b, checkBatch(&b, man, first, want, full)
 }
 
 // viewBatch takes typed slices of a record batch (schema already checked).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -48,7 +49,8 @@ type WriterOptions struct {
 	// BatchGraphs caps graphs per record batch; default 1024.
 	BatchGraphs int
 	// BatchValues caps list values (edge ids + features) per record batch;
-	// default 4 Mi (16 MiB of int32). A single larger graph gets a batch alone.
+	// default 4 Mi (16 MiB of int32), and at most ShardBytes/4. A single
+	// larger graph gets a batch alone.
 	BatchValues int
 	// Force replaces an existing output folder (only once the new one is complete).
 	Force bool
@@ -70,6 +72,9 @@ func (o *WriterOptions) withDefaults() WriterOptions {
 	if r.BatchValues <= 0 {
 		r.BatchValues = 4 << 20
 	}
+	// A batch's uncompressed payload stays within the shard target, so small
+	// targets still give several shards.
+	r.BatchValues = int(min(int64(r.BatchValues), max(r.ShardBytes/4, 1024)))
 	if r.Mem == nil {
 		r.Mem = memory.DefaultAllocator
 	}
@@ -97,14 +102,14 @@ type Writer struct {
 	cur  ShardInfo
 
 	// Pending record batch, reused across batches.
-	ids            []int64
-	labels, nnodes []int32
-	edgeOff, featOff    []int32
-	elOff               []int32
-	edgeVals, codeVals  []int32
-	elVals              []int32
-	xVals               []float32
-	pendingValues       int
+	ids                []int64
+	labels, nnodes     []int32
+	edgeOff, featOff   []int32
+	elOff              []int32
+	edgeVals, codeVals []int32
+	elVals             []int32
+	xVals              []float32
+	pendingValues      int
 }
 
 type countingWriter struct {
@@ -233,7 +238,7 @@ func (w *Writer) openShard() error {
 	w.crc = crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.crc), 1<<20)
 	w.cnt = countingWriter{w: w.bw}
-	opts := []ipc.Option{ipc.WithSchema(w.schema), ipc.WithAllocator(w.opts.Mem)}
+	opts := []ipc.Option{ipc.WithSchema(w.schema), ipc.WithAllocator(w.opts.Mem), ipc.WithCompressConcurrency(runtime.GOMAXPROCS(0))}
 	switch w.opts.Compression {
 	case CompressZstd:
 		opts = append(opts, ipc.WithZstd())
@@ -310,7 +315,7 @@ func primitive(dt arrow.DataType, n int, data []byte) arrow.Array {
 func listOf(elem arrow.DataType, offsets []int32, nvals int, vals []byte) arrow.Array {
 	child := array.NewData(elem, nvals, []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
 	defer child.Release()
-	d := array.NewData(arrow.ListOf(elem), len(offsets)-1,
+	d := array.NewData(arrow.ListOfNonNullable(elem), len(offsets)-1,
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
 		[]arrow.ArrayData{child}, 0, 0)
 	defer d.Release()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/augloader/augloader/shard"
@@ -94,10 +95,10 @@ func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shar
 		Features:     shard.Features{LabelMin: ds.LabelMin},
 	}
 	var (
-		w     *shard.Writer
-		st    tu.EdgeStats
-		err   error
-		done  int
+		w    *shard.Writer
+		st   tu.EdgeStats
+		err  error
+		done int
 	)
 	progress := func() {
 		done++
@@ -161,24 +162,25 @@ func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shar
 	return man, st, nil
 }
 
-// collected holds every graph's canonical edges for degree features.
+// collected holds every graph's canonical edges for degree features, one
+// exact-size slice per graph (no regrowth copies of one huge slice).
 type collected struct {
 	numNodes []int32
-	edgeOff  []int64
-	edges    []int32
-	labels   []int32 // edge labels, when the dataset has them
-	codes    []int32 // per node, filled by degreeCodes
+	edges    [][]int32
+	labels   [][]int32 // edge labels, when the dataset has them
+	codes    []int32   // per node, filled by degreeCodes
 	nodeOff  []int64
 }
 
 func (c *collected) add(g *shard.Graph) {
-	if len(c.edgeOff) == 0 {
-		c.edgeOff, c.nodeOff = []int64{0}, []int64{0}
+	if len(c.nodeOff) == 0 {
+		c.nodeOff = []int64{0}
 	}
 	c.numNodes = append(c.numNodes, g.NumNodes)
-	c.edges = append(c.edges, g.Edges...)
-	c.labels = append(c.labels, g.EdgeLabels...)
-	c.edgeOff = append(c.edgeOff, int64(len(c.edges)))
+	c.edges = append(c.edges, slices.Clone(g.Edges))
+	if g.EdgeLabels != nil {
+		c.labels = append(c.labels, slices.Clone(g.EdgeLabels))
+	}
 	c.nodeOff = append(c.nodeOff, c.nodeOff[len(c.nodeOff)-1]+int64(g.NumNodes))
 }
 
@@ -188,7 +190,7 @@ func (c *collected) degreeCodes() []int32 {
 	c.codes = make([]int32, c.nodeOff[len(c.nodeOff)-1])
 	for i := range c.numNodes {
 		deg := c.codes[c.nodeOff[i]:c.nodeOff[i+1]]
-		for _, v := range c.edges[c.edgeOff[i]:c.edgeOff[i+1]] {
+		for _, v := range c.edges[i] {
 			deg[v]++
 		}
 	}
@@ -216,11 +218,11 @@ func (c *collected) degreeCodes() []int32 {
 func (c *collected) graph(i int, label int32) shard.Graph {
 	g := shard.Graph{
 		ID: int64(i), Label: label, NumNodes: c.numNodes[i],
-		Edges: c.edges[c.edgeOff[i]:c.edgeOff[i+1]],
+		Edges: c.edges[i],
 		Codes: c.codes[c.nodeOff[i]:c.nodeOff[i+1]],
 	}
 	if len(c.labels) > 0 {
-		g.EdgeLabels = c.labels[c.edgeOff[i]/2 : c.edgeOff[i+1]/2]
+		g.EdgeLabels = c.labels[i]
 	}
 	return g
 }

@@ -58,10 +58,10 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 
 	e := emitter{d: d, fn: fn, st: &st}
 	var (
-		cur    int       // streaming: the graph being collected
-		bufG   []int32   // buffered: graph of each entry
-		keys   []entry   // entries of the current graph (streaming) or all (buffered)
-		labels []int32   // edge labels in step with keys
+		cur    int     // streaming: the graph being collected
+		bufG   []int32 // buffered: graph of each entry
+		keys   []entry // entries of the current graph (streaming) or all (buffered)
+		labels []int32 // edge labels in step with keys
 		n      = d.NumNodes
 	)
 	for {
@@ -77,19 +77,11 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		if err != nil {
 			return st, err
 		}
-		a, i, err := la.parseInt(b, 0, 1)
-		if err != nil {
-			return st, err
-		}
-		if i, err = la.expectComma(b, i, 2); err != nil {
-			return st, err
-		}
-		c, i, err := la.parseInt(b, i, 2)
-		if err != nil {
-			return st, err
-		}
-		if err := la.expectEnd(b, i, 2); err != nil {
-			return st, err
+		a, c, ok := pair(b)
+		if !ok {
+			if a, c, err = la.slowPair(b); err != nil {
+				return st, err
+			}
 		}
 		st.DirectedEntries++
 		if a < 1 || a > n {
@@ -159,6 +151,22 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		return st, nil
 	}
 	return st, e.emitBuffered(bufG, keys, labels, le != nil)
+}
+
+// slowPair parses an A line that the fast path refused, naming the fault.
+func (l *lineReader) slowPair(b []byte) (a, c int64, err error) {
+	a, i, err := l.parseInt(b, 0, 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	if i, err = l.expectComma(b, i, 2); err != nil {
+		return 0, 0, err
+	}
+	c, i, err = l.parseInt(b, i, 2)
+	if err != nil {
+		return 0, 0, err
+	}
+	return a, c, l.expectEnd(b, i, 2)
 }
 
 // emitter turns raw entries into canonical graphs and hands them to fn.

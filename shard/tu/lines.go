@@ -40,8 +40,10 @@ func (l *lineReader) next() ([]byte, error) {
 			return nil, io.EOF
 		}
 		l.line++
-		b = bytes.TrimRight(b, "\r\n")
-		if len(bytes.TrimSpace(b)) == 0 {
+		for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+			b = b[:len(b)-1]
+		}
+		if len(b) == 0 || (isSpace(b[0]) && len(bytes.TrimSpace(b)) == 0) {
 			l.blanks++
 			if err == io.EOF {
 				return nil, io.EOF
@@ -53,6 +55,46 @@ func (l *lineReader) next() ([]byte, error) {
 		}
 		return b, nil
 	}
+}
+
+// pair parses the common "a, b" / "a,b" line with no other content; ok is
+// false for anything else, and the caller takes the slow path that names
+// the fault.
+func pair(b []byte) (a, c int64, ok bool) {
+	i, n := 0, len(b)
+	for i < n && b[i] == ' ' {
+		i++
+	}
+	s := i
+	for i < n && b[i]-'0' <= 9 {
+		a = a*10 + int64(b[i]-'0')
+		i++
+	}
+	if i == s || i-s > 15 {
+		return 0, 0, false
+	}
+	for i < n && b[i] == ' ' {
+		i++
+	}
+	if i == n || b[i] != ',' {
+		return 0, 0, false
+	}
+	i++
+	for i < n && b[i] == ' ' {
+		i++
+	}
+	s = i
+	for i < n && b[i]-'0' <= 9 {
+		c = c*10 + int64(b[i]-'0')
+		i++
+	}
+	if i == s || i-s > 15 {
+		return 0, 0, false
+	}
+	for i < n && b[i] == ' ' {
+		i++
+	}
+	return a, c, i == n
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' }

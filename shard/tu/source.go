@@ -196,7 +196,87 @@ func (s *Source) Open(suffix string) (io.ReadCloser, error) {
 		}
 		rc = f
 	}
-	return &hashingReader{rc: rc, h: sha256.New(), name: s.FileName(suffix), src: s}, nil
+	return newPrefetcher(&hashingReader{rc: rc, h: sha256.New(), name: s.FileName(suffix), src: s}), nil
+}
+
+// prefetcher reads (and so hashes) its source in a goroutine, one block
+// ahead of the parser: on two cores, reading and SHA-256 overlap parsing.
+type prefetcher struct {
+	src    io.ReadCloser
+	full   chan block
+	free   chan []byte
+	stop   chan struct{}
+	done   chan struct{}
+	cur    []byte
+	curBuf []byte
+	err    error
+}
+
+type block struct {
+	buf []byte
+	n   int
+	err error
+}
+
+const prefetchBlock = 1 << 20
+
+func newPrefetcher(src io.ReadCloser) *prefetcher {
+	p := &prefetcher{
+		src: src, full: make(chan block, 2), free: make(chan []byte, 3),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for range 3 {
+		p.free <- make([]byte, prefetchBlock)
+	}
+	go p.run()
+	return p
+}
+
+func (p *prefetcher) run() {
+	defer close(p.done)
+	for {
+		var buf []byte
+		select {
+		case buf = <-p.free:
+		case <-p.stop:
+			return
+		}
+		n, err := io.ReadFull(p.src, buf)
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		select {
+		case p.full <- block{buf: buf, n: n, err: err}:
+		case <-p.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *prefetcher) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.err != nil {
+			return 0, p.err
+		}
+		if p.curBuf != nil {
+			p.free <- p.curBuf
+			p.curBuf = nil
+		}
+		blk := <-p.full
+		p.cur, p.curBuf, p.err = blk.buf[:blk.n], blk.buf, blk.err
+	}
+	n := copy(b, p.cur)
+	p.cur = p.cur[n:]
+	return n, nil
+}
+
+func (p *prefetcher) Close() error {
+	close(p.stop)
+	<-p.done
+	return p.src.Close()
 }
 
 // Hashes returns the SHA-256 of every file read to the end, sorted by name.

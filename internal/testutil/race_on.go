@@ -1,0 +1,6 @@
+//go:build race
+
+package testutil
+
+// RaceEnabled reports whether the race detector is on (heavy tests skip).
+const RaceEnabled = true

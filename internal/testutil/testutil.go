@@ -1,0 +1,93 @@
+// Package testutil locates the repository's fixtures and the shared real
+// datasets for tests, and compares golden bytes.
+package testutil
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Rewrite regenerates golden files: go test ./... -args -rewrite
+var Rewrite = flag.Bool("rewrite", false, "rewrite golden files under testdata/")
+
+// Root is the repository root (the folder holding go.mod).
+func Root(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("testutil: go.mod not found above the test's folder")
+		}
+		dir = parent
+	}
+}
+
+// Testdata returns <root>/testdata/<elem...>.
+func Testdata(t testing.TB, elem ...string) string {
+	return filepath.Join(append([]string{Root(t), "testdata"}, elem...)...)
+}
+
+// Shared returns ../shared/datasets/<elem...> beside the repository. When
+// it is absent the test fails under CI=true and is skipped elsewhere.
+func Shared(t testing.TB, elem ...string) string {
+	t.Helper()
+	base := filepath.Join(Root(t), "..", "shared", "datasets")
+	p := filepath.Join(append([]string{base}, elem...)...)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("real dataset %s is missing (CI=true requires ../shared/datasets beside the repository)", p)
+		}
+		t.Skipf("real dataset %s is absent: skipping (put ../shared/datasets beside the repository to run this)", p)
+	}
+	return p
+}
+
+// UnpackTarXZ unpacks archive into a temporary folder with the system xz and
+// tar and returns the folder.
+func UnpackTarXZ(t testing.TB, archive string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", `xz -dc "$1" | tar -x -C "$2"`, "sh", archive, dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("unpack %s: %v\n%s", archive, err, out)
+	}
+	return dir
+}
+
+// Golden compares got with the golden file path (rewriting it with
+// -rewrite) and reports the first differing offset.
+func Golden(t testing.TB, path string, got []byte) {
+	t.Helper()
+	if *Rewrite {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden %s: %v (run with -args -rewrite to create it)", path, err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	t.Fatalf("golden %s: first difference at byte offset %d (got %d bytes, want %d)", path, i, len(got), len(want))
+}

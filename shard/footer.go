@@ -1,0 +1,98 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	flatbuffers "github.com/google/flatbuffers/go"
+)
+
+// arrowMagic opens and closes an Arrow IPC file.
+var arrowMagic = []byte("ARROW1")
+
+// checkFooter bounds every vector length in the Arrow file footer before
+// arrow-go decodes it. arrow-go sizes allocations from these lengths (the
+// schema's field count, a field's children, metadata, the block lists)
+// without checking them against the buffer, so a forged file could
+// otherwise exhaust memory, which no recover catches. The CRC-32C already
+// rules out accidental corruption; this guards against crafted input.
+func checkFooter(data []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("footer: %v", p)
+		}
+	}()
+	n := len(data)
+	if n < 8+10 || !bytes.Equal(data[:6], arrowMagic) || !bytes.Equal(data[n-6:], arrowMagic) {
+		return errors.New("not an Arrow IPC file (magic bytes missing)")
+	}
+	flen := int(int32(binary.LittleEndian.Uint32(data[n-10:])))
+	if flen <= 0 || flen > n-18 {
+		return fmt.Errorf("footer length %d out of range", flen)
+	}
+	buf := data[n-10-flen : n-10]
+	footer := table(buf, flatbuffers.GetUOffsetT(buf))
+	for _, slot := range []flatbuffers.VOffsetT{8, 10} { // dictionaries, recordBatches: structs of 24 bytes
+		if err := checkVector(buf, footer, slot, 24); err != nil {
+			return err
+		}
+	}
+	if o := footer.Offset(6); o != 0 { // schema
+		return checkSchemaTable(buf, table(buf, footer.Indirect(footer.Pos+flatbuffers.UOffsetT(o))), 0)
+	}
+	return nil
+}
+
+func table(buf []byte, pos flatbuffers.UOffsetT) *flatbuffers.Table {
+	if int(pos) >= len(buf) {
+		panic(fmt.Sprintf("table offset %d beyond %d bytes", pos, len(buf)))
+	}
+	return &flatbuffers.Table{Bytes: buf, Pos: pos}
+}
+
+// checkVector bounds the vector at slot: length × elem must fit the buffer.
+func checkVector(buf []byte, t *flatbuffers.Table, slot flatbuffers.VOffsetT, elem int) error {
+	o := t.Offset(slot)
+	if o == 0 {
+		return nil
+	}
+	start := t.Vector(flatbuffers.UOffsetT(o))
+	if l := t.VectorLen(flatbuffers.UOffsetT(o)); l < 0 || int(start)+l*elem > len(buf) {
+		return fmt.Errorf("footer vector of %d elements overruns %d bytes", l, len(buf))
+	}
+	return nil
+}
+
+// checkSchemaTable bounds Schema.fields and Schema.custom_metadata, then
+// each Field's children and custom_metadata, recursively.
+func checkSchemaTable(buf []byte, t *flatbuffers.Table, depth int) error {
+	return checkFields(buf, t, 6, 8, depth)
+}
+
+func checkFields(buf []byte, t *flatbuffers.Table, fieldsSlot, metaSlot flatbuffers.VOffsetT, depth int) error {
+	if depth > 8 {
+		return errors.New("footer: fields nested too deep")
+	}
+	if err := checkVector(buf, t, fieldsSlot, 4); err != nil {
+		return err
+	}
+	if err := checkVector(buf, t, metaSlot, 4); err != nil {
+		return err
+	}
+	o := t.Offset(fieldsSlot)
+	if o == 0 {
+		return nil
+	}
+	start, l := t.Vector(flatbuffers.UOffsetT(o)), t.VectorLen(flatbuffers.UOffsetT(o))
+	for i := 0; i < l; i++ {
+		at := start + flatbuffers.UOffsetT(i*4)
+		child := table(buf, at+flatbuffers.GetUOffsetT(buf[at:]))
+		// Field: children at slot 14, custom_metadata at slot 16.
+		if err := checkFields(buf, child, 14, 16, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
