@@ -110,6 +110,8 @@ type Writer struct {
 	elVals             []int32
 	xVals              []float32
 	pendingValues      int
+
+	seen []int64 // seen[v] == graph id + 1 when node v has an edge (isolated-node count)
 }
 
 type countingWriter struct {
@@ -223,9 +225,27 @@ func (w *Writer) Append(g *Graph) error {
 	w.stats.Edges += int64(g.NumEdges())
 	w.stats.MaxNodes = max(w.stats.MaxNodes, int64(g.NumNodes))
 	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(g.NumEdges()))
+	w.stats.IsolatedNodes += w.isolated(g)
 	w.cur.Nodes += int64(g.NumNodes)
 	w.cur.Edges += int64(g.NumEdges())
 	return nil
+}
+
+// isolated counts g's nodes without an edge, in O(nodes + edges) with a
+// stamp buffer reused across graphs.
+func (w *Writer) isolated(g *Graph) int64 {
+	if cap(w.seen) < int(g.NumNodes) {
+		w.seen = make([]int64, g.NumNodes)
+	}
+	seen, stamp := w.seen[:g.NumNodes], g.ID+1
+	touched := int64(0)
+	for _, v := range g.Edges {
+		if seen[v] != stamp {
+			seen[v] = stamp
+			touched++
+		}
+	}
+	return int64(g.NumNodes) - touched
 }
 
 func (w *Writer) openShard() error {
@@ -366,6 +386,7 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 	m.Features.Kind, m.Features.Dim = w.opts.FeatureKind, w.opts.FeatureDim
 	m.Stats.Graphs, m.Stats.Nodes, m.Stats.Edges = w.stats.Graphs, w.stats.Nodes, w.stats.Edges
 	m.Stats.MaxNodes, m.Stats.MaxEdges = w.stats.MaxNodes, w.stats.MaxEdges
+	m.Stats.IsolatedNodes = w.stats.IsolatedNodes
 	m.Shards = w.shards
 	if err := m.validate(); err != nil {
 		return nil, err

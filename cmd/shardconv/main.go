@@ -139,6 +139,7 @@ type statsJSON struct {
 	DuplicateEdgesDropped int64             `json:"duplicate_edges_dropped"`
 	DirectedEntries       int64             `json:"directed_entries"`
 	AsymmetricEdges       int64             `json:"asymmetric_edges"`
+	IsolatedNodes         int64             `json:"isolated_nodes"`
 	MaxNodes              int64             `json:"max_nodes"`
 	MaxEdges              int64             `json:"max_edges"`
 	Shards                int               `json:"shards"`
@@ -164,7 +165,7 @@ func statsCmd() *cli.Command {
 				Dataset: m.Dataset, Graphs: m.Stats.Graphs, Nodes: m.Stats.Nodes, Edges: m.Stats.Edges,
 				Classes: m.Classes, FeatureKind: m.Features.Kind, FeatureDim: m.Features.Dim,
 				SelfLoopsDropped: m.Stats.SelfLoopsDropped, DuplicateEdgesDropped: m.Stats.DuplicateEdgesDropped,
-				DirectedEntries: m.Stats.DirectedEntries, AsymmetricEdges: m.Stats.AsymmetricEdges,
+				DirectedEntries: m.Stats.DirectedEntries, AsymmetricEdges: m.Stats.AsymmetricEdges, IsolatedNodes: m.Stats.IsolatedNodes,
 				MaxNodes: m.Stats.MaxNodes, MaxEdges: m.Stats.MaxEdges, Shards: len(m.Shards), LabelMap: m.LabelMap,
 			}
 			for _, sh := range m.Shards {

@@ -48,7 +48,7 @@ func TestTinyByHand(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "tiny.shards")
 			m := convertTo(t, Options{Input: input, Out: out})
 			want := shard.Stats{Graphs: 3, Nodes: 9, Edges: 6, DirectedEntries: 12, SelfLoopsDropped: 1,
-				DuplicateEdgesDropped: 1, AsymmetricEdges: 2, IsolatedNodes: 0, MaxNodes: 3, MaxEdges: 3}
+				DuplicateEdgesDropped: 1, AsymmetricEdges: 2, IsolatedNodes: 1, MaxNodes: 3, MaxEdges: 3}
 			if m.Stats != want {
 				t.Errorf("stats %+v\nwant  %+v", m.Stats, want)
 			}

@@ -1,0 +1,62 @@
+# augloader — see README.md. Targets: build test race lint fuzz bench demo clean.
+GO         ?= go
+BIN        := bin
+VENV       := .venv
+PY         := $(VENV)/bin/python
+# staticcheck 2026.2.2 is module version v0.8.2
+STATICCHECK_VERSION := v0.8.2
+FUZZTIME   ?= 10s
+BENCHCOUNT ?= 6
+
+.PHONY: all build test race lint fuzz bench demo venv clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# The Python side (pyarrow interop and, later, the client) lives in a
+# project-local venv with pinned versions; the stamp re-runs pip only when
+# the requirements change.
+$(VENV)/.stamp: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# Everything CI checks: vet, the race-enabled suite, the large real datasets
+# without -race (too slow under it), and the pyarrow interop tests.
+test: venv
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'TestRealDatasets' ./internal/convert/
+	$(PY) -m pytest -q tests/interop
+
+race:
+	$(GO) test -race -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# Bounded fuzzing of every fuzz target (FUZZTIME each).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list 'Fuzz.*' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+# Go benchmarks (compare runs with benchstat), then the conversion benchmark
+# on the real COLLAB; figures go to docs/bench.md by hand with the command.
+bench:
+	$(GO) test -run XXX -bench . -benchmem -count $(BENCHCOUNT) ./... | tee bench.out
+	bash bench/convert_collab.sh
+
+# The demo on an embedded default: a seeded synthetic COLLAB-shaped dataset.
+demo: build
+	bash bench/demo.sh
+
+clean:
+	rm -rf $(BIN) demo bench.out
