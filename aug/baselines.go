@@ -1,0 +1,271 @@
+package aug
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Op is one augmentation. Apply writes the augmented in into out (reusing
+// out's buffers) drawing only from r; in is not modified.
+type Op interface {
+	Name() string
+	Apply(in, out *Graph, r Rand, s *Scratch) error
+}
+
+// None copies the graph (the identity policy).
+type None struct{}
+
+// DropEdge removes one uniformly random edge (unchanged without edges).
+type DropEdge struct{}
+
+// DropNode removes one uniformly random node and its edges; the last node
+// takes its id (unchanged for a single-node graph).
+type DropNode struct{}
+
+// AddEdge adds one edge uniform over the non-adjacent pairs (unchanged when
+// the graph is complete).
+type AddEdge struct{}
+
+// ChangeAttr changes one uniformly random node's feature: a categorical
+// node gets a uniform random code (one-hot) of the dimension; a dense node
+// gets the feature row of another uniformly random node.
+type ChangeAttr struct{}
+
+// Name implements Op.
+func (None) Name() string { return "none" }
+
+// Name implements Op.
+func (DropEdge) Name() string { return "dropedge" }
+
+// Name implements Op.
+func (DropNode) Name() string { return "dropnode" }
+
+// Name implements Op.
+func (AddEdge) Name() string { return "addedge" }
+
+// Name implements Op.
+func (ChangeAttr) Name() string { return "changeattr" }
+
+// Apply implements Op.
+func (None) Apply(in, out *Graph, _ Rand, _ *Scratch) error {
+	out.CopyFrom(in)
+	return nil
+}
+
+// Apply implements Op.
+func (DropEdge) Apply(in, out *Graph, r Rand, _ *Scratch) error {
+	out.CopyFrom(in)
+	if m := in.NumEdges(); m > 0 {
+		e := r.IntN(m)
+		out.Edges = append(out.Edges[:2*e], in.Edges[2*e+2:]...)
+	}
+	return nil
+}
+
+// Apply implements Op.
+func (DropNode) Apply(in, out *Graph, r Rand, s *Scratch) error {
+	if in.N <= 1 {
+		out.CopyFrom(in)
+		return nil
+	}
+	x := int32(r.IntN(int(in.N)))
+	last := in.N - 1
+	out.ID, out.N, out.Dense, out.Dim = in.ID, in.N-1, in.Dense, in.Dim
+	out.Label, out.MixLabel, out.Q = in.Label, in.MixLabel, in.Q
+	out.Edges = out.Edges[:0]
+	for k := 0; k < len(in.Edges); k += 2 {
+		u, v := in.Edges[k], in.Edges[k+1]
+		if u == x || v == x {
+			continue
+		}
+		if u == last {
+			u = x
+		}
+		if v == last {
+			v = x
+		}
+		out.Edges = append(out.Edges, min(u, v), max(u, v))
+	}
+	s.sortPairs(out.N, out.Edges)
+	// Features: node x takes the last node's.
+	if in.Dense {
+		d := int(in.Dim)
+		out.FeatOff, out.Codes, out.Weights = out.FeatOff[:0], out.Codes[:0], out.Weights[:0]
+		out.X = append(out.X[:0], in.X[:int(out.N)*d]...)
+		if x != last {
+			copy(out.X[int(x)*d:int(x+1)*d], in.X[int(last)*d:])
+		}
+		return nil
+	}
+	out.X = out.X[:0]
+	out.FeatOff = grow(out.FeatOff, int(out.N)+1)
+	out.Codes, out.Weights = out.Codes[:0], out.Weights[:0]
+	for v := int32(0); v < out.N; v++ {
+		z := v
+		if v == x {
+			z = last
+		}
+		out.FeatOff[v] = int32(len(out.Codes))
+		out.Codes = append(out.Codes, in.Codes[in.FeatOff[z]:in.FeatOff[z+1]]...)
+		out.Weights = append(out.Weights, in.Weights[in.FeatOff[z]:in.FeatOff[z+1]]...)
+	}
+	out.FeatOff[out.N] = int32(len(out.Codes))
+	return nil
+}
+
+// Apply implements Op. A uniform non-edge is drawn by rejection when the
+// graph is sparse (expected < 2 tries) and by enumeration otherwise.
+func (AddEdge) Apply(in, out *Graph, r Rand, s *Scratch) error {
+	out.CopyFrom(in)
+	n := int64(in.N)
+	pairs := n * (n - 1) / 2
+	m := int64(in.NumEdges())
+	if pairs == m {
+		return nil
+	}
+	s.csr(in.N, in.Edges)
+	adjacent := func(u, v int32) bool {
+		for _, w := range s.adj[s.off[u]:s.off[u+1]] {
+			if w == v {
+				return true
+			}
+		}
+		return false
+	}
+	var u, v int32
+	if 2*m <= pairs {
+		for {
+			u, v = int32(r.IntN(int(n))), int32(r.IntN(int(n)))
+			if u != v && !adjacent(u, v) {
+				break
+			}
+		}
+	} else {
+		// Dense: pick the t-th non-edge in (u, v) order.
+		t := r.Int64N(pairs - m)
+		gen := s.nextGen(int(n))
+	scan:
+		for u = 0; u < in.N; u++ {
+			for _, w := range s.adj[s.off[u]:s.off[u+1]] {
+				s.stamp[w] = gen
+			}
+			for v = u + 1; v < in.N; v++ {
+				if s.stamp[v] != gen {
+					if t == 0 {
+						break scan
+					}
+					t--
+				}
+			}
+			gen = s.nextGen(int(n))
+		}
+	}
+	out.Edges = append(out.Edges, min(u, v), max(u, v))
+	s.sortPairs(out.N, out.Edges)
+	return nil
+}
+
+// Apply implements Op.
+func (ChangeAttr) Apply(in, out *Graph, r Rand, _ *Scratch) error {
+	out.CopyFrom(in)
+	if in.N == 0 {
+		return nil
+	}
+	x := int32(r.IntN(int(in.N)))
+	if in.Dense {
+		d := int(in.Dim)
+		src := int32(r.IntN(int(in.N)))
+		copy(out.X[int(x)*d:int(x+1)*d], in.X[int(src)*d:int(src+1)*d])
+		return nil
+	}
+	c := int32(r.IntN(int(in.Dim)))
+	// Rebuild the mixes with node x's replaced by one code.
+	out.Codes, out.Weights = out.Codes[:0], out.Weights[:0]
+	for v := int32(0); v < in.N; v++ {
+		out.FeatOff[v] = int32(len(out.Codes))
+		if v == x {
+			out.Codes = append(out.Codes, c)
+			out.Weights = append(out.Weights, 1)
+			continue
+		}
+		out.Codes = append(out.Codes, in.Codes[in.FeatOff[v]:in.FeatOff[v+1]]...)
+		out.Weights = append(out.Weights, in.Weights[in.FeatOff[v]:in.FeatOff[v+1]]...)
+	}
+	out.FeatOff[in.N] = int32(len(out.Codes))
+	return nil
+}
+
+// Names lists the ops New accepts.
+var Names = []string{"none", "nodesam", "nodesam-base", "split-only", "merge-only",
+	"submix", "submix-base", "dropedge", "dropnode", "addedge", "changeattr"}
+
+// New returns the op called name with params (only submix and submix-base
+// take one: p, the target ratio). partners feeds SubMix.
+func New(name string, params map[string]string, partners Partners) (Op, error) {
+	name = strings.ToLower(name)
+	for k := range params {
+		if k != "p" || !strings.HasPrefix(name, "submix") {
+			return nil, fmt.Errorf("aug: %s takes no parameter %q", name, k)
+		}
+	}
+	switch name {
+	case "none":
+		return None{}, nil
+	case "nodesam":
+		return NodeSam{}, nil
+	case "nodesam-base":
+		return NodeSamBase{}, nil
+	case "split-only":
+		return SplitOnly{}, nil
+	case "merge-only":
+		return MergeOnly{}, nil
+	case "submix", "submix-base":
+		p := 0.4
+		if v, ok := params["p"]; ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0 && f < 1) {
+				return nil, fmt.Errorf("aug: submix p=%q is not a number in (0, 1)", v)
+			}
+			p = f
+		}
+		return SubMix{P: p, Partners: partners, Base: name == "submix-base"}, nil
+	case "dropedge":
+		return DropEdge{}, nil
+	case "dropnode":
+		return DropNode{}, nil
+	case "addedge":
+		return AddEdge{}, nil
+	case "changeattr":
+		return ChangeAttr{}, nil
+	}
+	return nil, fmt.Errorf("aug: unknown policy %q (want one of %s)", name, strings.Join(Names, ", "))
+}
+
+// OpID is the operation id that keys op's random stream.
+func OpID(op Op) uint64 {
+	switch o := op.(type) {
+	case NodeSam:
+		return OpNodeSam
+	case NodeSamBase:
+		return OpNodeSamBase
+	case SplitOnly:
+		return OpSplitOnly
+	case MergeOnly:
+		return OpMergeOnly
+	case SubMix:
+		if o.Base {
+			return OpSubMixBase
+		}
+		return OpSubMix
+	case DropEdge:
+		return OpDropEdge
+	case DropNode:
+		return OpDropNode
+	case AddEdge:
+		return OpAddEdge
+	case ChangeAttr:
+		return OpChangeAttr
+	}
+	return OpNone
+}

@@ -1,0 +1,62 @@
+package aug
+
+import "math/rand/v2"
+
+// Rand is the randomness an op draws from: *rand.Rand satisfies it, and
+// tests script it to check outputs by hand.
+type Rand interface {
+	IntN(n int) int
+	Int64N(n int64) int64
+	Float64() float64
+	Uint64() uint64
+}
+
+// Operation ids: the last element of the (seed, epoch, graph, operation)
+// tuple that keys every random stream. They are part of the determinism
+// contract: changing one changes every augmented epoch.
+const (
+	OpNone uint64 = iota + 1
+	OpNodeSam
+	OpNodeSamBase
+	OpSplitOnly
+	OpMergeOnly
+	OpSubMix
+	OpSubMixBase
+	OpDropEdge
+	OpDropNode
+	OpAddEdge
+	OpChangeAttr
+	OpPolicyChoice // which policy of a mixture a graph gets
+	OpPartner      // SubMix partner draws in the loader
+)
+
+// mix64 is SplitMix64's finaliser: a bijection on uint64 with full avalanche.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Stream returns the two PCG seeds for the draw (seed, epoch, id, op): a
+// pure function, so any goroutine reproduces the same stream.
+func Stream(seed, epoch uint64, id int64, op uint64) (uint64, uint64) {
+	h := mix64(seed ^ 0x6175676c6f616465) // "augloade"
+	h = mix64(h ^ epoch)
+	h = mix64(h ^ uint64(id))
+	h = mix64(h ^ op)
+	return seed, h
+}
+
+// Rand reseeds the scratch's generator for (seed, epoch, id, op) and
+// returns it; valid until the next call. No allocation.
+func (s *Scratch) Rand(seed, epoch uint64, id int64, op uint64) *rand.Rand {
+	a, b := Stream(seed, epoch, id, op)
+	s.pcg.Seed(a, b)
+	if s.rng == nil {
+		s.rng = rand.New(&s.pcg)
+	}
+	return s.rng
+}

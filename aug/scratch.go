@@ -1,0 +1,100 @@
+package aug
+
+import "math/rand/v2"
+
+// Scratch holds the buffers an op reuses between calls. Not safe for
+// concurrent use: give each worker its own.
+type Scratch struct {
+	pcg rand.PCG
+	rng *rand.Rand
+
+	off, adj   []int32 // CSR of the input graph
+	off2, adj2 []int32 // CSR of SubMix's partner
+	g2         []int32 // intermediate graph's edges
+	added      []int32 // adjustment / chosen nodes
+	side       []int8  // split side per node (valid where stamped)
+	stamp      []uint32
+	gen        uint32
+	cnt        []int32
+	tmp        []int32
+	fw         []float32 // feature merge buffer
+	fc         []int32
+
+	// SubMix
+	score, y, rr, pp, ap []float64
+	order, comp, comp2   []int32 // ranking buffer; root components in BFS order
+	set, set2            []int32 // S and S' in rank order
+	pos                  []int32 // position in S or S' (valid where stamped)
+	partner              Graph
+}
+
+// nextGen returns a fresh stamp for s.stamp sized ≥ n (no clearing needed).
+func (s *Scratch) nextGen(n int) uint32 {
+	if len(s.stamp) < n {
+		s.stamp = make([]uint32, n+n/4+8)
+		s.gen = 0
+	}
+	s.gen++
+	if s.gen == 0 { // wrapped: clear once every 2^32 uses
+		clear(s.stamp)
+		s.gen = 1
+	}
+	return s.gen
+}
+
+// csr builds the adjacency of the input graph into s.off, s.adj.
+func (s *Scratch) csr(n int32, edges []int32) {
+	s.off, s.adj = s.buildCSR(n, edges, s.off, s.adj)
+}
+
+// buildCSR builds the adjacency of n nodes and sorted canonical edges,
+// reusing off and adj. Because the edges are sorted, every neighbour list
+// comes out sorted too.
+func (s *Scratch) buildCSR(n int32, edges, off, adj []int32) ([]int32, []int32) {
+	off = grow(off, int(n)+1)
+	clear(off)
+	for _, v := range edges {
+		off[v+1]++
+	}
+	for i := int32(0); i < n; i++ {
+		off[i+1] += off[i]
+	}
+	adj = grow(adj, len(edges))
+	s.cnt = grow(s.cnt, int(n))
+	copy(s.cnt, off[:n])
+	for k := 0; k < len(edges); k += 2 {
+		u, v := edges[k], edges[k+1]
+		adj[s.cnt[u]] = v
+		s.cnt[u]++
+		adj[s.cnt[v]] = u
+		s.cnt[v]++
+	}
+	return off, adj
+}
+
+// sortPairs sorts (u, v) pairs with u < v < n by (u, v) in O(n + pairs):
+// a stable counting pass by v, then one by u.
+func (s *Scratch) sortPairs(n int32, e []int32) {
+	m := len(e) / 2
+	if m < 2 {
+		return
+	}
+	s.tmp = grow(s.tmp, len(e))
+	s.cnt = grow(s.cnt, int(n)+1)
+	pass := func(src, dst []int32, key int) {
+		clear(s.cnt)
+		for k := key; k < len(src); k += 2 {
+			s.cnt[src[k]+1]++
+		}
+		for i := int32(0); i < n; i++ {
+			s.cnt[i+1] += s.cnt[i]
+		}
+		for k := 0; k < len(src); k += 2 {
+			p := s.cnt[src[k+key]] * 2
+			dst[p], dst[p+1] = src[k], src[k+1]
+			s.cnt[src[k+key]]++
+		}
+	}
+	pass(e, s.tmp, 1)
+	pass(s.tmp, e, 0)
+}
