@@ -2,6 +2,8 @@ package aug
 
 import (
 	"math"
+	"slices"
+	"sort"
 )
 
 // NodeSam is Algorithm 1 of the paper: split a uniform random node v_i into
@@ -64,135 +66,215 @@ func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool) erro
 		out.CopyFrom(in)
 		return nil
 	}
-	m := int32(len(in.Edges) / 2)
-	splitNode := int32(-1)
+	m := len(in.Edges) / 2
+	sp := splitState{i: -1, k: n}
 	n2 := n
-	if !split {
-		s.g2 = append(s.g2[:0], in.Edges...)
-	} else {
-		s.csr(n, in.Edges)
-		i := int32(r.IntN(int(n)))
-		splitNode, n2 = i, n+1
-		nbrs := s.adj[s.off[i]:s.off[i+1]]
-		// Split: each neighbour goes to v_j (= i, side 0) or v_k (= n, side 1).
-		gen := s.nextGen(int(n2))
-		if len(s.side) < int(n2) {
-			s.side = make([]int8, n2+n2/4+8)
-		}
-		for _, w := range nbrs {
-			s.side[w] = int8(r.Uint64() & 1)
-			s.stamp[w] = gen
-		}
+	if split {
+		sp.i = int32(r.IntN(int(n)))
+		n2 = n + 1
+		s.splitAt(in, &sp, r)
 		s.added = s.added[:0]
-		if adjust && len(nbrs) > 0 {
-			s.adjust(in, i, nbrs, gen, m, r)
+		if adjust && len(s.nb) > 0 {
+			s.adjust(in, sp.i, r)
 		}
-		// G″: original edges with v_i replaced by its neighbour's side,
-		// then (v_j, v_k), then the adjustment edges.
-		s.g2 = grow(s.g2, 2*int(m)+2+len(s.added))[:0]
-		for k := 0; k < len(in.Edges); k += 2 {
-			a, b := in.Edges[k], in.Edges[k+1]
-			switch i {
-			case a:
-				a = sideNode(s.side[b], i, n)
-			case b:
-				b = sideNode(s.side[a], i, n)
-			}
-			s.g2 = append(s.g2, min(a, b), max(a, b))
-		}
-		s.g2 = append(s.g2, i, n)
-		for _, u := range s.added {
-			t := sideNode(1-s.side[u], i, n)
-			s.g2 = append(s.g2, min(u, t), max(u, t))
-		}
+	}
+	extra := 0 // G″ edges beyond the m original ones: (v_j, v_k) and the adjustment
+	if split {
+		extra = 1 + len(s.added)
 	}
 	out.ID, out.Label, out.MixLabel, out.Q = in.ID, in.Label, in.MixLabel, in.Q
 	out.Dense, out.Dim = in.Dense, in.Dim
-	if !merge || len(s.g2) == 0 {
-		// No merge (SplitOnly), or nothing to merge (MergeOnly on an
-		// edgeless graph): G″ is the output.
-		out.N = n2
-		out.Edges = append(out.Edges[:0], s.g2...)
-		s.sortPairs(n2, out.Edges)
-		s.features(in, out, n2, splitNode, -1, -1, -1)
-		return nil
+	o, p, last := int32(-1), int32(-1), n2-1
+	if merge && m+extra > 0 {
+		o, p = s.g2Edge(in, &sp, r.IntN(m+extra))
+		out.N = n2 - 1
+	} else {
+		out.N = n2 // SplitOnly, or MergeOnly on an edgeless graph
 	}
-	e := int32(r.IntN(len(s.g2) / 2))
-	o, p := s.g2[2*e], s.g2[2*e+1] // o < p
-	last := n2 - 1
+	s.emit(in, out, &sp, o, p, last, n2)
+	s.features(in, out, n2, sp.i, o, p, last)
+	return nil
+}
+
+// splitState is the split node i, its copy k (= N) and, per neighbour,
+// the side it went to (s.side, valid where s.stamp == gen).
+type splitState struct {
+	i, k int32
+	gen  uint32
+}
+
+func (sp *splitState) node(side int8) int32 {
+	if side == 0 {
+		return sp.i
+	}
+	return sp.k
+}
+
+// splitAt collects v_i's neighbours in id order (the sorted edge list
+// lists (a, i) with a < i first, then (i, b)) and draws each one's side.
+func (s *Scratch) splitAt(in *Graph, sp *splitState, r Rand) {
+	n := int(in.N) + 1
+	sp.gen = s.nextGen(n)
+	if len(s.side) < n {
+		s.side = make([]int8, n+n/4+8)
+	}
+	s.nb = s.nb[:0]
+	i := sp.i
+	for k := 0; k < len(in.Edges); k += 2 {
+		switch {
+		case in.Edges[k+1] == i:
+			s.nb = append(s.nb, in.Edges[k])
+		case in.Edges[k] == i:
+			s.nb = append(s.nb, in.Edges[k+1])
+		}
+	}
+	for _, w := range s.nb {
+		s.side[w] = int8(r.Uint64() & 1)
+		s.stamp[w] = sp.gen
+	}
+}
+
+// g2Edge returns edge e of G″ = (original edges with v_i replaced by the
+// neighbour's side) ++ (v_j, v_k) ++ (adjustment edges), as (o, p), o < p.
+func (s *Scratch) g2Edge(in *Graph, sp *splitState, e int) (int32, int32) {
+	m := len(in.Edges) / 2
+	switch {
+	case e < m:
+		a, b := in.Edges[2*e], in.Edges[2*e+1]
+		switch sp.i {
+		case a:
+			a = sp.node(s.side[b])
+		case b:
+			b = sp.node(s.side[a])
+		}
+		return min(a, b), max(a, b)
+	case e == m:
+		return sp.i, sp.k
+	}
+	u := s.added[e-m-1]
+	t := sp.node(1 - s.side[u])
+	return min(u, t), max(u, t)
+}
+
+// emit writes out.Edges: G″'s edges mapped by the merge (v_o, v_p → v_o;
+// node last → v_p's id), the merged edge and duplicates dropped, sorted.
+// Edges that touch none of v_i, v_o, v_p, last keep their ids and their
+// order, so only the touched ones are sorted (as packed uint64 keys) and
+// merged in: O(|E| + t log t) with t ≤ deg(v_i)+deg(v_o)+deg(v_p)+deg(last)+|S|+1.
+func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
+	gen := s.nextGen(int(n2))
+	i := sp.i
 	id := func(x int32) int32 {
-		switch x {
-		case o, p:
+		switch {
+		case x == o || x == p:
 			return o
-		case last:
+		case x == last && o >= 0:
 			return p
 		}
 		return x
 	}
-	gen := s.nextGen(int(n2))
-	out.N = n2 - 1
-	out.Edges = grow(out.Edges, len(s.g2))[:0]
-	for k := 0; k < len(s.g2); k += 2 {
-		a, b := id(s.g2[k]), id(s.g2[k+1])
+	s.keys = s.keys[:0]
+	touched := func(a, b int32) {
+		a, b = id(a), id(b)
 		if a == b {
-			continue // the merged edge
+			return // the merged edge
 		}
-		if a == o || b == o {
+		if o >= 0 && (a == o || b == o) {
 			other := a + b - o
 			if s.stamp[other] == gen {
-				continue // neighbour of both v_o and v_p: one edge
+				return // neighbour of both v_o and v_p: one edge
 			}
 			s.stamp[other] = gen
 		}
-		out.Edges = append(out.Edges, min(a, b), max(a, b))
+		s.keys = append(s.keys, uint64(min(a, b))<<32|uint64(max(a, b)))
 	}
-	s.sortPairs(out.N, out.Edges)
-	s.features(in, out, n2, splitNode, o, p, last)
-	return nil
-}
-
-func sideNode(side int8, j, k int32) int32 {
-	if side == 0 {
-		return j
+	// Clean edges go straight to out.Edges, in input order (already sorted);
+	// the touched ones are sorted as keys and merged in from the back.
+	out.Edges = grow(out.Edges, len(in.Edges)+2*len(s.added)+2)
+	dst, w := out.Edges, 0
+	for k := 0; k < len(in.Edges); k += 2 {
+		a, b := in.Edges[k], in.Edges[k+1]
+		if a == i || b == i || a == o || b == o || a == p || b == p || a == last || b == last {
+			switch i {
+			case a:
+				a = sp.node(s.side[b])
+			case b:
+				b = sp.node(s.side[a])
+			}
+			touched(a, b)
+			continue
+		}
+		dst[w], dst[w+1] = a, b
+		w += 2
 	}
-	return k
+	out.Edges = dst[:w]
+	if i >= 0 {
+		touched(i, sp.k)
+		for _, u := range s.added {
+			touched(u, sp.node(1-s.side[u]))
+		}
+	}
+	slices.Sort(s.keys)
+	// Merge the sorted touched keys into the clean run from the back.
+	c := len(out.Edges)
+	out.Edges = out.Edges[:c+2*len(s.keys)]
+	w = len(out.Edges)
+	for k := len(s.keys) - 1; k >= 0; k-- {
+		u, v := int32(s.keys[k]>>32), int32(s.keys[k])
+		for c > 0 && (out.Edges[c-2] > u || (out.Edges[c-2] == u && out.Edges[c-1] > v)) {
+			w, c = w-2, c-2
+			out.Edges[w], out.Edges[w+1] = out.Edges[c], out.Edges[c+1]
+		}
+		w -= 2
+		out.Edges[w], out.Edges[w+1] = u, v
+	}
 }
 
 // adjust computes t_i, T_i and h_i from the neighbourhood of v_i and draws
-// the adjustment set into s.added (ids in increasing order).
-func (s *Scratch) adjust(in *Graph, i int32, nbrs []int32, gen uint32, m int32, r Rand) {
-	// Triangles through i: edges among its neighbours. A neighbour w is in
-	// T_i when it shares a neighbour with i. Work: Σ deg(w) ≤ 2|E|.
-	var twice int64 // 2·t_i
-	s.tmp = grow(s.tmp, len(nbrs))
-	tcount := s.tmp
-	for t, w := range nbrs {
-		c := int32(0)
-		for _, x := range s.adj[s.off[w]:s.off[w+1]] {
-			if s.stamp[x] == gen && x != i {
-				c++
+// the adjustment set into s.added (ids in increasing order). Triangles
+// through v_i are the edges with both ends in N(v_i), counted with, per
+// neighbour, how many it is in: O(deg(v_i)·log|E| + |E|).
+func (s *Scratch) adjust(in *Graph, i int32, r Rand) {
+	gen := s.gen // neighbours of i carry the split's stamp
+	if len(s.inT) < int(in.N) {
+		s.inT = make([]uint32, in.N+in.N/4+8)
+	}
+	// Each triangle (i, a, b), a < b, is the edge (a, b) in a's forward
+	// block (edges are sorted by u, so a block is found by binary search).
+	// Only t_i and membership of T_i are needed: a block's matches are
+	// counted in a register and members flagged with the stamp.
+	var ti int64
+	e := in.Edges
+	m := len(e) / 2
+	for _, a := range s.nb {
+		lo := sort.Search(m, func(k int) bool { return e[2*k] >= a })
+		cnt := 0
+		for k := 2 * lo; k < len(e) && e[k] == a; k += 2 {
+			if b := e[k+1]; s.stamp[b] == gen {
+				cnt++
+				s.inT[b] = gen
 			}
 		}
-		tcount[t] = c
-		twice += int64(c)
+		if cnt > 0 {
+			s.inT[a] = gen
+			ti += int64(cnt)
+		}
 	}
-	ti := float64(twice / 2)
 	if ti == 0 {
 		return
 	}
-	di := float64(len(nbrs))
 	var sizeT int
-	for _, c := range tcount {
-		if c > 0 {
+	for _, w := range s.nb {
+		if s.inT[w] == gen {
 			sizeT++
 		}
 	}
-	nv := float64(in.N)
-	c := float64(m) - 3*ti/di - 2
-	h := (math.Sqrt(c*c+4*ti*nv-6*ti) - c) / 2
+	t, d, nv := float64(ti), float64(len(s.nb)), float64(in.N)
+	c := float64(len(in.Edges)/2) - 3*t/d - 2
+	h := (math.Sqrt(c*c+4*t*nv-6*t) - c) / 2
 	prob := math.Min(1, h/float64(sizeT))
-	for t, w := range nbrs {
-		if tcount[t] > 0 && r.Float64() < prob {
+	for _, w := range s.nb {
+		if s.inT[w] == gen && r.Float64() < prob {
 			s.added = append(s.added, w)
 		}
 	}

@@ -281,4 +281,3 @@ func TestNodeSamBaseDrift(t *testing.T) {
 		})
 	}
 }
-

@@ -8,11 +8,13 @@ type Scratch struct {
 	pcg rand.PCG
 	rng *rand.Rand
 
-	off, adj   []int32 // CSR of the input graph
-	off2, adj2 []int32 // CSR of SubMix's partner
-	g2         []int32 // intermediate graph's edges
-	added      []int32 // adjustment / chosen nodes
-	side       []int8  // split side per node (valid where stamped)
+	off, adj   []int32  // CSR of the input graph
+	off2, adj2 []int32  // CSR of SubMix's partner
+	nb         []int32  // neighbours of the split node, in id order
+	inT        []uint32 // stamp: neighbour of the split node in a triangle with it
+	keys       []uint64 // touched output edges, packed u<<32|v
+	added      []int32  // adjustment set
+	side       []int8   // split side per node (valid where stamped)
 	stamp      []uint32
 	gen        uint32
 	cnt        []int32

@@ -217,10 +217,16 @@ func (g *gen) edgeCounts(n, lab []int) []int {
 	return m
 }
 
-// write generates every graph and writes the TU files into dir.
-func (g *gen) write(ctx context.Context, dir string) (Stats, error) {
+// Generate draws every graph of the spec in order and calls fn with its id,
+// class and sorted adjacency lists (valid until fn returns). Write uses it;
+// benchmarks use it to build graphs in memory.
+func Generate(ctx context.Context, s Spec, seed uint64, fn func(id, class int, adj [][]int32) error) error {
+	g := newGen(s, seed)
+	return g.each(ctx, func(id int, n []int, lab []int, b *builder) error { return fn(id, lab[id], b.adj) })
+}
+
+func (g *gen) each(ctx context.Context, fn func(id int, n, lab []int, b *builder) error) error {
 	s := g.s
-	var st Stats
 	n := g.sizes()
 	lab := g.classes()
 	var m []int
@@ -229,21 +235,10 @@ func (g *gen) write(ctx context.Context, dir string) (Stats, error) {
 	} else {
 		m = g.edgeCounts(n, lab)
 	}
-	path := func(suffix string) string { return filepath.Join(dir, s.Name+suffix) }
-	fa, err := os.Create(path("_A.txt"))
-	if err != nil {
-		return st, err
-	}
-	defer fa.Close()
-	wa := bufio.NewWriterSize(fa, 1<<20)
-	var ind, lbl []byte
-	var line []byte
-	loopsLeft := s.SelfLoops
-	var base int64
 	var b builder
 	for gi := range n {
 		if err := ctx.Err(); err != nil {
-			return st, err
+			return err
 		}
 		switch s.Shape {
 		case EgoDense:
@@ -253,6 +248,28 @@ func (g *gen) write(ctx context.Context, dir string) (Stats, error) {
 		case PowerLaw:
 			b.powerLaw(g.rng, n[gi], m[gi])
 		}
+		if err := fn(gi, n, lab, &b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write generates every graph and writes the TU files into dir.
+func (g *gen) write(ctx context.Context, dir string) (Stats, error) {
+	s := g.s
+	var st Stats
+	path := func(suffix string) string { return filepath.Join(dir, s.Name+suffix) }
+	fa, err := os.Create(path("_A.txt"))
+	if err != nil {
+		return st, err
+	}
+	defer fa.Close()
+	wa := bufio.NewWriterSize(fa, 1<<20)
+	var ind, lbl, line []byte
+	loopsLeft := s.SelfLoops
+	var base int64
+	err = g.each(ctx, func(gi int, n, lab []int, b *builder) error {
 		// Self-loops go to the first graphs, one each, as in COLLAB.
 		if loopsLeft > 0 {
 			v := int64(g.rng.IntN(n[gi]))
@@ -265,11 +282,13 @@ func (g *gen) write(ctx context.Context, dir string) (Stats, error) {
 			for _, v := range b.adj[u] {
 				line = appendPair(line[:0], base+int64(u)+1, base+int64(v)+1)
 				if _, err := wa.Write(line); err != nil {
-					return st, err
+					return err
+				}
+				if int32(u) < v {
+					st.Edges++
 				}
 			}
 		}
-		st.Edges += int64(m[gi])
 		for range n[gi] {
 			ind = strconv.AppendInt(ind, int64(gi+1), 10)
 			ind = append(ind, '\n')
@@ -277,8 +296,13 @@ func (g *gen) write(ctx context.Context, dir string) (Stats, error) {
 		lbl = strconv.AppendInt(lbl, int64(lab[gi]), 10)
 		lbl = append(lbl, '\n')
 		base += int64(n[gi])
+		st.Graphs++
+		return nil
+	})
+	if err != nil {
+		return st, err
 	}
-	st.Graphs, st.Nodes = int64(len(n)), base
+	st.Nodes = base
 	if err := wa.Flush(); err != nil {
 		return st, err
 	}

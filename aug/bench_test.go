@@ -1,0 +1,209 @@
+package aug_test
+
+// Benchmarks of every policy on COLLAB- and MUTAG-shaped graphs, and the
+// scaling of NodeSam and SubMix with the number of edges (subgraphs of the
+// synthetic Reddit-scale graph). Compare runs with benchstat:
+//
+//	go test -run XXX -bench . -benchmem -count 6 ./aug | tee new.txt
+//	benchstat old.txt new.txt
+//
+// The scaling figure in docs/ is drawn by `go run ./bench/scaleplot` from
+// the BenchmarkScaling lines.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/synth"
+)
+
+// fromAdj turns sorted adjacency lists into a canonical aug.Graph with
+// one-hot degree-ish codes (dim 8).
+func fromAdj(id int64, label int, adj [][]int32) aug.Graph {
+	g := aug.Graph{ID: id, N: int32(len(adj)), Label: int32(label), Q: 1}
+	for u, ns := range adj {
+		for _, v := range ns {
+			if int32(u) < v {
+				g.Edges = append(g.Edges, int32(u), v)
+			}
+		}
+	}
+	codes := make([]int32, g.N)
+	for i := range codes {
+		codes[i] = int32(min(len(adj[i]), 7))
+	}
+	g.SetCodes(codes, 8)
+	return g
+}
+
+var (
+	collabOnce sync.Once
+	collabGs   []aug.Graph
+	mutagGs    []aug.Graph
+)
+
+// shapes: 300 COLLAB-shaped graphs from the generator (≈74 nodes, ≈2,457
+// edges on average) and 300 MUTAG-shaped molecules (10–28 nodes, a tree plus
+// one or two ring closures: ≈18 nodes, ≈20 edges).
+func shapes(b *testing.B) ([]aug.Graph, []aug.Graph) {
+	collabOnce.Do(func() {
+		spec, _ := synth.Like("COLLAB")
+		spec = spec.Scaled(300)
+		err := synth.Generate(context.Background(), spec, 1, func(id, class int, adj [][]int32) error {
+			collabGs = append(collabGs, fromAdj(int64(id), class, adj))
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(5, 5))
+		for id := range 300 {
+			n := 10 + r.IntN(19)
+			adj := make([][]int32, n)
+			link := func(u, v int) {
+				for _, w := range adj[u] {
+					if int(w) == v {
+						return
+					}
+				}
+				adj[u] = append(adj[u], int32(v))
+				adj[v] = append(adj[v], int32(u))
+			}
+			for v := 1; v < n; v++ {
+				link(v, max(0, v-1-r.IntN(2)))
+			}
+			for range 1 + r.IntN(2) {
+				if u, v := r.IntN(n), r.IntN(n); u != v {
+					link(u, v)
+				}
+			}
+			for u := range adj {
+				sortInt32(adj[u])
+			}
+			mutagGs = append(mutagGs, fromAdj(int64(id), r.IntN(2), adj))
+		}
+	})
+	return collabGs, mutagGs
+}
+
+func sortInt32(s []int32) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func BenchmarkPolicies(b *testing.B) {
+	collab, mutag := shapes(b)
+	for _, shape := range []struct {
+		name string
+		gs   []aug.Graph
+	}{{"collab", collab}, {"mutag", mutag}} {
+		for _, op := range allOps(uniformPartners{shape.gs}) {
+			b.Run(fmt.Sprintf("shape=%s/policy=%s", shape.name, op.Name()), func(b *testing.B) {
+				var s aug.Scratch
+				var out aug.Graph
+				var edges int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					g := &shape.gs[i%len(shape.gs)]
+					edges += int64(g.NumEdges())
+					if err := op.Apply(g, &out, s.Rand(1, uint64(i/len(shape.gs)), g.ID, aug.OpID(op)), &s); err != nil {
+						b.Fatal(err)
+					}
+				}
+				sec := b.Elapsed().Seconds()
+				b.ReportMetric(float64(b.N)/sec, "graphs/s")
+				b.ReportMetric(float64(edges)/sec, "edges/s")
+			})
+		}
+	}
+}
+
+var (
+	redditOnce sync.Once
+	redditAdj  [][]int32
+)
+
+// ScalingSizes are the target edge counts of the nine subgraphs.
+var ScalingSizes = []int{1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7}
+
+// subgraph induces the synthetic Reddit graph on a uniform random node
+// subset sized so the expected edge count is target (edges scale as f²).
+func subgraph(b *testing.B, target int, seed uint64) aug.Graph {
+	redditOnce.Do(func() {
+		spec, _ := synth.Like("reddit")
+		start := time.Now()
+		err := synth.Generate(context.Background(), spec, 0, func(_, _ int, adj [][]int32) error {
+			redditAdj = make([][]int32, len(adj))
+			for u := range adj {
+				redditAdj[u] = append([]int32(nil), adj[u]...)
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("synthetic reddit graph (seed 0) generated in %s", time.Since(start))
+	})
+	const total = 11606919
+	f := math.Min(1, math.Sqrt(float64(target)/total))
+	r := rand.New(rand.NewPCG(seed, uint64(target)))
+	id := make([]int32, len(redditAdj))
+	var n int32
+	for u := range id {
+		id[u] = -1
+		if r.Float64() < f {
+			id[u] = n
+			n++
+		}
+	}
+	adj := make([][]int32, n)
+	for u, ns := range redditAdj {
+		if id[u] < 0 {
+			continue
+		}
+		for _, v := range ns {
+			if id[v] >= 0 {
+				adj[id[u]] = append(adj[id[u]], id[v])
+			}
+		}
+	}
+	return fromAdj(int64(seed), 0, adj)
+}
+
+// BenchmarkScaling: NodeSam and SubMix on random subgraphs of the synthetic
+// Reddit-scale graph (232,965 nodes, 11,606,919 edges) from 10^3 to 10^7
+// edges; ns/edge should stay flat (linear time).
+func BenchmarkScaling(b *testing.B) {
+	for _, target := range ScalingSizes {
+		g := subgraph(b, target, 1)
+		partner := subgraph(b, target, 2)
+		for _, op := range []aug.Op{aug.NodeSam{}, aug.SubMix{P: 0.4, Partners: onePartner{partner}}} {
+			b.Run(fmt.Sprintf("policy=%s/edges=%d", op.Name(), target), func(b *testing.B) {
+				var s aug.Scratch
+				var out aug.Graph
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if err := op.Apply(&g, &out, s.Rand(1, uint64(i), g.ID, aug.OpID(op)), &s); err != nil {
+						b.Fatal(err)
+					}
+				}
+				work := float64(g.NumEdges())
+				if _, ok := op.(aug.SubMix); ok {
+					work += float64(partner.NumEdges())
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/work, "ns/edge")
+				b.ReportMetric(float64(g.NumEdges()), "edges")
+			})
+		}
+	}
+}
