@@ -48,10 +48,13 @@ fuzz:
 	    echo "fuzz $$pkg $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-# Go benchmarks (compare runs with benchstat), then the conversion benchmark
-# on the real COLLAB; figures go to docs/bench.md by hand with the command.
+# Go benchmarks (compare runs with benchstat), the scaling figure, then the
+# conversion benchmark on the real COLLAB; figures go to docs/bench.md with
+# the command that produced them.
 bench:
-	$(GO) test -run XXX -bench . -benchmem -count $(BENCHCOUNT) ./... | tee bench.out
+	$(GO) test -run XXX -bench BenchmarkPolicies -benchmem -count $(BENCHCOUNT) -benchtime 0.5s ./aug | tee bench-policies.out
+	$(GO) test -run XXX -bench BenchmarkScaling -benchtime 0.5s -timeout 30m ./aug | tee bench-scaling.out
+	$(GO) run ./bench/scaleplot -title "$$(nproc)-core $$(uname -m), synthetic reddit (seed 0), $$(date +%F)" < bench-scaling.out
 	bash bench/convert_collab.sh
 
 # The demo on an embedded default: a seeded synthetic COLLAB-shaped dataset.
@@ -59,4 +62,4 @@ demo: build
 	bash bench/demo.sh
 
 clean:
-	rm -rf $(BIN) demo bench.out
+	rm -rf $(BIN) demo bench-*.out

@@ -7,6 +7,7 @@ require (
 	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sync v0.24.0
+	gonum.org/v1/plot v0.17.0
 )
 
 require (
@@ -28,5 +29,4 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 )

@@ -13,8 +13,8 @@ package aug_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -136,8 +136,15 @@ var (
 // ScalingSizes are the target edge counts of the nine subgraphs.
 var ScalingSizes = []int{1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7}
 
-// subgraph induces the synthetic Reddit graph on a uniform random node
-// subset sized so the expected edge count is target (edges scale as f²).
+var (
+	bfsOrder []int32 // nodes of the synthetic Reddit graph in BFS order
+	bfsPos   []int32 // position of each node in bfsOrder
+	prefixE  []int   // prefixE[L]: edges induced by the first L nodes
+)
+
+// subgraph returns the subgraph of the synthetic Reddit graph induced by
+// the shortest BFS prefix (from node seed) holding at least target edges:
+// connected, so SubMix's root component is the whole subgraph.
 func subgraph(b *testing.B, target int, seed uint64) aug.Graph {
 	redditOnce.Do(func() {
 		spec, _ := synth.Like("reddit")
@@ -154,35 +161,54 @@ func subgraph(b *testing.B, target int, seed uint64) aug.Graph {
 		}
 		b.Logf("synthetic reddit graph (seed 0) generated in %s", time.Since(start))
 	})
-	const total = 11606919
-	f := math.Min(1, math.Sqrt(float64(target)/total))
-	r := rand.New(rand.NewPCG(seed, uint64(target)))
-	id := make([]int32, len(redditAdj))
-	var n int32
-	for u := range id {
-		id[u] = -1
-		if r.Float64() < f {
-			id[u] = n
-			n++
-		}
+	// BFS from a random node of degree ≥ 1, then prefix edge counts.
+	r := rand.New(rand.NewPCG(seed, 99))
+	root := r.IntN(len(redditAdj))
+	for len(redditAdj[root]) == 0 {
+		root = r.IntN(len(redditAdj))
 	}
-	adj := make([][]int32, n)
-	for u, ns := range redditAdj {
-		if id[u] < 0 {
-			continue
-		}
-		for _, v := range ns {
-			if id[v] >= 0 {
-				adj[id[u]] = append(adj[id[u]], id[v])
+	n := len(redditAdj)
+	bfsPos = make([]int32, n)
+	for i := range bfsPos {
+		bfsPos[i] = -1
+	}
+	bfsOrder = append(bfsOrder[:0], int32(root))
+	bfsPos[root] = 0
+	for h := 0; h < len(bfsOrder); h++ {
+		for _, w := range redditAdj[bfsOrder[h]] {
+			if bfsPos[w] < 0 {
+				bfsPos[w] = int32(len(bfsOrder))
+				bfsOrder = append(bfsOrder, w)
 			}
 		}
+	}
+	prefixE = append(prefixE[:0], 0)
+	for L, u := range bfsOrder {
+		back := 0
+		for _, w := range redditAdj[u] {
+			if int(bfsPos[w]) < L {
+				back++
+			}
+		}
+		prefixE = append(prefixE, prefixE[L]+back)
+	}
+	L := sort.SearchInts(prefixE, target)
+	L = min(L, len(bfsOrder))
+	adj := make([][]int32, L)
+	for p := 0; p < L; p++ {
+		for _, w := range redditAdj[bfsOrder[p]] {
+			if q := bfsPos[w]; q >= 0 && int(q) < L {
+				adj[p] = append(adj[p], q)
+			}
+		}
+		sortInt32(adj[p])
 	}
 	return fromAdj(int64(seed), 0, adj)
 }
 
-// BenchmarkScaling: NodeSam and SubMix on random subgraphs of the synthetic
-// Reddit-scale graph (232,965 nodes, 11,606,919 edges) from 10^3 to 10^7
-// edges; ns/edge should stay flat (linear time).
+// BenchmarkScaling: NodeSam and SubMix on connected subgraphs (BFS
+// prefixes) of the synthetic Reddit-scale graph (232,965 nodes, 11,606,919
+// edges) from 10^3 to 10^7 edges; ns/edge should stay flat (linear time).
 func BenchmarkScaling(b *testing.B) {
 	for _, target := range ScalingSizes {
 		g := subgraph(b, target, 1)
@@ -191,7 +217,12 @@ func BenchmarkScaling(b *testing.B) {
 			b.Run(fmt.Sprintf("policy=%s/edges=%d", op.Name(), target), func(b *testing.B) {
 				var s aug.Scratch
 				var out aug.Graph
+				// Warm up: grow the scratch and output buffers once.
+				if err := op.Apply(&g, &out, s.Rand(1, 0, g.ID, aug.OpID(op)), &s); err != nil {
+					b.Fatal(err)
+				}
 				b.ReportAllocs()
+				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					if err := op.Apply(&g, &out, s.Rand(1, uint64(i), g.ID, aug.OpID(op)), &s); err != nil {
 						b.Fatal(err)

@@ -3,7 +3,6 @@ package aug
 import (
 	"math"
 	"slices"
-	"sort"
 )
 
 // NodeSam is Algorithm 1 of the paper: split a uniform random node v_i into
@@ -247,7 +246,14 @@ func (s *Scratch) adjust(in *Graph, i int32, r Rand) {
 	e := in.Edges
 	m := len(e) / 2
 	for _, a := range s.nb {
-		lo := sort.Search(m, func(k int) bool { return e[2*k] >= a })
+		lo, hi := 0, m // first pair with u >= a
+		for lo < hi {
+			if h := int(uint(lo+hi) >> 1); e[2*h] < a {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
 		cnt := 0
 		for k := 2 * lo; k < len(e) && e[k] == a; k += 2 {
 			if b := e[k+1]; s.stamp[b] == gen {
