@@ -19,8 +19,6 @@ type Scratch struct {
 	gen        uint32
 	cnt        []int32
 	tmp        []int32
-	fw         []float32 // feature merge buffer
-	fc         []int32
 
 	// SubMix
 	score, y, rr, pp, ap []float64
