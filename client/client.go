@@ -1,0 +1,137 @@
+// Package client reads augloader streams from a Unix socket: one request,
+// the record batches in order, the trailer. Used by tests, benchmarks and
+// `augloader fetch`.
+//
+// Safe for concurrent use: each Fetch opens its own connection.
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/augloader/augloader/wire"
+)
+
+// Result summarises a fetched stream.
+type Result struct {
+	Info    wire.Response
+	Trailer wire.Trailer
+	Schema  *arrow.Schema
+	Batches int
+	Graphs  int
+	Bytes   int64 // Arrow IPC stream bytes
+	// Digest is the SHA-256 of the Arrow IPC stream bytes, schema to
+	// end-of-stream marker: equal digests mean byte-identical streams.
+	Digest [32]byte
+	// BatchDigests[i] is the SHA-256 of record batch i's message bytes.
+	BatchDigests [][32]byte
+}
+
+// Fetch sends req to the server at socket and calls fn for each record
+// batch (valid until fn returns). A server error is a *wire.Error.
+func Fetch(ctx context.Context, socket string, req wire.Request, mem memory.Allocator, fn func(arrow.RecordBatch) error) (*Result, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if err := wire.WriteFrame(conn, wire.MagicRequest, wire.StatusOK, req); err != nil {
+		return nil, fmt.Errorf("client: send request: %w", err)
+	}
+	return Read(bufio.NewReaderSize(conn, 1<<20), mem, fn)
+}
+
+// Read reads a response, stream and trailer from r (exposed for replay
+// tests reading files and for other transports).
+func Read(r io.Reader, mem memory.Allocator, fn func(arrow.RecordBatch) error) (*Result, error) {
+	status, body, err := wire.ReadFrame(r, wire.MagicResponse)
+	if err != nil {
+		return nil, err
+	}
+	if status != wire.StatusOK {
+		var e wire.Error
+		if err := json.Unmarshal(body, &e); err != nil {
+			return nil, fmt.Errorf("client: unreadable error body: %w", err)
+		}
+		return nil, &e
+	}
+	res := &Result{}
+	if err := json.Unmarshal(body, &res.Info); err != nil {
+		return nil, fmt.Errorf("client: response body: %w", err)
+	}
+	tee := &hashingReader{r: r, all: sha256.New(), one: sha256.New()}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	ir, err := ipc.NewReader(tee, ipc.WithAllocator(mem))
+	if err != nil {
+		return nil, fmt.Errorf("client: arrow stream: %w", err)
+	}
+	defer ir.Release()
+	res.Schema = ir.Schema()
+	tee.one.Reset() // the schema message is not a batch
+	for ir.Next() {
+		rec := ir.RecordBatch()
+		var d [32]byte
+		copy(d[:], tee.one.Sum(nil))
+		tee.one.Reset()
+		res.BatchDigests = append(res.BatchDigests, d)
+		res.Batches++
+		res.Graphs += int(rec.NumRows())
+		if fn != nil {
+			if err := fn(rec); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := ir.Err(); err != nil {
+		return res, fmt.Errorf("client: arrow stream after %d batches: %w", res.Batches, err)
+	}
+	copy(res.Digest[:], tee.all.Sum(nil))
+	res.Bytes = tee.n
+	status, body, err = wire.ReadFrame(r, wire.MagicTrailer)
+	if err != nil {
+		return res, fmt.Errorf("client: stream ended without a trailer after %d batches: %w", res.Batches, err)
+	}
+	if err := json.Unmarshal(body, &res.Trailer); err != nil {
+		return res, fmt.Errorf("client: trailer: %w", err)
+	}
+	if status != wire.StatusOK {
+		return res, &wire.Error{Code: res.Trailer.Code, Message: res.Trailer.Message}
+	}
+	if res.Trailer.Batches != res.Batches || res.Batches != res.Info.Batches {
+		return res, fmt.Errorf("client: received %d batches, trailer says %d, response promised %d",
+			res.Batches, res.Trailer.Batches, res.Info.Batches)
+	}
+	return res, nil
+}
+
+// hashingReader hashes every byte the Arrow reader consumes: all of them,
+// and those since the last batch. arrow-go reads message by message with
+// exact lengths, so the bytes between two Next calls are one message.
+type hashingReader struct {
+	r        io.Reader
+	all, one hash.Hash
+	n        int64
+}
+
+func (h *hashingReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.all.Write(p[:n])
+	h.one.Write(p[:n])
+	h.n += int64(n)
+	return n, err
+}

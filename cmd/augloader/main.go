@@ -1,0 +1,292 @@
+// Command augloader serves deterministic augmented epochs of a shard folder
+// to training processes over a Unix socket, materializes them to disk,
+// verifies and replays them, fetches them for inspection, and writes
+// stratified k-fold split files. The work is done by the loader, server,
+// materialize, client and epoch packages.
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/augloader/augloader/client"
+	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/app"
+	"github.com/augloader/augloader/internal/version"
+	"github.com/augloader/augloader/materialize"
+	"github.com/augloader/augloader/server"
+	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/wire"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newApp().RunContext(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "augloader:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "augloader",
+		Usage:   "serve deterministic NodeSam/SubMix-augmented graph batches to a trainer",
+		Version: version.Version,
+		Commands: []*cli.Command{
+			serveCmd(), materializeCmd(), verifyCmd(), fetchCmd(), splitCmd(),
+		},
+	}
+}
+
+func logger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
+
+var loaderFlags = []cli.Flag{
+	&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required unless --materialized)"},
+	&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "seed of every permutation and augmentation draw"},
+	&cli.StringFlag{Name: "policy", Value: "nodesam", Usage: "augmentation schedule, e.g. nodesam | submix:p=0.4 | nodesam:0.5,none:0.5 | 0..50|none;50..|nodesam (docs/schedule.md)"},
+	&cli.StringFlag{Name: "schedule", Usage: "read the schedule from this file instead of --policy"},
+	&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "augmentation workers"},
+	&cli.IntFlag{Name: "batch-size", Value: 32, Usage: "graphs per batch (a request may ask for another)"},
+	&cli.StringFlag{Name: "split", Usage: "split file {\"training\": [...], \"test\": [...]}: serve only one of its sets"},
+	&cli.StringFlag{Name: "split-set", Value: "training", Usage: "which set of --split to serve: training or test"},
+	&cli.StringFlag{Name: "remainder", Value: "pad", Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop"},
+	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's total nodes (0: no cap)"},
+	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's total edges (0: no cap)"},
+}
+
+func loaderOptions(c *cli.Context) app.LoaderOptions {
+	return app.LoaderOptions{
+		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
+		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
+		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: c.String("remainder"),
+		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"),
+	}
+}
+
+func serveCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve augmented epochs on a Unix socket until SIGINT or SIGTERM",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "socket", Required: true, Usage: "Unix socket path to create (never replaces a non-socket file)"},
+			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
+			&cli.StringFlag{Name: "materialized", Usage: "replay epochs written by `augloader materialize` instead of augmenting"},
+			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish"},
+			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams; more are refused as unavailable"},
+		}, loaderFlags...),
+		Action: func(c *cli.Context) error {
+			log := logger()
+			mode, err := strconv.ParseUint(c.String("socket-mode"), 8, 32)
+			if err != nil {
+				return fmt.Errorf("--socket-mode %q: %w", c.String("socket-mode"), err)
+			}
+			var src server.Source
+			if dir := c.String("materialized"); dir != "" {
+				rp, err := materialize.OpenReplay(dir)
+				if err != nil {
+					return err
+				}
+				src = rp
+				log.Info("replaying", "materialized", dir, "dataset", rp.Config().Dataset, "world", rp.Config().World)
+			} else {
+				if c.String("shards") == "" {
+					return errors.New("serve: --shards or --materialized is required")
+				}
+				b, err := app.BuildLoader(c.Context, loaderOptions(c))
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				src = server.Live{L: b.Loader}
+				m := b.Reader.Manifest()
+				log.Info("serving", "shards", c.String("shards"), "dataset", m.Dataset, "graphs", len(b.Loader.Source().Served()),
+					"policy", b.ScheduleText, "seed", c.Uint64("seed"), "workers", b.Loader.Config().Workers)
+			}
+			srv, err := server.New(server.Options{Source: src, Logger: log, Mode: os.FileMode(mode),
+				Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams")})
+			if err != nil {
+				return err
+			}
+			ln, err := server.Listen(c.String("socket"), os.FileMode(mode))
+			if err != nil {
+				return err
+			}
+			log.Info("listening", "socket", c.String("socket"))
+			return srv.Serve(c.Context, ln)
+		},
+	}
+}
+
+func parseEpochs(s string) (uint64, uint64, error) {
+	a, b, ok := strings.Cut(s, ":")
+	from, err1 := strconv.ParseUint(a, 10, 64)
+	to, err2 := strconv.ParseUint(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || to <= from {
+		return 0, 0, fmt.Errorf("--epochs %q: want FROM:TO with FROM < TO (epochs FROM..TO-1)", s)
+	}
+	return from, to, nil
+}
+
+func materializeCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "materialize",
+		Usage: "write augmented epochs to disk as Arrow IPC stream files (crash-safe, resumable)",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "epochs", Value: "0:1", Usage: "epochs FROM:TO (TO excluded)"},
+			&cli.StringFlag{Name: "out", Required: true, Usage: "output folder"},
+			&cli.IntFlag{Name: "world", Value: 1, Usage: "write one file per rank for this world size"},
+			&cli.BoolFlag{Name: "force", Usage: "redo an output folder made with another configuration"},
+		}, loaderFlags...),
+		Action: func(c *cli.Context) error {
+			from, to, err := parseEpochs(c.String("epochs"))
+			if err != nil {
+				return err
+			}
+			if c.String("shards") == "" {
+				return errors.New("materialize: --shards is required")
+			}
+			b, err := app.BuildLoader(c.Context, loaderOptions(c))
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			return materialize.Run(c.Context, materialize.Options{
+				Loader: b.Loader, ShardsDir: c.String("shards"), Out: c.String("out"), From: from, To: to,
+				World: c.Int("world"), BatchSize: c.Int("batch-size"), Force: c.Bool("force"),
+				Logger: logger(), ScheduleText: b.ScheduleText,
+			})
+		},
+	}
+}
+
+func verifyCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "check materialized epochs: every file's SHA-256 and every batch's digest",
+		ArgsUsage: "OUT",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("verify: want exactly one materialized folder")
+			}
+			checked, incomplete, errs := materialize.Verify(c.Context, c.Args().First())
+			for _, e := range errs {
+				fmt.Fprintln(os.Stderr, "augloader: verify:", e)
+			}
+			for _, name := range incomplete {
+				fmt.Fprintf(os.Stderr, "augloader: verify: %s is incomplete (no manifest): rerun materialize\n", name)
+			}
+			if len(errs) > 0 {
+				return cli.Exit(fmt.Sprintf("augloader: verify: %d problem(s)", len(errs)), 1)
+			}
+			fmt.Printf("%s: ok (%d complete epochs, %d incomplete)\n", c.Args().First(), len(checked), len(incomplete))
+			return nil
+		},
+	}
+}
+
+func fetchCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "fetch",
+		Usage: "read one epoch from a server and print counts and the stream's digest",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "socket", Required: true, Usage: "server socket"},
+			&cli.Uint64Flag{Name: "epoch", Usage: "epoch to read"},
+			&cli.IntFlag{Name: "rank", Usage: "this reader's rank"},
+			&cli.IntFlag{Name: "world", Value: 1, Usage: "world size"},
+			&cli.IntFlag{Name: "batch-size", Usage: "graphs per batch (0: the server's default)"},
+			&cli.IntFlag{Name: "start-batch", Usage: "resume from this batch"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+		},
+		Action: func(c *cli.Context) error {
+			req := wire.Request{Epoch: c.Uint64("epoch"), Rank: c.Int("rank"), World: c.Int("world"),
+				BatchSize: c.Int("batch-size"), StartBatch: c.Int("start-batch")}
+			t := time.Now()
+			var nodes, edges int64
+			policies := map[string]int{}
+			res, err := client.Fetch(c.Context, c.String("socket"), req, nil, func(rec arrowRecord) error {
+				n, e, pol := countBatch(rec)
+				nodes, edges = nodes+n, edges+e
+				for k, v := range pol {
+					policies[k] += v
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			secs := time.Since(t).Seconds()
+			out := map[string]any{
+				"dataset": res.Info.Dataset, "epoch": req.Epoch, "rank": req.Rank, "world": req.World,
+				"batches": res.Batches, "graphs": res.Graphs, "nodes": nodes, "directed_edges": edges,
+				"policies": policies, "bytes": res.Bytes, "sha256": hex.EncodeToString(res.Digest[:]),
+				"seconds": secs,
+			}
+			if c.Bool("json") {
+				return json.NewEncoder(os.Stdout).Encode(out)
+			}
+			fmt.Printf("%s epoch %d rank %d/%d: %d batches, %d graphs, %d nodes, %d directed edges, %.1f MB in %.3fs (%.0f graphs/s)\npolicies %v\nsha256 %s\n",
+				res.Info.Dataset, req.Epoch, req.Rank, req.World, res.Batches, res.Graphs, nodes, edges,
+				float64(res.Bytes)/1e6, secs, float64(res.Graphs)/secs, policies, hex.EncodeToString(res.Digest[:]))
+			return nil
+		},
+	}
+}
+
+func splitCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "split",
+		Usage: "write stratified k-fold split files {\"training\": [...], \"test\": [...]}",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "shards", Required: true, Usage: "shard folder (labels are read from it)"},
+			&cli.IntFlag{Name: "folds", Value: 10, Usage: "number of folds"},
+			&cli.Uint64Flag{Name: "seed", Usage: "shuffle seed"},
+			&cli.StringFlag{Name: "out", Required: true, Usage: "folder for fold-00.json, fold-01.json, ..."},
+		},
+		Action: func(c *cli.Context) error {
+			r, err := shard.Open(c.Context, c.String("shards"))
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			labels := make([]int32, r.NumGraphs())
+			for i := range labels {
+				g, _ := r.Graph(int64(i))
+				labels[i] = g.Label
+			}
+			folds, err := epoch.StratifiedKFold(labels, c.Int("folds"), c.Uint64("seed"))
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(c.String("out"), 0o755); err != nil {
+				return err
+			}
+			for i, f := range folds {
+				b, _ := json.Marshal(f)
+				p := filepath.Join(c.String("out"), fmt.Sprintf("fold-%02d.json", i))
+				if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
+					return err
+				}
+				if err := os.Rename(p+".tmp", p); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(os.Stderr, "wrote %d folds to %s\n", len(folds), c.String("out"))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,217 @@
+package epoch
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/augloader/augloader/aug"
+)
+
+// ErrSchedule is the category of schedule syntax errors.
+var ErrSchedule = errors.New("epoch: bad schedule")
+
+// Schedule says which augmentation each graph of each epoch gets.
+//
+// Grammar (docs/schedule.md):
+//
+//	schedule := segment { (";" | newline) segment }
+//	segment  := [ range "|" ] mixture
+//	range    := INT ".." [ INT ]          epochs [a, b), b omitted: no end
+//	mixture  := item { "," item }
+//	item     := NAME { ":" ( KEY "=" VALUE | WEIGHT ) }
+//
+// NAME is an aug policy (none, nodesam, nodesam-base, split-only,
+// merge-only, submix, submix-base, dropedge, dropnode, addedge, changeattr);
+// KEY=VALUE are its parameters (submix: p); WEIGHT is a positive number. In
+// a mixture either every item has a weight or none has (equal weights);
+// weights are relative. A segment without a range covers every epoch. The
+// first segment whose range holds the epoch applies. '#' starts a comment.
+//
+// Examples: "nodesam"; "submix:p=0.4"; "nodesam:0.5,none:0.5";
+// "0..50|none; 50..|nodesam:0.7,submix:p=0.3:0.3".
+type Schedule struct {
+	Segments []Segment
+	text     string
+}
+
+// Segment is the mixture of one epoch range.
+type Segment struct {
+	From, To int64 // epochs [From, To); To < 0 means no end
+	Items    []Choice
+}
+
+// Choice is one policy of a mixture with its cumulative weight bound.
+type Choice struct {
+	Name   string
+	Params map[string]string
+	Weight float64 // normalised, the mixture's weights sum to 1
+}
+
+// String returns the schedule's source text.
+func (s *Schedule) String() string { return s.text }
+
+// ParseSchedule parses the grammar above and checks every policy name and
+// parameter (the ops are built by Resolve).
+func ParseSchedule(text string) (*Schedule, error) {
+	s := &Schedule{text: strings.TrimSpace(text)}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		for _, seg := range strings.Split(line, ";") {
+			seg = strings.TrimSpace(seg)
+			if seg == "" {
+				continue
+			}
+			g, err := parseSegment(seg)
+			if err != nil {
+				return nil, fmt.Errorf("%w: line %d: %q: %v", ErrSchedule, lineNo, seg, err)
+			}
+			s.Segments = append(s.Segments, g)
+		}
+	}
+	if len(s.Segments) == 0 {
+		return nil, fmt.Errorf("%w: empty", ErrSchedule)
+	}
+	return s, nil
+}
+
+// ReadSchedule parses a schedule file (at most 1 MiB).
+func ReadSchedule(r io.Reader) (*Schedule, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 1<<20 {
+		return nil, fmt.Errorf("%w: file larger than 1 MiB", ErrSchedule)
+	}
+	return ParseSchedule(string(b))
+}
+
+func parseSegment(seg string) (Segment, error) {
+	g := Segment{From: 0, To: -1}
+	if i := strings.IndexByte(seg, '|'); i >= 0 {
+		rng := strings.TrimSpace(seg[:i])
+		seg = seg[i+1:]
+		a, b, ok := strings.Cut(rng, "..")
+		if !ok {
+			return g, fmt.Errorf("range %q: want FROM..TO or FROM..", rng)
+		}
+		from, err := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
+		if err != nil || from < 0 {
+			return g, fmt.Errorf("range %q: %q is not an epoch", rng, a)
+		}
+		g.From = from
+		if b = strings.TrimSpace(b); b != "" {
+			to, err := strconv.ParseInt(b, 10, 64)
+			if err != nil || to <= from {
+				return g, fmt.Errorf("range %q: end must be an epoch after %d", rng, from)
+			}
+			g.To = to
+		}
+	}
+	weighted := -1
+	var sum float64
+	for _, raw := range strings.Split(seg, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			return g, errors.New("empty policy in the mixture")
+		}
+		parts := strings.Split(raw, ":")
+		it := Choice{Name: strings.ToLower(strings.TrimSpace(parts[0])), Params: map[string]string{}}
+		hasW := false
+		for _, p := range parts[1:] {
+			p = strings.TrimSpace(p)
+			if k, v, ok := strings.Cut(p, "="); ok {
+				it.Params[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				continue
+			}
+			w, err := strconv.ParseFloat(p, 64)
+			if err != nil || !(w > 0) || math.IsInf(w, 0) || hasW {
+				return g, fmt.Errorf("%q: %q is neither KEY=VALUE nor one positive weight", raw, p)
+			}
+			it.Weight, hasW = w, true
+		}
+		if _, err := aug.New(it.Name, it.Params, nil); err != nil {
+			return g, err
+		}
+		switch {
+		case weighted < 0:
+			weighted = map[bool]int{false: 0, true: 1}[hasW]
+		case (weighted == 1) != hasW:
+			return g, errors.New("give every policy of a mixture a weight, or none")
+		}
+		if !hasW {
+			it.Weight = 1
+		}
+		sum += it.Weight
+		g.Items = append(g.Items, it)
+	}
+	for i := range g.Items {
+		g.Items[i].Weight /= sum
+	}
+	return g, nil
+}
+
+// Segment returns the segment for epoch e.
+func (s *Schedule) Segment(e uint64) (*Segment, error) {
+	for i := range s.Segments {
+		g := &s.Segments[i]
+		if int64(e) >= g.From && (g.To < 0 || int64(e) < g.To) {
+			return g, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the schedule has no policy for epoch %d", ErrRange, e)
+}
+
+// Policy is a segment's mixture resolved to ops.
+type Policy struct {
+	Ops []aug.Op
+	cum []float64
+}
+
+// Resolve builds the ops of epoch e's segment; partners feeds SubMix.
+func (s *Schedule) Resolve(e uint64, partners aug.Partners) (*Policy, error) {
+	g, err := s.Segment(e)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{}
+	var acc float64
+	for _, it := range g.Items {
+		op, err := aug.New(it.Name, it.Params, partners)
+		if err != nil {
+			return nil, err
+		}
+		acc += it.Weight
+		p.Ops = append(p.Ops, op)
+		p.cum = append(p.cum, acc)
+	}
+	p.cum[len(p.cum)-1] = 1
+	return p, nil
+}
+
+// Choose returns the op for graph id in epoch e: a draw keyed by (seed,
+// epoch, graph id, OpPolicyChoice), so independent of rank and worker.
+func (p *Policy) Choose(seed, e uint64, id int64) aug.Op {
+	if len(p.Ops) == 1 {
+		return p.Ops[0]
+	}
+	_, h := aug.Stream(seed, e, id, aug.OpPolicyChoice)
+	u := float64(h>>11) / (1 << 53) // the stream key is itself a uniform hash
+	i := sort.SearchFloat64s(p.cum, u)
+	if i < len(p.cum) && p.cum[i] == u {
+		i++
+	}
+	return p.Ops[min(i, len(p.Ops)-1)]
+}

@@ -1,0 +1,210 @@
+package loader
+
+import (
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/shard"
+)
+
+// Batch columns (docs/protocol.md, "Batch schema"). One row per graph;
+// every list column's values flatten, without a loop over graphs, into
+// the PyG batch: edge_src/edge_dst → edge_index (both directions,
+// batch-global node ids, coalesced per graph), num_nodes → ptr and batch,
+// x_node/x_code/x_weight → the sparse one-hot features (or x, dense).
+const (
+	ColGraphID  = "graph_id"
+	ColNumNodes = "num_nodes"
+	ColEdgeSrc  = "edge_src"
+	ColEdgeDst  = "edge_dst"
+	ColXNode    = "x_node"
+	ColXCode    = "x_code"
+	ColXWeight  = "x_weight"
+	ColX        = "x"
+	ColY        = "y"
+	ColYMix     = "y_mix"
+	ColYQ       = "y_q"
+	ColPolicy   = "policy"
+	ColPadded   = "padded"
+
+	// ProtocolVersion is the batch schema's version (schema metadata).
+	ProtocolVersion = 1
+)
+
+// BatchSchema is the schema of every record batch for a dataset.
+func BatchSchema(man *shard.Manifest, req Request) *arrow.Schema {
+	i32 := arrow.PrimitiveTypes.Int32
+	list := func(t arrow.DataType) arrow.DataType { return arrow.ListOfNonNullable(t) }
+	fields := []arrow.Field{
+		{Name: ColGraphID, Type: arrow.PrimitiveTypes.Int64},
+		{Name: ColNumNodes, Type: i32},
+		{Name: ColEdgeSrc, Type: list(i32)},
+		{Name: ColEdgeDst, Type: list(i32)},
+	}
+	if man.Features.Kind.Categorical() {
+		fields = append(fields,
+			arrow.Field{Name: ColXNode, Type: list(i32)},
+			arrow.Field{Name: ColXCode, Type: list(i32)},
+			arrow.Field{Name: ColXWeight, Type: list(arrow.PrimitiveTypes.Float32)})
+	} else {
+		fields = append(fields, arrow.Field{Name: ColX, Type: list(arrow.PrimitiveTypes.Float32)})
+	}
+	fields = append(fields,
+		arrow.Field{Name: ColY, Type: i32},
+		arrow.Field{Name: ColYMix, Type: i32},
+		arrow.Field{Name: ColYQ, Type: arrow.PrimitiveTypes.Float32},
+		arrow.Field{Name: ColPolicy, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: ColPadded, Type: arrow.FixedWidthTypes.Boolean},
+	)
+	md := arrow.NewMetadata(
+		[]string{"augloader.protocol_version", "augloader.dataset", "augloader.feature_kind", "augloader.feature_dim",
+			"augloader.classes", "augloader.epoch", "augloader.rank", "augloader.world"},
+		[]string{strconv.Itoa(ProtocolVersion), man.Dataset, string(man.Features.Kind), strconv.Itoa(man.Features.Dim),
+			strconv.Itoa(man.Classes), strconv.FormatUint(req.Epoch, 10), strconv.Itoa(req.Rank), strconv.Itoa(req.World)},
+	)
+	return arrow.NewSchema(fields, &md)
+}
+
+// collator accumulates one batch's columns. Its slices back the record
+// batch it builds, so each batch gets a fresh collator's output.
+type collator struct {
+	dense                        bool
+	ids                          []int64
+	nnodes, y, ymix              []int32
+	yq                           []float32
+	policy                       []string
+	padded                       []bool
+	srcOff, src, dst             []int32
+	featOff, xnode, xcode, xattr []int32
+	xw, x                        []float32
+	base                         int32 // nodes so far: batch-global id offset
+
+	// CSR scratch for emitting both directions coalesced.
+	deg, pos, adj []int32
+}
+
+func (c *collator) reset(dense bool) {
+	*c = collator{dense: dense, deg: c.deg[:0], pos: c.pos[:0], adj: c.adj[:0]}
+	c.srcOff = []int32{0}
+	c.featOff = []int32{0}
+}
+
+// add appends one augmented graph.
+func (c *collator) add(g *aug.Graph, policy string, padded bool) {
+	c.ids = append(c.ids, g.ID)
+	c.nnodes = append(c.nnodes, g.N)
+	c.y = append(c.y, g.Label)
+	c.ymix = append(c.ymix, g.MixLabel)
+	c.yq = append(c.yq, g.Q)
+	c.policy = append(c.policy, policy)
+	c.padded = append(c.padded, padded)
+
+	// Both directions, coalesced: node u's neighbours ascending. Canonical
+	// sorted (u, v) pairs fill sorted adjacency lists in one pass.
+	n := int(g.N)
+	c.deg = growI32(c.deg, n+1)
+	clear(c.deg)
+	for _, v := range g.Edges {
+		c.deg[v+1]++
+	}
+	for i := 0; i < n; i++ {
+		c.deg[i+1] += c.deg[i]
+	}
+	c.pos = append(growI32(c.pos, n)[:0], c.deg[:n]...)
+	c.adj = growI32(c.adj, len(g.Edges))
+	for k := 0; k < len(g.Edges); k += 2 {
+		u, v := g.Edges[k], g.Edges[k+1]
+		c.adj[c.pos[u]] = v
+		c.pos[u]++
+		c.adj[c.pos[v]] = u
+		c.pos[v]++
+	}
+	for u := 0; u < n; u++ {
+		for _, v := range c.adj[c.deg[u]:c.deg[u+1]] {
+			c.src = append(c.src, c.base+int32(u))
+			c.dst = append(c.dst, c.base+v)
+		}
+	}
+	c.srcOff = append(c.srcOff, int32(len(c.src)))
+
+	if c.dense {
+		c.x = append(c.x, g.X...)
+		c.featOff = append(c.featOff, int32(len(c.x)))
+	} else {
+		for v := int32(0); v < g.N; v++ {
+			for k := g.FeatOff[v]; k < g.FeatOff[v+1]; k++ {
+				c.xnode = append(c.xnode, c.base+v)
+			}
+		}
+		c.xcode = append(c.xcode, g.Codes...)
+		c.xw = append(c.xw, g.Weights...)
+		c.featOff = append(c.featOff, int32(len(c.xcode)))
+	}
+	c.base += g.N
+}
+
+func growI32(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n, n+n/4+8)
+	}
+	return s[:n]
+}
+
+// record wraps the columns as an Arrow record batch without copying the
+// numeric data.
+func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.RecordBatch {
+	n := len(c.ids)
+	i32 := arrow.PrimitiveTypes.Int32
+	f32 := arrow.PrimitiveTypes.Float32
+	cols := []arrow.Array{
+		prim(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(c.ids)),
+		prim(i32, n, arrow.Int32Traits.CastToBytes(c.nnodes)),
+		list(i32, c.srcOff, len(c.src), arrow.Int32Traits.CastToBytes(c.src)),
+		list(i32, c.srcOff, len(c.dst), arrow.Int32Traits.CastToBytes(c.dst)),
+	}
+	if c.dense {
+		cols = append(cols, list(f32, c.featOff, len(c.x), arrow.Float32Traits.CastToBytes(c.x)))
+	} else {
+		cols = append(cols,
+			list(i32, c.featOff, len(c.xnode), arrow.Int32Traits.CastToBytes(c.xnode)),
+			list(i32, c.featOff, len(c.xcode), arrow.Int32Traits.CastToBytes(c.xcode)),
+			list(f32, c.featOff, len(c.xw), arrow.Float32Traits.CastToBytes(c.xw)))
+	}
+	cols = append(cols,
+		prim(i32, n, arrow.Int32Traits.CastToBytes(c.y)),
+		prim(i32, n, arrow.Int32Traits.CastToBytes(c.ymix)),
+		prim(f32, n, arrow.Float32Traits.CastToBytes(c.yq)))
+	sb := array.NewStringBuilder(mem)
+	sb.AppendValues(c.policy, nil)
+	cols = append(cols, sb.NewArray())
+	sb.Release()
+	bb := array.NewBooleanBuilder(mem)
+	bb.AppendValues(c.padded, nil)
+	cols = append(cols, bb.NewArray())
+	bb.Release()
+	rec := array.NewRecordBatch(schema, cols, int64(n))
+	for _, col := range cols {
+		col.Release()
+	}
+	return rec
+}
+
+func prim(dt arrow.DataType, n int, data []byte) arrow.Array {
+	d := array.NewData(dt, n, []*memory.Buffer{nil, memory.NewBufferBytes(data)}, nil, 0, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+func list(elem arrow.DataType, offsets []int32, nvals int, vals []byte) arrow.Array {
+	child := array.NewData(elem, nvals, []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
+	defer child.Release()
+	d := array.NewData(arrow.ListOfNonNullable(elem), len(offsets)-1,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
+		[]arrow.ArrayData{child}, 0, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}

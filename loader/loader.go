@@ -1,0 +1,322 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/epoch"
+)
+
+// Request selects one rank's part of one epoch.
+type Request struct {
+	Epoch      uint64 `json:"epoch"`
+	Rank       int    `json:"rank"`
+	World      int    `json:"world"`
+	BatchSize  int    `json:"batch_size"`  // 0: the server's default
+	StartBatch int    `json:"start_batch"` // resume: first batch to send
+}
+
+// Config configures a Loader. Zero values take the stated defaults.
+type Config struct {
+	Seed     uint64
+	Schedule *epoch.Schedule // required
+	// Workers augmenting in parallel; default GOMAXPROCS.
+	Workers int
+	// Window caps batches in flight (being built or waiting to be sent);
+	// default 2×Workers. It bounds memory whatever the consumer's speed.
+	Window int
+	// BatchSize is the default graphs per batch; default 32.
+	BatchSize int
+	// MaxBatchSize caps what a request may ask; default 65536.
+	MaxBatchSize int
+	// NodeBudget and EdgeBudget, when set, also cap a batch's nodes/edges.
+	NodeBudget, EdgeBudget int
+	// Remainder: pad (default) or drop when the served set does not divide
+	// by the world size.
+	Remainder epoch.Remainder
+	// MaxEpoch, when set, refuses epochs ≥ MaxEpoch.
+	MaxEpoch uint64
+	// Mem allocates the few Arrow buffers not taken from Go slices.
+	Mem memory.Allocator
+}
+
+// Validate applies defaults and checks the configuration.
+func (c *Config) Validate() error {
+	if c.Schedule == nil {
+		return errors.New("loader: a schedule is required")
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.Window <= 0 {
+		c.Window = 2 * c.Workers
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 32
+	}
+	if c.MaxBatchSize <= 0 {
+		c.MaxBatchSize = 1 << 16
+	}
+	if c.BatchSize > c.MaxBatchSize {
+		return fmt.Errorf("loader: batch size %d above the maximum %d", c.BatchSize, c.MaxBatchSize)
+	}
+	if c.Remainder == "" {
+		c.Remainder = epoch.Pad
+	}
+	if c.Remainder != epoch.Pad && c.Remainder != epoch.Drop {
+		return fmt.Errorf("loader: remainder %q (want pad or drop)", c.Remainder)
+	}
+	if c.Mem == nil {
+		c.Mem = memory.DefaultAllocator
+	}
+	return nil
+}
+
+// Loader serves augmented epochs of one Source.
+type Loader struct {
+	src *Source
+	cfg Config
+}
+
+// New checks cfg and returns a Loader.
+func New(src *Source, cfg Config) (*Loader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Loader{src: src, cfg: cfg}, nil
+}
+
+// Config returns the validated configuration.
+func (l *Loader) Config() Config { return l.cfg }
+
+// Source returns the loader's source.
+func (l *Loader) Source() *Source { return l.src }
+
+// Plan is a request's batches, from StartBatch on.
+type Plan struct {
+	Request Request
+	Batches [][]epoch.Item
+	Total   int // batches in the whole rank slice (before StartBatch)
+	Policy  *epoch.Policy
+	Schema  *arrow.Schema
+}
+
+// Graphs counts the graphs in the plan.
+func (p *Plan) Graphs() int {
+	n := 0
+	for _, b := range p.Batches {
+		n += len(b)
+	}
+	return n
+}
+
+// Plan validates req (errors wrap epoch.ErrRange) and cuts its batches.
+func (l *Loader) Plan(req Request) (*Plan, error) {
+	if req.World == 0 {
+		req.World = 1
+	}
+	if req.BatchSize == 0 {
+		req.BatchSize = l.cfg.BatchSize
+	}
+	switch {
+	case req.BatchSize < 0 || req.BatchSize > l.cfg.MaxBatchSize:
+		return nil, fmt.Errorf("%w: batch size %d not in 1..%d", epoch.ErrRange, req.BatchSize, l.cfg.MaxBatchSize)
+	case req.World < 1 || req.World > len(l.src.served) || req.Rank < 0 || req.Rank >= req.World:
+		return nil, fmt.Errorf("%w: rank %d of world size %d (served set: %d graphs)", epoch.ErrRange, req.Rank, req.World, len(l.src.served))
+	case l.cfg.MaxEpoch > 0 && req.Epoch >= l.cfg.MaxEpoch:
+		return nil, fmt.Errorf("%w: epoch %d, the server offers 0..%d", epoch.ErrRange, req.Epoch, l.cfg.MaxEpoch-1)
+	case req.StartBatch < 0:
+		return nil, fmt.Errorf("%w: start batch %d", epoch.ErrRange, req.StartBatch)
+	}
+	pol, err := l.cfg.Schedule.Resolve(req.Epoch, l.src)
+	if err != nil {
+		return nil, err
+	}
+	perm := epoch.Permutation(l.cfg.Seed, req.Epoch, l.src.served)
+	items, err := epoch.RankSlice(perm, req.Rank, req.World, l.cfg.Remainder)
+	if err != nil {
+		return nil, err
+	}
+	var sizes epoch.Sizes
+	if l.cfg.NodeBudget > 0 || l.cfg.EdgeBudget > 0 {
+		sizes = l.src
+	}
+	batches, err := epoch.Batches(items, epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}, sizes)
+	if err != nil {
+		return nil, err
+	}
+	if req.StartBatch > len(batches) {
+		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(batches))
+	}
+	return &Plan{Request: req, Batches: batches[req.StartBatch:], Total: len(batches), Policy: pol,
+		Schema: BatchSchema(l.src.man, req)}, nil
+}
+
+// Stats describe one streamed request.
+type Stats struct {
+	Batches, Graphs int
+	Elapsed         time.Duration
+	// WaitWorkers is time the sender waited for the next batch to be built;
+	// WaitSink is time spent handing batches to the sink (the client).
+	WaitWorkers, WaitSink time.Duration
+	MaxInFlight           int
+}
+
+// GraphError names the graph whose augmentation failed (or panicked).
+type GraphError struct {
+	Graph  int64
+	Policy string
+	Err    error
+}
+
+func (e *GraphError) Error() string {
+	return fmt.Sprintf("loader: graph %d, policy %s: %v", e.Graph, e.Policy, e.Err)
+}
+
+func (e *GraphError) Unwrap() error { return e.Err }
+
+type result struct {
+	rec arrow.RecordBatch
+	err error
+}
+
+// Stream builds the plan's batches with the worker pool and hands them to
+// sink strictly in order. The sink must not keep the record after it
+// returns. The first error (worker, sink or ctx) stops everything.
+func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatch) error) (Stats, error) {
+	start := time.Now()
+	var st Stats
+	nb := len(p.Batches)
+	workers := min(l.cfg.Workers, max(nb, 1))
+	window := l.cfg.Window
+	slots := make([]chan result, window) // batch b goes to slots[b%window]
+	for i := range slots {
+		slots[i] = make(chan result, 1)
+	}
+	tokens := make(chan struct{}, window) // one per batch in flight
+	jobs := make(chan int)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { // dispatcher
+		defer close(jobs)
+		for b := 0; b < nb; b++ {
+			select {
+			case tokens <- struct{}{}:
+			case <-gctx.Done():
+				return nil
+			}
+			select {
+			case jobs <- b:
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		return nil
+	})
+	for range workers {
+		g.Go(func() error {
+			w := newWorker(l, p)
+			for b := range jobs {
+				rec, err := w.build(p.Batches[b])
+				select {
+				case slots[b%window] <- result{rec, err}:
+				case <-gctx.Done():
+					if rec != nil {
+						rec.Release()
+					}
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { // sender: strictly in order
+		for b := 0; b < nb; b++ {
+			t0 := time.Now()
+			var r result
+			select {
+			case r = <-slots[b%window]:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			st.MaxInFlight = max(st.MaxInFlight, len(tokens))
+			t1 := time.Now()
+			st.WaitWorkers += t1.Sub(t0)
+			if r.err != nil {
+				return r.err
+			}
+			err := sink(r.rec)
+			st.WaitSink += time.Since(t1)
+			st.Graphs += int(r.rec.NumRows())
+			r.rec.Release()
+			if err != nil {
+				return err
+			}
+			st.Batches++
+			<-tokens
+		}
+		return nil
+	})
+	err := g.Wait()
+	// Drain results built after a failure.
+	for _, s := range slots {
+		select {
+		case r := <-s:
+			if r.rec != nil {
+				r.rec.Release()
+			}
+		default:
+		}
+	}
+	st.Elapsed = time.Since(start)
+	return st, err
+}
+
+// worker holds one goroutine's reusable buffers.
+type worker struct {
+	l       *Loader
+	p       *Plan
+	scratch aug.Scratch
+	in, out aug.Graph
+	col     collator
+}
+
+func newWorker(l *Loader, p *Plan) *worker { return &worker{l: l, p: p} }
+
+// build augments and collates one batch. A panic inside an augmentation is
+// recovered into a *GraphError naming the graph.
+func (w *worker) build(items []epoch.Item) (rec arrow.RecordBatch, err error) {
+	w.col.reset(w.l.src.man.Features.Kind == "attributes")
+	seed, e := w.l.cfg.Seed, w.p.Request.Epoch
+	for _, it := range items {
+		op := w.p.Policy.Choose(seed, e, it.Graph)
+		if err := w.augment(op, it.Graph, seed, e); err != nil {
+			return nil, err
+		}
+		w.col.add(&w.out, op.Name(), it.Padded)
+	}
+	return w.col.record(w.p.Schema, w.l.cfg.Mem), nil
+}
+
+func (w *worker) augment(op aug.Op, id int64, seed, e uint64) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &GraphError{Graph: id, Policy: op.Name(), Err: fmt.Errorf("panic: %v", p)}
+		}
+	}()
+	if err := w.l.src.Load(id, &w.in); err != nil {
+		return &GraphError{Graph: id, Policy: op.Name(), Err: err}
+	}
+	r := w.scratch.Rand(seed, e, id, aug.OpID(op))
+	if err := op.Apply(&w.in, &w.out, r, &w.scratch); err != nil {
+		return &GraphError{Graph: id, Policy: op.Name(), Err: err}
+	}
+	return nil
+}

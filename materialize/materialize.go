@@ -1,0 +1,396 @@
+// Package materialize writes augmented epochs to disk, verifies them, and
+// replays them over the socket protocol byte for byte.
+//
+// Layout of OUT:
+//
+//	materialize.json                 configuration (dataset, seed, schedule, batch size, world, ...)
+//	epoch-000042/rank-000-of-002.arrows   the Arrow IPC stream rank 0 of 2 would receive live
+//	epoch-000042/manifest.json       per file: bytes, SHA-256; per batch: offset, bytes, graphs, SHA-256
+//
+// Contract: a file is written under a temporary name, fsynced and renamed;
+// an epoch's manifest.json is written last (same way), so an epoch without
+// one is incomplete and a rerun redoes it; a rerun skips complete epochs.
+// The files are exactly the live stream's bytes, so replay is a copy.
+package materialize
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/augloader/augloader/internal/version"
+	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/shard"
+)
+
+// Format constants (docs/protocol.md, "Materialized epochs").
+const (
+	ConfigName   = "materialize.json"
+	ManifestName = "manifest.json"
+	FormatName   = "augloader-epochs"
+	Version      = 1
+)
+
+// Config is materialize.json: what the epochs were made from.
+type Config struct {
+	Format        string `json:"format"`
+	FormatVersion int    `json:"format_version"`
+	ToolVersion   string `json:"tool_version"`
+	Dataset       string `json:"dataset"`
+	// ShardsDigest is the SHA-256 of the shard folder's manifest.json.
+	ShardsDigest string `json:"shards_digest"`
+	Seed         uint64 `json:"seed"`
+	Schedule     string `json:"schedule"`
+	BatchSize    int    `json:"batch_size"`
+	World        int    `json:"world"`
+	Remainder    string `json:"remainder"`
+	Served       int    `json:"served"` // graphs in the served set
+}
+
+// EpochManifest is epoch-NNNNNN/manifest.json.
+type EpochManifest struct {
+	Epoch uint64     `json:"epoch"`
+	Files []FileInfo `json:"files"`
+}
+
+// FileInfo describes one rank's stream file.
+type FileInfo struct {
+	Rank        int         `json:"rank"`
+	File        string      `json:"file"`
+	Bytes       int64       `json:"bytes"`
+	SHA256      string      `json:"sha256"`
+	SchemaBytes int64       `json:"schema_bytes"` // the schema message opening the stream
+	Graphs      int         `json:"graphs"`
+	Batches     []BatchInfo `json:"batches"`
+}
+
+// BatchInfo locates one record batch message in its file.
+type BatchInfo struct {
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
+	Graphs int    `json:"graphs"`
+	SHA256 string `json:"sha256"`
+}
+
+// Options configure Run.
+type Options struct {
+	Loader       *loader.Loader
+	ShardsDir    string // for the shards digest
+	Out          string
+	From, To     uint64 // epochs [From, To)
+	World        int    // default 1
+	BatchSize    int    // default: the loader's
+	Force        bool   // accept an OUT made with another configuration (its epochs are redone)
+	Logger       *slog.Logger
+	ScheduleText string
+}
+
+// Run materializes epochs [From, To) for every rank, skipping complete ones.
+func Run(ctx context.Context, o Options) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.World <= 0 {
+		o.World = 1
+	}
+	lc := o.Loader.Config()
+	if o.BatchSize <= 0 {
+		o.BatchSize = lc.BatchSize
+	}
+	if o.To <= o.From {
+		return fmt.Errorf("materialize: empty epoch range %d:%d", o.From, o.To)
+	}
+	digest, err := fileDigest(filepath.Join(o.ShardsDir, shard.ManifestName))
+	if err != nil {
+		return err
+	}
+	cfg := Config{Format: FormatName, FormatVersion: Version, ToolVersion: version.Version,
+		Dataset: o.Loader.Source().Manifest().Dataset, ShardsDigest: digest, Seed: lc.Seed,
+		Schedule: o.ScheduleText, BatchSize: o.BatchSize, World: o.World, Remainder: string(lc.Remainder),
+		Served: len(o.Loader.Source().Served())}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	if old, err := ReadConfig(o.Out); err == nil {
+		if !sameConfig(*old, cfg) {
+			if !o.Force {
+				return fmt.Errorf("materialize: %s was made with another configuration (%+v); use --force to redo it", o.Out, *old)
+			}
+			if err := removeEpochs(o.Out); err != nil {
+				return err
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := writeJSON(filepath.Join(o.Out, ConfigName), cfg); err != nil {
+		return err
+	}
+	for e := o.From; e < o.To; e++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("materialize: interrupted before epoch %d: %w", e, err)
+		}
+		dir := filepath.Join(o.Out, EpochDir(e))
+		if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
+			log.Info("epoch already complete, skipped", "epoch", e)
+			continue
+		}
+		t := time.Now()
+		man, err := writeEpoch(ctx, o, e, dir)
+		if err != nil {
+			return err
+		}
+		var bytes int64
+		var graphs int
+		for _, f := range man.Files {
+			bytes += f.Bytes
+			graphs += f.Graphs
+		}
+		secs := time.Since(t).Seconds()
+		log.Info("epoch materialized", "epoch", e, "ranks", o.World, "graphs", graphs, "MB", float64(bytes)/1e6,
+			"seconds", secs, "graphs_per_s", float64(graphs)/max(secs, 1e-9))
+	}
+	return nil
+}
+
+// EpochDir names an epoch's folder.
+func EpochDir(e uint64) string { return fmt.Sprintf("epoch-%06d", e) }
+
+// FileName names a rank's stream file.
+func FileName(rank, world int) string { return fmt.Sprintf("rank-%03d-of-%03d.arrows", rank, world) }
+
+func sameConfig(a, b Config) bool {
+	a.ToolVersion, b.ToolVersion = "", ""
+	return a == b
+}
+
+func removeEpochs(out string) error {
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "epoch-") {
+			if err := os.RemoveAll(filepath.Join(out, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func writeEpoch(ctx context.Context, o Options, e uint64, dir string) (*EpochManifest, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("materialize: %w", err)
+	}
+	man := &EpochManifest{Epoch: e}
+	for rank := 0; rank < o.World; rank++ {
+		fi, err := writeRank(ctx, o, e, rank, dir)
+		if err != nil {
+			return nil, err
+		}
+		man.Files = append(man.Files, *fi)
+	}
+	if err := writeJSON(filepath.Join(dir, ManifestName), man); err != nil {
+		return nil, err
+	}
+	return man, nil
+}
+
+func writeRank(ctx context.Context, o Options, e uint64, rank int, dir string) (*FileInfo, error) {
+	p, err := o.Loader.Plan(loader.Request{Epoch: e, Rank: rank, World: o.World, BatchSize: o.BatchSize})
+	if err != nil {
+		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
+	}
+	name := FileName(rank, o.World)
+	f, err := os.CreateTemp(dir, "."+name+".tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("materialize: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	tw := &hashingWriter{w: f, h: sha256.New()}
+	st, err := o.Loader.WriteStream(ctx, p, tw)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
+	}
+	fi := &FileInfo{Rank: rank, File: name}
+	if fi.SchemaBytes, fi.Batches, err = scanStream(tmp); err != nil {
+		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
+	}
+	if len(fi.Batches) != st.Batches || len(fi.Batches) != len(p.Batches) {
+		return nil, fmt.Errorf("materialize: epoch %d rank %d: %d batches written, %d in the file", e, rank, st.Batches, len(fi.Batches))
+	}
+	for i := range fi.Batches {
+		fi.Batches[i].Graphs = len(p.Batches[i])
+	}
+	fi.Bytes, fi.Graphs = tw.n, st.Graphs
+	fi.SHA256 = hex.EncodeToString(tw.h.Sum(nil))
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return nil, fmt.Errorf("materialize: %w", err)
+	}
+	return fi, syncDir(dir)
+}
+
+// scanStream walks an Arrow IPC stream file message by message and returns
+// the schema message's length and each record batch message's offset,
+// length and SHA-256 (the bytes a client hashes per batch).
+func scanStream(path string) (int64, []BatchInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	cr := &countingReader{r: bufio.NewReaderSize(f, 1<<20)}
+	mr := ipc.NewMessageReader(cr)
+	defer mr.Release()
+	var schemaBytes, prev int64
+	var out []BatchInfo
+	for i := 0; ; i++ {
+		msg, err := mr.Message()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		typ := msg.Type()
+		msg.Release()
+		switch {
+		case i == 0 && typ == ipc.MessageSchema:
+			schemaBytes = cr.n
+		case typ == ipc.MessageRecordBatch:
+			out = append(out, BatchInfo{Offset: prev, Bytes: cr.n - prev})
+		default:
+			return 0, nil, fmt.Errorf("message %d: unexpected %s", i, typ)
+		}
+		prev = cr.n
+	}
+	for i := range out {
+		b := &out[i]
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(f, b.Offset, b.Bytes)); err != nil {
+			return 0, nil, err
+		}
+		b.SHA256 = hex.EncodeToString(h.Sum(nil))
+	}
+	return schemaBytes, out, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+type hashingWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (t *hashingWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.h.Write(p[:n])
+	t.n += int64(n)
+	return n, err
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("materialize: write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func fileDigest(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("materialize: %w", err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:]), nil
+}
+
+// ReadConfig reads OUT/materialize.json.
+func ReadConfig(out string) (*Config, error) {
+	b, err := os.ReadFile(filepath.Join(out, ConfigName))
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("materialize: %s: %w", ConfigName, err)
+	}
+	if c.Format != FormatName || c.FormatVersion != Version {
+		return nil, fmt.Errorf("materialize: %s: format %q version %d, this build reads %q version %d", ConfigName, c.Format, c.FormatVersion, FormatName, Version)
+	}
+	return &c, nil
+}
+
+// ReadEpoch reads an epoch's manifest.
+func ReadEpoch(out string, e uint64) (*EpochManifest, error) {
+	b, err := os.ReadFile(filepath.Join(out, EpochDir(e), ManifestName))
+	if err != nil {
+		return nil, err
+	}
+	var m EpochManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("materialize: %s: %w", EpochDir(e), err)
+	}
+	return &m, nil
+}

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/wire"
+)
+
+// Live serves streams built on the fly by a loader.
+type Live struct{ L *loader.Loader }
+
+// Open implements Source.
+func (v Live) Open(req wire.Request) (Stream, error) {
+	p, err := v.L.Plan(loader.Request{Epoch: req.Epoch, Rank: req.Rank, World: req.World,
+		BatchSize: req.BatchSize, StartBatch: req.StartBatch})
+	if err != nil {
+		return nil, err
+	}
+	return &liveStream{l: v.L, p: p}, nil
+}
+
+type liveStream struct {
+	l  *loader.Loader
+	p  *loader.Plan
+	st loader.Stats
+}
+
+func (s *liveStream) Info() wire.Response {
+	return wire.Response{Dataset: s.l.Source().Manifest().Dataset, Epoch: s.p.Request.Epoch,
+		Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs()}
+}
+
+func (s *liveStream) WriteTo(ctx context.Context, w io.Writer) (int, int, error) {
+	st, err := s.l.WriteStream(ctx, s.p, w)
+	s.st = st
+	return st.Batches, st.Graphs, err
+}
+
+// Waits reports time spent waiting on the workers and on the client.
+func (s *liveStream) Waits() (time.Duration, time.Duration) { return s.st.WaitWorkers, s.st.WaitSink }
