@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -83,12 +84,12 @@ type collator struct {
 	xw, x                        []float32
 	base                         int32 // nodes so far: batch-global id offset
 
-	// CSR scratch for emitting both directions coalesced.
-	deg, pos, adj []int32
+	// Run starts for emitting both directions coalesced.
+	deg []int32
 }
 
 func (c *collator) reset(dense bool) {
-	*c = collator{dense: dense, deg: c.deg[:0], pos: c.pos[:0], adj: c.adj[:0]}
+	*c = collator{dense: dense, deg: c.deg[:0]}
 	c.srcOff = []int32{0}
 	c.featOff = []int32{0}
 }
@@ -103,33 +104,35 @@ func (c *collator) add(g *aug.Graph, policy string, padded bool) {
 	c.policy = append(c.policy, policy)
 	c.padded = append(c.padded, padded)
 
-	// Both directions, coalesced: node u's neighbours ascending. Canonical
-	// sorted (u, v) pairs fill sorted adjacency lists in one pass.
+	// Both directions, coalesced: node u's neighbours ascending. A
+	// counting pass sizes each node's run; then every canonical pair (u, v)
+	// drops v into u's run and u into v's. Pairs come sorted by (u, v), so
+	// a node first receives its smaller neighbours (from earlier pairs),
+	// then its larger ones, in order: each run comes out sorted.
 	n := int(g.N)
 	c.deg = growI32(c.deg, n+1)
 	clear(c.deg)
 	for _, v := range g.Edges {
 		c.deg[v+1]++
 	}
+	start := int32(len(c.src))
+	c.deg[0] = start
 	for i := 0; i < n; i++ {
 		c.deg[i+1] += c.deg[i]
 	}
-	c.pos = append(growI32(c.pos, n)[:0], c.deg[:n]...)
-	c.adj = growI32(c.adj, len(g.Edges))
+	end := int(start) + len(g.Edges)
+	c.src = slices.Grow(c.src, len(g.Edges))[:end]
+	c.dst = slices.Grow(c.dst, len(g.Edges))[:end]
+	pos := c.deg[:n]
+	src, dst, base := c.src, c.dst, c.base
 	for k := 0; k < len(g.Edges); k += 2 {
 		u, v := g.Edges[k], g.Edges[k+1]
-		c.adj[c.pos[u]] = v
-		c.pos[u]++
-		c.adj[c.pos[v]] = u
-		c.pos[v]++
+		i, j := pos[u], pos[v]
+		src[i], dst[i] = base+u, base+v
+		src[j], dst[j] = base+v, base+u
+		pos[u], pos[v] = i+1, j+1
 	}
-	for u := 0; u < n; u++ {
-		for _, v := range c.adj[c.deg[u]:c.deg[u+1]] {
-			c.src = append(c.src, c.base+int32(u))
-			c.dst = append(c.dst, c.base+v)
-		}
-	}
-	c.srcOff = append(c.srcOff, int32(len(c.src)))
+	c.srcOff = append(c.srcOff, int32(end))
 
 	if c.dense {
 		c.x = append(c.x, g.X...)

@@ -88,7 +88,7 @@ func serve(t testing.TB, src server.Source) string {
 func fetch(t testing.TB, sock string, req wire.Request, fn func(arrow.RecordBatch) error) *client.Result {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	res, err := client.Fetch(context.Background(), sock, req, mem, fn)
+	res, err := client.Fetch(context.Background(), sock, req, client.Options{Mem: mem, Digests: true}, fn)
 	if err != nil {
 		t.Fatalf("fetch %+v: %v", req, err)
 	}
@@ -129,6 +129,9 @@ func rows(t testing.TB, rec arrow.RecordBatch, out map[int64][]byte, padded map[
 				t.Fatalf("graph %d: edge (%d, %d) outside its %d nodes", ids[r], u, v, nn[r])
 			}
 			set[[2]int32{u, v}] = true
+			if k > lo && (sv[k-1] > sv[k] || (sv[k-1] == sv[k] && dv[k-1] >= dv[k])) {
+				t.Fatalf("graph %d: edge_index not coalesced at %d: (%d,%d) after (%d,%d)", ids[r], k, sv[k], dv[k], sv[k-1], dv[k-1])
+			}
 			binary.Write(&b, binary.LittleEndian, [2]int32{u, v})
 		}
 		for e := range set {
@@ -260,7 +263,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		t.Fatal("rerun rewrote a complete epoch")
 	}
 	// Out-of-range replay requests are readable errors.
-	_, err = client.Fetch(context.Background(), replay, wire.Request{Epoch: 9, World: 2}, nil, nil)
+	_, err = client.Fetch(context.Background(), replay, wire.Request{Epoch: 9, World: 2}, client.Options{}, nil)
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Code != wire.CodeOutOfRange {
 		t.Fatalf("epoch 9 from replay: %v", err)
@@ -337,7 +340,7 @@ func TestClientDisconnect(t *testing.T) {
 	g0, fd0 := runtime.NumGoroutine(), openFDs()
 	for i := range 20 {
 		stop := errors.New("stop")
-		_, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: uint64(i), World: 1, BatchSize: 1}, nil,
+		_, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: uint64(i), World: 1, BatchSize: 1}, client.Options{},
 			func(arrow.RecordBatch) error { return stop })
 		if !errors.Is(err, stop) {
 			t.Fatalf("early stop: %v", err)

@@ -218,7 +218,7 @@ func fetchCmd() *cli.Command {
 			t := time.Now()
 			var nodes, edges int64
 			policies := map[string]int{}
-			res, err := client.Fetch(c.Context, c.String("socket"), req, nil, func(rec arrowRecord) error {
+			res, err := client.Fetch(c.Context, c.String("socket"), req, client.Options{Digests: true}, func(rec arrowRecord) error {
 				n, e, pol := countBatch(rec)
 				nodes, edges = nodes+n, edges+e
 				for k, v := range pol {

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/augloader/augloader/client"
+	"github.com/augloader/augloader/internal/convert"
+	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/materialize"
+	"github.com/augloader/augloader/wire"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "augloader-test-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "augloader")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	fixture.Cleanup()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startServe runs `augloader serve` and waits for its socket.
+func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Builder) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "aug.sock")
+	cmd := exec.Command(bin, append([]string{"serve", "--socket", sock}, args...)...)
+	var logs strings.Builder
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not start:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return sock, cmd, &logs
+}
+
+func stopServe(t *testing.T, cmd *exec.Cmd, sock string, logs *strings.Builder) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs)
+	}
+	if _, err := os.Lstat(sock); err == nil {
+		t.Fatal("socket file left after shutdown")
+	}
+}
+
+// checkBatch checks a batch's PyG invariants: edges symmetric within each
+// graph's ptr range, features on existing nodes with weights summing to 1
+// per node, soft labels summing to 1.
+func checkBatch(t *testing.T, rec arrow.RecordBatch, classes int32) {
+	t.Helper()
+	get := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+	nn := get(loader.ColNumNodes).(*array.Int32).Int32Values()
+	ptr := []int32{0}
+	for _, n := range nn {
+		ptr = append(ptr, ptr[len(ptr)-1]+n)
+	}
+	src := get(loader.ColEdgeSrc).(*array.List)
+	sv := src.ListValues().(*array.Int32).Int32Values()
+	dv := get(loader.ColEdgeDst).(*array.List).ListValues().(*array.Int32).Int32Values()
+	for r := range nn {
+		set := map[[2]int32]bool{}
+		for k := src.Offsets()[r]; k < src.Offsets()[r+1]; k++ {
+			if sv[k] < ptr[r] || sv[k] >= ptr[r+1] || dv[k] < ptr[r] || dv[k] >= ptr[r+1] || sv[k] == dv[k] {
+				t.Fatalf("edge (%d, %d) outside graph %d's nodes [%d, %d)", sv[k], dv[k], r, ptr[r], ptr[r+1])
+			}
+			set[[2]int32{sv[k], dv[k]}] = true
+		}
+		for e := range set {
+			if !set[[2]int32{e[1], e[0]}] {
+				t.Fatalf("edge %v without reverse", e)
+			}
+		}
+	}
+	xn := get(loader.ColXNode).(*array.List).ListValues().(*array.Int32).Int32Values()
+	xw := get(loader.ColXWeight).(*array.List).ListValues().(*array.Float32).Float32Values()
+	sum := make([]float64, ptr[len(ptr)-1])
+	for k, v := range xn {
+		sum[v] += float64(xw[k])
+	}
+	for v, s := range sum {
+		if math.Abs(s-1) > 1e-5 {
+			t.Fatalf("node %d: feature weights sum to %g", v, s)
+		}
+	}
+	y, ym := get(loader.ColY).(*array.Int32).Int32Values(), get(loader.ColYMix).(*array.Int32).Int32Values()
+	q := get(loader.ColYQ).(*array.Float32).Float32Values()
+	for r := range y {
+		if y[r] < 0 || y[r] >= classes || ym[r] < 0 || ym[r] >= classes || q[r] < 0 || q[r] > 1 {
+			t.Fatalf("row %d: label %d/%d q %g", r, y[r], ym[r], q[r])
+		}
+	}
+}
+
+// TestServeProcessMUTAG: real process, real socket, real MUTAG.
+func TestServeProcessMUTAG(t *testing.T) {
+	in := testutil.Shared(t, "tu", "MUTAG")
+	shards := filepath.Join(t.TempDir(), "mutag")
+	if _, err := convert.Run(context.Background(), convert.Options{Input: in, Out: shards}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pol := range []string{"nodesam", "submix:p=0.4"} {
+		t.Run(pol, func(t *testing.T) {
+			sock, cmd, logs := startServe(t, "--shards", shards, "--policy", pol, "--seed", "3", "--workers", "2")
+			var digests []string
+			for range 2 {
+				policies := map[string]int{}
+				soft := 0
+				res, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: 4, World: 1}, client.Options{Digests: true}, func(rec arrow.RecordBatch) error {
+					checkBatch(t, rec, 2)
+					n, _, p := countBatch(rec)
+					_ = n
+					for k, v := range p {
+						policies[k] += v
+					}
+					for _, q := range rec.Column(rec.Schema().FieldIndices(loader.ColYQ)[0]).(*array.Float32).Float32Values() {
+						if q < 1 {
+							soft++
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("%v\n%s", err, logs)
+				}
+				if res.Graphs != 188 || res.Batches != 6 || res.Trailer.Graphs != 188 {
+					t.Fatalf("%d graphs in %d batches", res.Graphs, res.Batches)
+				}
+				name := strings.SplitN(pol, ":", 2)[0]
+				if policies[name] != 188 {
+					t.Fatalf("policies %v", policies)
+				}
+				if name == "submix" && soft < 100 {
+					t.Fatalf("only %d of 188 SubMix graphs have soft labels", soft)
+				}
+				digests = append(digests, hex.EncodeToString(res.Digest[:]))
+			}
+			if digests[0] != digests[1] {
+				t.Fatal("the same request gave different streams")
+			}
+			// `augloader fetch` prints the same digest.
+			out, err := exec.Command(bin, "fetch", "--socket", sock, "--epoch", "4").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), digests[0]) || !strings.Contains(string(out), "188 graphs") {
+				t.Fatalf("fetch: %v\n%s", err, out)
+			}
+			stopServe(t, cmd, sock, logs)
+			if !strings.Contains(logs.String(), "epoch served") {
+				t.Errorf("no per-epoch summary in the log:\n%s", logs)
+			}
+		})
+	}
+}
+
+// TestMaterializeSIGTERM: SIGTERM during materialize, then a rerun
+// completes and verify passes; no partial file counts as complete.
+func TestMaterializeSIGTERM(t *testing.T) {
+	shards := fixture.SynthShards(t, "COLLAB", 400, 5)
+	out := filepath.Join(t.TempDir(), "epochs")
+	args := []string{"materialize", "--shards", shards, "--epochs", "0:40", "--out", out, "--policy", "nodesam", "--world", "2", "--workers", "2"}
+	cmd := exec.Command(bin, args...)
+	var logs strings.Builder
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if _, err := os.Stat(filepath.Join(out, materialize.EpochDir(2), materialize.ManifestName)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no epoch finished:\n%s", logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if err == nil {
+		t.Log("materialize finished before the signal landed; the rerun still has to skip everything")
+	} else if !strings.Contains(logs.String(), "interrupted") && !strings.Contains(logs.String(), "context canceled") {
+		t.Fatalf("interrupted materialize: %v\n%s", err, logs.String())
+	}
+	checked, incomplete, errs := materialize.Verify(context.Background(), out)
+	if len(errs) > 0 {
+		t.Fatalf("verify after SIGTERM: %v", errs)
+	}
+	t.Logf("after SIGTERM: %d complete epochs, %d incomplete", len(checked), len(incomplete))
+	// No temporary file may look like a stream file.
+	matches, _ := filepath.Glob(filepath.Join(out, "epoch-*", "rank-*.arrows"))
+	for _, m := range matches {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(m), materialize.ManifestName)); err != nil {
+			t.Fatalf("%s exists in an epoch without a manifest", m)
+		}
+	}
+	rerun := exec.Command(bin, args...)
+	if b, err := rerun.CombinedOutput(); err != nil {
+		t.Fatalf("rerun: %v\n%s", err, b)
+	}
+	v := exec.Command(bin, "verify", out)
+	b, err := v.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "40 complete epochs, 0 incomplete") {
+		t.Fatalf("verify: %v\n%s", err, b)
+	}
+}
+
+func TestServeRefusesToClobber(t *testing.T) {
+	shards := fixture.SynthShards(t, "COLLAB", 20, 5)
+	path := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(path, []byte("precious"), 0o644)
+	out, err := exec.Command(bin, "serve", "--shards", shards, "--socket", path).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not a socket") {
+		t.Fatalf("serve over a regular file: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "precious" {
+		t.Fatal("file clobbered")
+	}
+}

@@ -1,0 +1,76 @@
+package wire_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/augloader/augloader/wire"
+)
+
+func TestRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	want := wire.Request{Epoch: 7, Rank: 1, World: 4, BatchSize: 32, StartBatch: 3}
+	if err := wire.WriteFrame(&b, wire.MagicRequest, wire.StatusOK, want); err != nil {
+		t.Fatal(err)
+	}
+	// Header layout: magic, version, status, reserved, length.
+	if got := b.Bytes()[:8]; !bytes.Equal(got, []byte("AUGQ\x01\x00\x00\x00")) {
+		t.Fatalf("header % x", got)
+	}
+	got, err := wire.ParseRequest(&b)
+	if err != nil || got != want {
+		t.Fatalf("%+v, %v", got, err)
+	}
+}
+
+func TestBadFrames(t *testing.T) {
+	frame := func(magic string, version, status byte, body string) []byte {
+		b := append([]byte(magic), version, status, 0, 0, byte(len(body)), 0, 0, 0)
+		return append(b, body...)
+	}
+	cases := map[string][]byte{
+		"empty":         nil,
+		"wrong magic":   frame("HTTP", 1, 0, "{}"),
+		"version 2":     frame("AUGQ", 2, 0, "{}"),
+		"status 7":      frame("AUGQ", 1, 7, "{}"),
+		"short body":    frame("AUGQ", 1, 0, "{}")[:13],
+		"not json":      frame("AUGQ", 1, 0, "{x"),
+		"unknown field": frame("AUGQ", 1, 0, `{"file":"/etc/passwd"}`),
+		"trailing data": frame("AUGQ", 1, 0, `{} {}`),
+		"negative":      frame("AUGQ", 1, 0, `{"rank":-1}`),
+		"too long":      append([]byte("AUGQ\x01\x00\x00\x00"), 0, 0, 0, 1),
+	}
+	for name, in := range cases {
+		if _, err := wire.ParseRequest(bytes.NewReader(in)); !errors.Is(err, wire.ErrProtocol) {
+			t.Errorf("%s: %v, want ErrProtocol", name, err)
+		}
+	}
+}
+
+// FuzzParseRequest: never panics, never accepts a negative field, and what
+// it accepts re-encodes to an equal request.
+func FuzzParseRequest(f *testing.F) {
+	var b bytes.Buffer
+	wire.WriteFrame(&b, wire.MagicRequest, 0, wire.Request{Epoch: 1, World: 2})
+	f.Add(b.Bytes())
+	f.Add([]byte("AUGQ\x01\x00\x00\x00\x02\x00\x00\x00{}"))
+	f.Add([]byte("AUGQ\x01\x00\x00\x00\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		req, err := wire.ParseRequest(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 {
+			t.Fatalf("accepted %+v", req)
+		}
+		var out bytes.Buffer
+		if err := wire.WriteFrame(&out, wire.MagicRequest, 0, req); err != nil {
+			t.Fatal(err)
+		}
+		again, err := wire.ParseRequest(&out)
+		if err != nil || again != req {
+			t.Fatalf("re-encoded %+v: %+v, %v", req, again, err)
+		}
+	})
+}
