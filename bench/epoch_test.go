@@ -153,4 +153,3 @@ func report(b *testing.B, graphs int, bytes int64) {
 		b.ReportMetric(float64(bytes)/1e6/float64(b.N), "MB/epoch")
 	}
 }
-

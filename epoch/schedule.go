@@ -105,7 +105,7 @@ func parseSegment(seg string) (Segment, error) {
 		seg = seg[i+1:]
 		a, b, ok := strings.Cut(rng, "..")
 		if !ok {
-			return g, fmt.Errorf("range %q: want FROM..TO or FROM..", rng)
+			return g, fmt.Errorf("range %q: want FROM..TO, or FROM.. for no end", rng)
 		}
 		from, err := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
 		if err != nil || from < 0 {

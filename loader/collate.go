@@ -73,16 +73,16 @@ func BatchSchema(man *shard.Manifest, req Request) *arrow.Schema {
 // collator accumulates one batch's columns. Its slices back the record
 // batch it builds, so each batch gets a fresh collator's output.
 type collator struct {
-	dense                        bool
-	ids                          []int64
-	nnodes, y, ymix              []int32
-	yq                           []float32
-	policy                       []string
-	padded                       []bool
-	srcOff, src, dst             []int32
-	featOff, xnode, xcode, xattr []int32
-	xw, x                        []float32
-	base                         int32 // nodes so far: batch-global id offset
+	dense                 bool
+	ids                   []int64
+	nnodes, y, ymix       []int32
+	yq                    []float32
+	policy                []string
+	padded                []bool
+	srcOff, src, dst      []int32
+	featOff, xnode, xcode []int32
+	xw, x                 []float32
+	base                  int32 // nodes so far: batch-global id offset
 
 	// Run starts for emitting both directions coalesced.
 	deg []int32

@@ -224,7 +224,9 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	attrs := []any{"epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", graphs, "batches", batches, "MB", float64(cw.n) / 1e6,
 		"seconds", secs, "graphs_per_s", float64(graphs) / max(secs, 1e-9)}
-	if ws, ok := st.(interface{ Waits() (time.Duration, time.Duration) }); ok {
+	if ws, ok := st.(interface {
+		Waits() (time.Duration, time.Duration)
+	}); ok {
 		workers, client := ws.Waits()
 		attrs = append(attrs, "wait_workers_s", workers.Seconds(), "wait_client_s", client.Seconds())
 	}
