@@ -30,7 +30,7 @@ venv: $(VENV)/.stamp
 test: venv
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run 'TestRealDatasets' ./internal/convert/
+	$(GO) test -count=1 -run 'TestRealDatasets|TestProperties' ./internal/convert/ ./aug/
 	$(PY) -m pytest -q tests/interop
 
 race:
