@@ -82,6 +82,29 @@ func Read(r io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, er
 	if err := json.Unmarshal(body, &res.Info); err != nil {
 		return nil, fmt.Errorf("client: response body: %w", err)
 	}
+	if err := readArrow(r, o, fn, res); err != nil {
+		return res, err
+	}
+	status, body, err = wire.ReadFrame(r, wire.MagicTrailer)
+	if err != nil {
+		return res, fmt.Errorf("client: stream ended without a trailer after %d batches: %w", res.Batches, err)
+	}
+	if err := json.Unmarshal(body, &res.Trailer); err != nil {
+		return res, fmt.Errorf("client: trailer: %w", err)
+	}
+	if status != wire.StatusOK {
+		return res, &wire.Error{Code: res.Trailer.Code, Message: res.Trailer.Message}
+	}
+	if res.Trailer.Batches != res.Batches || res.Batches != res.Info.Batches {
+		return res, fmt.Errorf("client: received %d batches, trailer says %d, response promised %d",
+			res.Batches, res.Trailer.Batches, res.Info.Batches)
+	}
+	return res, nil
+}
+
+// readArrow decodes one Arrow IPC stream from r into res, calling fn per
+// batch and hashing the bytes when asked.
+func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Result) error {
 	tee := &hashingReader{r: r}
 	if o.Digests {
 		tee.all, tee.one = sha256.New(), sha256.New()
@@ -92,7 +115,7 @@ func Read(r io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, er
 	}
 	ir, err := ipc.NewReader(tee, ipc.WithAllocator(mem))
 	if err != nil {
-		return nil, fmt.Errorf("client: arrow stream: %w", err)
+		return fmt.Errorf("client: arrow stream: %w", err)
 	}
 	defer ir.Release()
 	res.Schema = ir.Schema()
@@ -111,32 +134,18 @@ func Read(r io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, er
 		res.Graphs += int(rec.NumRows())
 		if fn != nil {
 			if err := fn(rec); err != nil {
-				return res, err
+				return err
 			}
 		}
 	}
 	if err := ir.Err(); err != nil {
-		return res, fmt.Errorf("client: arrow stream after %d batches: %w", res.Batches, err)
+		return fmt.Errorf("client: arrow stream after %d batches: %w", res.Batches, err)
 	}
 	if o.Digests {
 		copy(res.Digest[:], tee.all.Sum(nil))
 	}
 	res.Bytes = tee.n
-	status, body, err = wire.ReadFrame(r, wire.MagicTrailer)
-	if err != nil {
-		return res, fmt.Errorf("client: stream ended without a trailer after %d batches: %w", res.Batches, err)
-	}
-	if err := json.Unmarshal(body, &res.Trailer); err != nil {
-		return res, fmt.Errorf("client: trailer: %w", err)
-	}
-	if status != wire.StatusOK {
-		return res, &wire.Error{Code: res.Trailer.Code, Message: res.Trailer.Message}
-	}
-	if res.Trailer.Batches != res.Batches || res.Batches != res.Info.Batches {
-		return res, fmt.Errorf("client: received %d batches, trailer says %d, response promised %d",
-			res.Batches, res.Trailer.Batches, res.Info.Batches)
-	}
-	return res, nil
+	return nil
 }
 
 // hashingReader hashes every byte the Arrow reader consumes: all of them,

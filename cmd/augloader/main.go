@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/epoch"
@@ -83,7 +84,10 @@ func serveCmd() *cli.Command {
 		Name:  "serve",
 		Usage: "serve augmented epochs on a Unix socket until SIGINT or SIGTERM",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "socket", Required: true, Usage: "Unix socket path to create (never replaces a non-socket file)"},
+			&cli.StringFlag{Name: "socket", Usage: "Unix socket path to create (never replaces a non-socket file)"},
+			&cli.StringFlag{Name: "flight", Usage: "also (or only) serve Arrow Flight at grpc://HOST:PORT or grpc+unix:///PATH (loopback only unless --flight-allow-remote)"},
+			&cli.BoolFlag{Name: "flight-allow-remote", Usage: "allow a non-loopback --flight address (requires --flight-token-file)"},
+			&cli.StringFlag{Name: "flight-token-file", Usage: "file holding the bearer token Flight clients must present"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
 			&cli.StringFlag{Name: "materialized", Usage: "replay epochs written by `augloader materialize` instead of augmenting"},
 			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish"},
@@ -117,17 +121,44 @@ func serveCmd() *cli.Command {
 				log.Info("serving", "shards", c.String("shards"), "dataset", m.Dataset, "graphs", len(b.Loader.Source().Served()),
 					"policy", b.ScheduleText, "seed", c.Uint64("seed"), "workers", b.Loader.Config().Workers)
 			}
-			srv, err := server.New(server.Options{Source: src, Logger: log, Mode: os.FileMode(mode),
-				Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams")})
-			if err != nil {
-				return err
+			if c.String("socket") == "" && c.String("flight") == "" {
+				return errors.New("serve: give --socket, --flight or both")
 			}
-			ln, err := server.Listen(c.String("socket"), os.FileMode(mode))
-			if err != nil {
-				return err
+			g, ctx := errgroup.WithContext(c.Context)
+			if path := c.String("socket"); path != "" {
+				srv, err := server.New(server.Options{Source: src, Logger: log, Mode: os.FileMode(mode),
+					Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams")})
+				if err != nil {
+					return err
+				}
+				ln, err := server.Listen(path, os.FileMode(mode))
+				if err != nil {
+					return err
+				}
+				log.Info("listening", "socket", path)
+				g.Go(func() error { return srv.Serve(ctx, ln) })
 			}
-			log.Info("listening", "socket", c.String("socket"))
-			return srv.Serve(c.Context, ln)
+			if addr := c.String("flight"); addr != "" {
+				var token string
+				if tf := c.String("flight-token-file"); tf != "" {
+					b, err := os.ReadFile(tf)
+					if err != nil {
+						return err
+					}
+					if token = strings.TrimSpace(string(b)); token == "" {
+						return fmt.Errorf("%s: empty token", tf)
+					}
+				}
+				ln, err := server.ListenFlight(server.FlightOptions{Address: addr, AllowRemote: c.Bool("flight-allow-remote"), Token: token})
+				if err != nil {
+					return err
+				}
+				fsrv := &server.Flight{Source: src, Logger: log}
+				gs := server.NewFlightServer(fsrv, token)
+				log.Info("listening", "flight", addr, "addr", ln.Addr().String(), "token", token != "")
+				g.Go(func() error { return server.ServeFlight(ctx, gs, ln, c.Duration("drain")) })
+			}
+			return g.Wait()
 		},
 	}
 }
