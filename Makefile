@@ -3,6 +3,9 @@ GO         ?= go
 BIN        := bin
 VENV       := .venv
 PY         := $(VENV)/bin/python
+# Debian's python3 when present: the GIN example uses Debian's python3-torch
+# (CPU, small) through --system-site-packages.
+PYBASE     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 # staticcheck 2026.2.2 is module version v0.8.2
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME   ?= 10s
@@ -18,9 +21,11 @@ build:
 # The Python side (pyarrow interop and, later, the client) lives in a
 # project-local venv with pinned versions; the stamp re-runs pip only when
 # the requirements change.
-$(VENV)/.stamp: tests/requirements.txt
-	python3 -m venv $(VENV)
+$(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml
+	rm -rf $(VENV)
+	$(PYBASE) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e clients/python
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -31,7 +36,8 @@ test: venv
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'TestRealDatasets|TestProperties' ./internal/convert/ ./aug/
-	$(PY) -m pytest -q tests/interop
+	$(GO) build -o $(BIN)/ ./cmd/...
+	$(PY) -m pytest -q tests/interop clients/python/tests
 
 race:
 	$(GO) test -race -count=1 ./...

@@ -148,3 +148,77 @@ func TestNodeSamZeroAlloc(t *testing.T) {
 		t.Fatalf("NodeSam allocates %.1f times per draw in steady state", allocs)
 	}
 }
+
+// TestScratchHistoryIndependent: an op's output must not depend on what the
+// scratch was used for before (workers reuse scratch across graphs). The
+// history grows the graphs so that the scratch's stamp array is
+// reallocated and its generation counter restarts in between.
+func TestScratchHistoryIndependent(t *testing.T) {
+	gs := corpus(120)
+	r := rand.New(rand.NewPCG(3, 4))
+	var history []aug.Graph
+	for i, n := range []int32{5, 40, 12, 90, 200, 30, 400, 8, 800} {
+		history = append(history, randomGraph(r, int64(1000+i), n, int(n)*3))
+	}
+	for _, op := range allOps(uniformPartners{gs}) {
+		t.Run(op.Name(), func(t *testing.T) {
+			for i := range gs {
+				var fresh, used aug.Scratch
+				var a, b, sink aug.Graph
+				b.CopyFrom(&history[len(history)-1]) // outputs are reused too: start b dirty
+				if err := op.Apply(&gs[i], &a, fresh.Rand(5, 1, gs[i].ID, aug.OpID(op)), &fresh); err != nil {
+					t.Fatal(err)
+				}
+				for j := range history[:1+i%len(history)] {
+					h := &history[j]
+					for _, o := range allOps(uniformPartners{gs}) {
+						o.Apply(h, &sink, used.Rand(9, uint64(j), h.ID, aug.OpID(o)), &used)
+					}
+					// NodeSam marks on small graphs, then SubMix with the
+					// larger history graph as partner: that grows the stamp
+					// array (restarting its generation) without growing what
+					// NodeSam sized by its own graphs.
+					for k := range 8 {
+						g := &gs[(i+k)%len(gs)]
+						aug.NodeSam{}.Apply(g, &sink, used.Rand(7, uint64(k), g.ID, aug.OpNodeSam), &used)
+					}
+					sm := aug.SubMix{P: 0.4, Partners: onePartner{*h}}
+					sm.Apply(&gs[i], &sink, used.Rand(8, uint64(j), gs[i].ID, aug.OpSubMix), &used)
+				}
+				if err := op.Apply(&gs[i], &b, used.Rand(5, 1, gs[i].ID, aug.OpID(op)), &used); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(a.AppendBinary(nil), b.AppendBinary(nil)) {
+					t.Fatalf("graph %d: output depends on the scratch's history", gs[i].ID)
+				}
+			}
+		})
+	}
+}
+
+// TestStampRestartRegression pins the bug where NodeSam's triangle marks
+// survived a restart of the scratch's stamp generation (caused by SubMix
+// growing the stamp array for a large partner) and were read as current:
+// the served stream then depended on which worker had seen which partner.
+func TestStampRestartRegression(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	g1 := randomGraph(r, 1, 60, 400)
+	g2 := randomGraph(r, 2, 60, 240)
+	big := randomGraph(r, 3, 400, 1200)
+	var used aug.Scratch
+	var sink aug.Graph
+	for k := range 300 { // marks with generations spread over ~600 values
+		aug.NodeSam{}.Apply(&g1, &sink, used.Rand(1, uint64(k), g1.ID, aug.OpNodeSam), &used)
+	}
+	sm := aug.SubMix{P: 0.4, Partners: onePartner{big}}
+	sm.Apply(&g2, &sink, used.Rand(2, 0, g2.ID, aug.OpSubMix), &used) // grows the stamp array
+	for k := range 400 {
+		var fresh aug.Scratch
+		var a, b aug.Graph
+		aug.NodeSam{}.Apply(&g2, &a, fresh.Rand(3, uint64(k), g2.ID, aug.OpNodeSam), &fresh)
+		aug.NodeSam{}.Apply(&g2, &b, used.Rand(3, uint64(k), g2.ID, aug.OpNodeSam), &used)
+		if !bytes.Equal(a.AppendBinary(nil), b.AppendBinary(nil)) {
+			t.Fatalf("draw %d: NodeSam output depends on the scratch's history", k)
+		}
+	}
+}

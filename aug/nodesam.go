@@ -238,6 +238,14 @@ func (s *Scratch) adjust(in *Graph, i int32, r Rand) {
 	if len(s.inT) < int(in.N) {
 		s.inT = make([]uint32, in.N+in.N/4+8)
 	}
+	// inT is only ever read for v_i's neighbours: clear exactly those, so
+	// no mark from an earlier draw can survive. (Matching stamps alone is
+	// not enough: the generation restarts whenever s.stamp grows, which
+	// another op, e.g. SubMix sizing it by its partner, may cause while
+	// inT keeps its old marks.)
+	for _, w := range s.nb {
+		s.inT[w] = 0
+	}
 	// Each triangle (i, a, b), a < b, is the edge (a, b) in a's forward
 	// block (edges are sorted by u, so a block is found by binary search).
 	// Only t_i and membership of T_i are needed: a block's matches are

@@ -38,6 +38,11 @@ const policy = "nodesam:0.4,submix:p=0.4:0.4,none:0.2"
 
 func newLoader(t testing.TB, dir, pol string, workers int) *loader.Loader {
 	t.Helper()
+	return newLoaderSeed(t, dir, pol, workers, 11)
+}
+
+func newLoaderSeed(t testing.TB, dir, pol string, workers int, seed uint64) *loader.Loader {
+	t.Helper()
 	r, err := shard.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +56,7 @@ func newLoader(t testing.TB, dir, pol string, workers int) *loader.Loader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := loader.New(src, loader.Config{Seed: 11, Schedule: sched, Workers: workers, BatchSize: 16})
+	l, err := loader.New(src, loader.Config{Seed: seed, Schedule: sched, Workers: workers, BatchSize: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

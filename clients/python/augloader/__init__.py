@@ -1,0 +1,299 @@
+"""Client for the augloader daemon.
+
+Connect to ``augloader serve`` over its Unix socket or Arrow Flight and
+iterate one epoch of one rank as PyG-ready numpy batches, built from the
+Arrow buffers without any per-graph Python loop::
+
+    import augloader
+    client = augloader.connect("unix:///tmp/aug.sock")   # or "grpc://127.0.0.1:8815"
+    for batch in client.epoch(3, rank=0, world=1):
+        batch.edge_index   # int64 [2, 2|E|], batch-global, both directions
+        batch.ptr          # int64 [B+1]
+        batch.batch        # int64 [N], graph of each node
+        batch.dense_x()    # float32 [N, dim] one-hot (mixes for merged nodes)
+        batch.soft_y()     # float32 [B, C]
+
+Errors from the server raise :class:`ServerError` (with ``code``: one of
+bad_request, out_of_range, unavailable, internal, unauthenticated); a
+stream that ends early raises :class:`ConnectionLost`. The wire protocol is
+docs/protocol.md of the augloader repository.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Iterator, Optional
+from urllib.parse import urlparse
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream"]
+__version__ = "0.1.0"
+
+_HEADER = struct.Struct("<4sBBHI")
+_VERSION = 1
+_MAX_BODY = 64 << 10
+
+
+class ServerError(Exception):
+    """The server refused or cut the request."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ConnectionLost(Exception):
+    """The connection closed before the stream was complete."""
+
+
+@dataclass
+class Batch:
+    """One training batch. Arrays are views of Arrow buffers where possible."""
+
+    graph_id: np.ndarray     # int64 [B]
+    num_nodes: np.ndarray    # int32 [B]
+    ptr: np.ndarray          # int64 [B+1]
+    batch: np.ndarray        # int64 [N]
+    edge_index: np.ndarray   # int64 [2, 2|E|]
+    x_node: Optional[np.ndarray]    # int32 [K] categorical features: node of each (code, weight)
+    x_code: Optional[np.ndarray]    # int32 [K]
+    x_weight: Optional[np.ndarray]  # float32 [K]
+    x: Optional[np.ndarray]         # float32 [N, dim] dense features
+    y: np.ndarray            # int32 [B]
+    y_mix: np.ndarray        # int32 [B]
+    y_q: np.ndarray          # float32 [B]: soft label q·onehot(y) + (1-q)·onehot(y_mix)
+    policy: list             # str [B]
+    padded: np.ndarray       # bool [B]
+    feature_dim: int
+    num_classes: int
+    record: pa.RecordBatch   # the Arrow batch itself
+
+    @property
+    def num_graphs(self) -> int:
+        return len(self.graph_id)
+
+    def dense_x(self) -> np.ndarray:
+        """Node features as a dense float32 matrix [N, dim]."""
+        if self.x is not None:
+            return self.x
+        n = int(self.ptr[-1])
+        out = np.zeros((n, self.feature_dim), dtype=np.float32)
+        np.add.at(out, (self.x_node, self.x_code), self.x_weight)
+        return out
+
+    def soft_y(self) -> np.ndarray:
+        """Label distributions [B, C] (one-hot for hard labels)."""
+        b = self.num_graphs
+        out = np.zeros((b, self.num_classes), dtype=np.float32)
+        rows = np.arange(b)
+        np.add.at(out, (rows, self.y), self.y_q)
+        np.add.at(out, (rows, self.y_mix), 1.0 - self.y_q)
+        return out
+
+    @classmethod
+    def from_record_batch(cls, rb: pa.RecordBatch) -> "Batch":
+        md = {k.decode(): v.decode() for k, v in (rb.schema.metadata or {}).items()}
+        col = rb.column
+
+        def values(name, dtype):
+            return col(name).values.to_numpy(zero_copy_only=True).astype(dtype, copy=False)
+
+        num_nodes = col("num_nodes").to_numpy(zero_copy_only=True)
+        ptr = np.zeros(len(num_nodes) + 1, dtype=np.int64)
+        np.cumsum(num_nodes, out=ptr[1:])
+        names = rb.schema.names
+        dense = "x" in names
+        return cls(
+            graph_id=col("graph_id").to_numpy(zero_copy_only=True),
+            num_nodes=num_nodes,
+            ptr=ptr,
+            batch=np.repeat(np.arange(len(num_nodes), dtype=np.int64), num_nodes),
+            edge_index=np.stack([values("edge_src", np.int64), values("edge_dst", np.int64)]),
+            x_node=None if dense else values("x_node", np.int32),
+            x_code=None if dense else values("x_code", np.int32),
+            x_weight=None if dense else values("x_weight", np.float32),
+            x=values("x", np.float32).reshape(int(ptr[-1]), -1) if dense else None,
+            y=col("y").to_numpy(zero_copy_only=True),
+            y_mix=col("y_mix").to_numpy(zero_copy_only=True),
+            y_q=col("y_q").to_numpy(zero_copy_only=True),
+            policy=col("policy").to_pylist(),
+            padded=col("padded").to_numpy(zero_copy_only=False),
+            feature_dim=int(md.get("augloader.feature_dim", 0)),
+            num_classes=int(md.get("augloader.classes", 0)),
+            record=rb,
+        )
+
+
+class _HashingReader:
+    """File-like wrapper hashing what pyarrow reads (the Arrow stream bytes)."""
+
+    def __init__(self, f, digest: bool):
+        self._f = f
+        self._h = hashlib.sha256() if digest else None
+        self.nbytes = 0
+        self.closed = False
+
+    def read(self, n=-1):
+        b = self._f.read(n)
+        if self._h is not None:
+            self._h.update(b)
+        self.nbytes += len(b)
+        return b
+
+    def readable(self):
+        return True
+
+    def hexdigest(self) -> Optional[str]:
+        return self._h.hexdigest() if self._h is not None else None
+
+
+def _read_frame(f, magic: bytes):
+    hdr = f.read(_HEADER.size)
+    if len(hdr) != _HEADER.size:
+        raise ConnectionLost(f"connection closed before a {magic.decode()} frame")
+    m, version, status, reserved, n = _HEADER.unpack(hdr)
+    if m != magic or version != _VERSION or reserved != 0 or n > _MAX_BODY:
+        raise ConnectionLost(f"protocol error: frame {m!r} v{version} length {n}")
+    body = f.read(n)
+    if len(body) != n:
+        raise ConnectionLost("connection closed inside a frame")
+    return status, json.loads(body)
+
+
+class Stream:
+    """One epoch of one rank: iterate it for :class:`Batch` objects; after
+    the loop, ``info``, ``trailer``, ``nbytes`` and ``sha256`` (socket only,
+    with ``digest=True``) describe what was read."""
+
+    def __init__(self, batches, info: dict):
+        self._batches = batches
+        self.info = info
+        self.trailer: Optional[dict] = None
+        self.nbytes = 0
+        self.sha256: Optional[str] = None
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self._batches(self)
+
+
+class Client:
+    """A connection factory for one server (each epoch opens its own)."""
+
+    def __init__(self, url: str, token: Optional[str] = None, timeout: Optional[float] = None):
+        u = urlparse(url)
+        self.url, self.token, self.timeout = url, token, timeout
+        if u.scheme == "unix":
+            self._transport, self._path = "unix", u.path
+        elif u.scheme in ("grpc", "grpc+tcp", "grpc+unix"):
+            self._transport = "flight"
+        else:
+            raise ValueError(f"augloader: unsupported url {url!r} (want unix:///path, grpc://host:port or grpc+unix:///path)")
+
+    def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
+              start_batch: int = 0, digest: bool = False) -> Stream:
+        req = {"epoch": int(epoch), "rank": int(rank), "world": int(world)}
+        if batch_size:
+            req["batch_size"] = int(batch_size)
+        if start_batch:
+            req["start_batch"] = int(start_batch)
+        if self._transport == "unix":
+            return self._unix(req, digest)
+        return self._flight(req)
+
+    def _unix(self, req: dict, digest: bool) -> Stream:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+            body = json.dumps(req).encode()
+            sock.sendall(_HEADER.pack(b"AUGQ", _VERSION, 0, 0, len(body)) + body)
+            f = sock.makefile("rb", buffering=1 << 20)
+            status, info = _read_frame(f, b"AUGR")
+        except OSError as e:
+            sock.close()
+            raise ConnectionLost(str(e)) from e
+        if status != 0:
+            sock.close()
+            raise ServerError(info.get("code", "internal"), info.get("error", ""))
+
+        def batches(stream: Stream):
+            tee = _HashingReader(f, digest)
+            try:
+                try:
+                    reader = ipc.open_stream(tee)
+                    for rb in reader:
+                        yield Batch.from_record_batch(rb)
+                except (pa.ArrowInvalid, OSError) as e:
+                    raise ConnectionLost(f"arrow stream broke: {e}") from e
+                stream.nbytes, stream.sha256 = tee.nbytes, tee.hexdigest()
+                status, trailer = _read_frame(f, b"AUGT")
+                stream.trailer = trailer
+                if status != 0:
+                    raise ServerError(trailer.get("code", "internal"), trailer.get("error", ""))
+                if trailer.get("batches") != info.get("batches"):
+                    raise ConnectionLost(f"got {trailer.get('batches')} batches, promised {info.get('batches')}")
+            finally:
+                f.close()
+                sock.close()
+
+        return Stream(batches, info)
+
+    def _flight(self, req: dict) -> Stream:
+        import pyarrow.flight as fl
+
+        u = urlparse(self.url)
+        loc = f"grpc+unix://{u.path}" if u.scheme == "grpc+unix" else f"grpc+tcp://{u.netloc}"
+        client = fl.FlightClient(loc)
+        headers = [(b"authorization", f"Bearer {self.token}".encode())] if self.token else []
+        opts = fl.FlightCallOptions(headers=headers, timeout=self.timeout)
+        try:
+            reader = client.do_get(fl.Ticket(json.dumps(req).encode()), opts)
+        except (fl.FlightError, pa.ArrowException) as e:
+            client.close()
+            raise _flight_error(e) from e
+
+        def batches(stream: Stream):
+            n = 0
+            try:
+                for chunk in reader:
+                    n += 1
+                    yield Batch.from_record_batch(chunk.data)
+            except (fl.FlightError, pa.ArrowException) as e:
+                raise _flight_error(e) from e
+            finally:
+                client.close()
+            stream.trailer = {"batches": n}
+
+        return Stream(batches, {"batches": None})
+
+
+def _flight_error(e) -> Exception:
+    import pyarrow.flight as fl
+
+    # pyarrow maps gRPC codes to exception types only in part (OUT_OF_RANGE
+    # and INVALID_ARGUMENT arrive as ArrowInvalid): classify by type, then
+    # by the status named in the message.
+    msg = str(e)
+    low = msg.lower()
+    if isinstance(e, fl.FlightUnauthenticatedError) or "unauthenticated" in low:
+        return ServerError("unauthenticated", msg)
+    if isinstance(e, fl.FlightUnavailableError):
+        return ServerError("unavailable", msg)
+    if "out-of-range" in low or "out of range" in low:
+        return ServerError("out_of_range", msg)
+    if "invalid-argument" in low or "invalid argument" in low:
+        return ServerError("bad_request", msg)
+    return ServerError("internal", msg)
+
+
+def connect(url: str, token: Optional[str] = None, timeout: Optional[float] = None) -> Client:
+    """Return a client for ``unix:///path.sock``, ``grpc://host:port`` or
+    ``grpc+unix:///path`` (Flight). ``token`` is Flight's bearer token."""
+    return Client(url, token=token, timeout=timeout)

@@ -1,0 +1,88 @@
+"""PyTorch integration: an IterableDataset over an augloader epoch.
+
+    from augloader.torch import AugloaderDataset
+    ds = AugloaderDataset("unix:///tmp/aug.sock", device="cuda")
+    for epoch in range(350):
+        ds.set_epoch(epoch)            # like DistributedSampler.set_epoch
+        for batch in ds:               # torch_geometric.data.Batch when PyG is installed,
+            ...                        # else a dict of tensors (x, edge_index, batch, ptr, y, ...)
+
+Rank and world size come from torch.distributed when it is initialised
+(else 0 and 1), so each process reads its own slice of one global epoch.
+The dense one-hot ``x`` is built from the sparse codes on the target device.
+Use it with ``DataLoader(ds, batch_size=None)``; the daemon already batches.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset
+
+from . import Batch, connect
+
+try:  # optional
+    from torch_geometric.data import Batch as PyGBatch  # type: ignore
+except Exception:  # pragma: no cover - depends on the environment
+    PyGBatch = None
+
+
+def to_tensors(b: Batch, device="cpu") -> dict:
+    """Tensors of one batch, with the dense one-hot x built on device."""
+    dev = torch.device(device)
+    n = int(b.ptr[-1])
+    if b.x is not None:
+        x = torch.from_numpy(np.ascontiguousarray(b.x)).to(dev)
+    else:
+        x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
+        idx = (torch.from_numpy(b.x_node.astype(np.int64)).to(dev), torch.from_numpy(b.x_code.astype(np.int64)).to(dev))
+        x.index_put_(idx, torch.from_numpy(b.x_weight.copy()).to(dev), accumulate=True)
+    y_soft = torch.from_numpy(b.soft_y()).to(dev)
+    return {
+        "x": x,
+        "edge_index": torch.from_numpy(b.edge_index).to(dev),
+        "batch": torch.from_numpy(b.batch).to(dev),
+        "ptr": torch.from_numpy(b.ptr).to(dev),
+        "y": torch.from_numpy(b.y.astype(np.int64)).to(dev),
+        "y_soft": y_soft,
+        "soft": bool((b.y_q < 1).any()),
+        "graph_id": torch.from_numpy(b.graph_id.copy()),
+        "num_graphs": b.num_graphs,
+        "padded": torch.from_numpy(b.padded.copy()),
+    }
+
+
+class AugloaderDataset(IterableDataset):
+    """One epoch of one rank per iteration; call set_epoch between epochs."""
+
+    def __init__(self, url: str, *, token: Optional[str] = None, batch_size: int = 0,
+                 rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None):
+        super().__init__()
+        self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
+        if rank is None or world is None:
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+            else:
+                rank, world = 0, 1
+        self.rank, self.world = rank, world
+        self.epoch = 0
+        self.pyg = (PyGBatch is not None) if pyg is None else pyg
+        self.last_stream = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self):
+        client = connect(self.url, token=self.token)
+        stream = client.epoch(self.epoch, rank=self.rank, world=self.world, batch_size=self.batch_size)
+        self.last_stream = stream
+        for b in stream:
+            t = to_tensors(b, self.device)
+            if self.pyg and PyGBatch is not None:
+                out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
+                               y=t["y_soft"] if t["soft"] else t["y"])
+                out._num_graphs = t["num_graphs"]
+                yield out
+            else:
+                yield t

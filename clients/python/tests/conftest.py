@@ -1,0 +1,97 @@
+"""Fixtures: build the Go binaries, make shards, run `augloader serve` on a
+Unix socket and an Arrow Flight port, stop it with SIGTERM at the end."""
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SHARED = ROOT.parent / "shared" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def bins(tmp_path_factory):
+    d = os.environ.get("AUGLOADER_BIN")
+    if d:
+        return pathlib.Path(d)
+    out = tmp_path_factory.mktemp("bin")
+    subprocess.run(["go", "build", "-o", str(out) + "/", "./cmd/..."], cwd=ROOT, check=True)
+    return out
+
+
+def shared_or_skip(*parts):
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{p} is missing (CI=true requires ../shared/datasets)")
+        pytest.skip(f"{p} absent: put ../shared/datasets beside the repository to run this")
+    return p
+
+
+@pytest.fixture(scope="session")
+def synth_shards(bins, tmp_path_factory):
+    d = tmp_path_factory.mktemp("synth")
+    subprocess.run([bins / "shardconv", "synth", "--like", "COLLAB", "--graphs", "80", "--seed", "2", "--out", d / "tu"],
+                   check=True, capture_output=True)
+    subprocess.run([bins / "shardconv", "convert", "-q", "-i", d / "tu", "-o", d / "shards"], check=True)
+    return d / "shards"
+
+
+@pytest.fixture(scope="session")
+def mutag_shards(bins, tmp_path_factory):
+    src = shared_or_skip("tu", "MUTAG")
+    d = tmp_path_factory.mktemp("mutag")
+    subprocess.run([bins / "shardconv", "convert", "-q", "-i", src, "-o", d / "shards"], check=True)
+    return d / "shards"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self, bins, tmp, *args):
+        self.sock = tmp / "aug.sock"
+        self.port = free_port()
+        self.unix = f"unix://{self.sock}"
+        self.grpc = f"grpc://127.0.0.1:{self.port}"
+        self.log = open(tmp / "serve.log", "w+")
+        self.proc = subprocess.Popen([bins / "augloader", "serve", "--socket", self.sock,
+                                      "--flight", self.grpc, *args], stderr=self.log)
+        deadline = time.time() + 20
+        while not self.sock.exists() or not self._port_open():
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.log.seek(0)
+                raise RuntimeError("augloader serve did not start:\n" + self.log.read())
+            time.sleep(0.05)
+
+    def _port_open(self):
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=20)
+        self.log.close()
+        assert rc == 0, f"serve exited {rc} after SIGTERM"
+        assert not self.sock.exists(), "socket left behind"
+
+
+@pytest.fixture()
+def daemon(bins, tmp_path):
+    started = []
+
+    def start(*args):
+        d = Daemon(bins, tmp_path / f"d{len(started)}", *args) if (tmp_path / f"d{len(started)}").mkdir() is None else None
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()

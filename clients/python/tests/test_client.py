@@ -1,0 +1,102 @@
+"""The Python client against a real `augloader serve` over both transports:
+counts, dtypes and shapes of every field; edge_index symmetric and within
+ptr ranges; bytes equal to what the Go client reads for the same request."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import augloader
+
+POLICY = "nodesam:0.4,submix:p=0.4:0.4,none:0.2"
+
+
+def check_batch(b, num_classes):
+    B, N = b.num_graphs, int(b.ptr[-1])
+    assert b.graph_id.dtype == np.int64 and b.graph_id.shape == (B,)
+    assert b.num_nodes.dtype == np.int32 and b.ptr.dtype == np.int64 and b.ptr.shape == (B + 1,)
+    assert b.batch.dtype == np.int64 and b.batch.shape == (N,)
+    assert np.array_equal(np.bincount(b.batch, minlength=B), b.num_nodes)
+    assert b.edge_index.dtype == np.int64 and b.edge_index.shape[0] == 2
+    src, dst = b.edge_index
+    # Within the graph's ptr range, no self-loops.
+    g = b.batch[src]
+    assert np.array_equal(g, b.batch[dst])
+    assert np.all(src != dst)
+    # Symmetric: the set of (src, dst) equals the set of (dst, src).
+    fwd = np.sort(src.astype(np.int64) * N + dst)
+    rev = np.sort(dst.astype(np.int64) * N + src)
+    assert np.array_equal(fwd, rev)
+    assert len(np.unique(fwd)) == len(fwd)
+    assert b.x_node.dtype == np.int32 and b.x_code.dtype == np.int32 and b.x_weight.dtype == np.float32
+    assert b.x_node.shape == b.x_code.shape == b.x_weight.shape
+    x = b.dense_x()
+    assert x.shape == (N, b.feature_dim) and x.dtype == np.float32
+    np.testing.assert_allclose(x.sum(1), 1, rtol=1e-6)
+    y = b.soft_y()
+    assert y.shape == (B, num_classes)
+    np.testing.assert_allclose(y.sum(1), 1, rtol=1e-6)
+    assert b.y.dtype == np.int32 and b.y_q.dtype == np.float32 and b.padded.dtype == bool
+    assert len(b.policy) == B
+
+
+def test_socket_and_flight(bins, synth_shards, daemon):
+    d = daemon("--shards", synth_shards, "--policy", POLICY, "--seed", "4", "--batch-size", "16")
+    for world in (1, 3):
+        seen = []
+        for rank in range(world):
+            s = augloader.connect(d.unix).epoch(2, rank=rank, world=world, digest=True)
+            f = augloader.connect(d.grpc).epoch(2, rank=rank, world=world)
+            sb, fb = list(s), list(f)
+            assert len(sb) == len(fb) == s.info["batches"] == s.trailer["batches"]
+            for a, b in zip(sb, fb):
+                check_batch(a, 3)
+                assert a.record.equals(b.record), "Flight and socket batches differ"
+                seen.extend(a.graph_id[~a.padded].tolist())
+            # The same bytes the Go client reads for the same request.
+            out = subprocess.run([bins / "augloader", "fetch", "--socket", d.sock, "--epoch", "2", "--rank", str(rank),
+                                  "--world", str(world), "--json"], check=True, capture_output=True, text=True)
+            go = json.loads(out.stdout)
+            assert (go["sha256"], go["bytes"], go["graphs"]) == (s.sha256, s.nbytes, s.info["graphs"]), (world, rank)
+        assert sorted(seen) == list(range(80)), f"world {world}: ranks do not partition the epoch"
+
+
+def test_mutag_policies(mutag_shards, daemon):
+    d = daemon("--shards", mutag_shards, "--policy", "submix:p=0.4", "--seed", "1")
+    batches = list(augloader.connect(d.unix).epoch(0))
+    assert sum(b.num_graphs for b in batches) == 188
+    soft = 0
+    for b in batches:
+        check_batch(b, 2)
+        assert set(b.policy) == {"submix"}
+        soft += int((b.y_q < 1).sum())
+    assert soft > 100
+
+
+def test_errors(synth_shards, daemon, tmp_path):
+    d = daemon("--shards", synth_shards, "--policy", "none")
+    for url in (d.unix, d.grpc):
+        with pytest.raises(augloader.ServerError) as e:
+            list(augloader.connect(url).epoch(0, rank=4, world=2))
+        assert e.value.code == "out_of_range"
+    with pytest.raises(augloader.ConnectionLost):
+        augloader.connect(f"unix://{tmp_path}/nothing.sock").epoch(0)
+    with pytest.raises(ValueError):
+        augloader.connect("http://example")
+
+
+def test_torch_dataset(synth_shards, daemon):
+    torch = pytest.importorskip("torch")
+    from augloader.torch import AugloaderDataset
+
+    d = daemon("--shards", synth_shards, "--policy", "nodesam", "--batch-size", "32")
+    ds = AugloaderDataset(d.unix, pyg=False)
+    first = [t["x"].clone() for t in ds]
+    ds.set_epoch(1)
+    second = [t["x"] for t in ds]
+    assert len(first) == len(second) == 3
+    t = next(iter(AugloaderDataset(d.unix, pyg=False)))
+    assert t["x"].dtype == torch.float32 and t["edge_index"].dtype == torch.int64
+    assert t["x"].shape[0] == int(t["ptr"][-1]) and t["y_soft"].shape == (t["num_graphs"], 3)
+    assert not all(torch.equal(a, b) for a, b in zip(first, second)), "set_epoch did not change the epoch"
