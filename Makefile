@@ -54,13 +54,24 @@ fuzz:
 	    echo "fuzz $$pkg $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-# Go benchmarks (compare runs with benchstat), the scaling figure, then the
-# conversion benchmark on the real COLLAB; figures go to docs/bench.md with
-# the command that produced them.
-bench:
+# Benchmark venv: the test venv plus PyG (the peer of the Python benchmark).
+.venv-bench/.stamp: tests/requirements.txt
+	rm -rf .venv-bench
+	$(PYBASE) -m venv --system-site-packages .venv-bench
+	.venv-bench/bin/pip install -q -r tests/requirements.txt "torch_geometric==2.5.3" "numpy<2"
+	.venv-bench/bin/pip install -q --no-deps --no-build-isolation -e clients/python
+	touch $@
+
+# Go benchmarks (compare runs with benchstat), the scaling figure, the
+# COLLAB epoch stages, the Python client against PyG, then the conversion
+# benchmark on the real COLLAB; figures go to docs/bench.md with the
+# command that produced them.
+bench: build .venv-bench/.stamp
 	$(GO) test -run XXX -bench BenchmarkPolicies -benchmem -count $(BENCHCOUNT) -benchtime 0.5s ./aug | tee bench-policies.out
 	$(GO) test -run XXX -bench BenchmarkScaling -benchtime 0.5s -timeout 30m ./aug | tee bench-scaling.out
 	$(GO) run ./bench/scaleplot -title "$$(nproc)-core $$(uname -m), synthetic reddit (seed 0), $$(date +%F)" < bench-scaling.out
+	$(GO) test -run XXX -bench COLLABEpoch -benchtime 3x -timeout 30m ./bench | tee bench-epoch.out
+	bash bench/python_collab.sh
 	bash bench/convert_collab.sh
 
 # The demo on an embedded default: a seeded synthetic COLLAB-shaped dataset.

@@ -37,7 +37,7 @@ def to_tensors(b: Batch, device="cpu") -> dict:
     else:
         x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
         idx = (torch.from_numpy(b.x_node.astype(np.int64)).to(dev), torch.from_numpy(b.x_code.astype(np.int64)).to(dev))
-        x.index_put_(idx, torch.from_numpy(b.x_weight.copy()).to(dev), accumulate=True)
+        x.index_put_(idx, torch.from_numpy(b.x_weight.copy()).to(dev))  # (node, code) pairs are unique
     y_soft = torch.from_numpy(b.soft_y()).to(dev)
     return {
         "x": x,

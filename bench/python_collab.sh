@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Python client vs PyG on the real COLLAB (see bench/python_client.py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=../shared/datasets/tu/COLLAB/COLLAB_tu.tar.xz
+[ -f "$SRC" ] || { echo "python_collab: $SRC absent, skipping"; exit 0; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+xz -dc "$SRC" | tar -x -C "$TMP"
+bin/shardconv convert -q -i "$TMP/COLLAB" -o "$TMP/collab.shards"
+.venv-bench/bin/python bench/python_client.py --bin bin --shards "$TMP/collab.shards" --epochs 3 --workdir "$TMP"
