@@ -107,8 +107,7 @@ func (DropNode) Apply(in, out *Graph, r Rand, s *Scratch) error {
 			z = last
 		}
 		out.FeatOff[v] = int32(len(out.Codes))
-		out.Codes = append(out.Codes, in.Codes[in.FeatOff[z]:in.FeatOff[z+1]]...)
-		out.Weights = append(out.Weights, in.Weights[in.FeatOff[z]:in.FeatOff[z+1]]...)
+		out.appendMix(in, z)
 	}
 	out.FeatOff[out.N] = int32(len(out.Codes))
 	return nil
@@ -189,8 +188,7 @@ func (ChangeAttr) Apply(in, out *Graph, r Rand, _ *Scratch) error {
 			out.Weights = append(out.Weights, 1)
 			continue
 		}
-		out.Codes = append(out.Codes, in.Codes[in.FeatOff[v]:in.FeatOff[v+1]]...)
-		out.Weights = append(out.Weights, in.Weights[in.FeatOff[v]:in.FeatOff[v+1]]...)
+		out.appendMix(in, v)
 	}
 	out.FeatOff[in.N] = int32(len(out.Codes))
 	return nil

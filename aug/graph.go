@@ -100,6 +100,13 @@ func (g *Graph) CopyFrom(src *Graph) {
 	g.X = append(g.X[:0], src.X...)
 }
 
+// appendMix appends node z's feature mix of src to g's codes and weights.
+func (g *Graph) appendMix(src *Graph, z int32) {
+	lo, hi := src.FeatOff[z], src.FeatOff[z+1]
+	g.Codes = append(g.Codes, src.Codes[lo:hi]...)
+	g.Weights = append(g.Weights, src.Weights[lo:hi]...)
+}
+
 // SoftLabel writes the label distribution over classes into y (len ≥ C).
 func (g *Graph) SoftLabel(y []float32) {
 	clear(y)

@@ -337,12 +337,10 @@ func (s *Scratch) features(in, out *Graph, n2, splitNode, o, p, last int32) {
 			s.mergeMix(in, out, src(o), src(p))
 		case y == p && o >= 0:
 			z := src(last)
-			out.Codes = append(out.Codes, in.Codes[in.FeatOff[z]:in.FeatOff[z+1]]...)
-			out.Weights = append(out.Weights, in.Weights[in.FeatOff[z]:in.FeatOff[z+1]]...)
+			out.appendMix(in, z)
 		default:
 			z := src(y)
-			out.Codes = append(out.Codes, in.Codes[in.FeatOff[z]:in.FeatOff[z+1]]...)
-			out.Weights = append(out.Weights, in.Weights[in.FeatOff[z]:in.FeatOff[z+1]]...)
+			out.appendMix(in, z)
 		}
 	}
 	out.FeatOff[nOut] = int32(len(out.Codes))

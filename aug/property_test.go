@@ -65,28 +65,8 @@ func loadDataset(t testing.TB, name, rel string) *dataset {
 	return d
 }
 
-// components counts connected components (union–find).
-func components(g *aug.Graph) int {
-	parent := make([]int32, g.N)
-	for i := range parent {
-		parent[i] = int32(i)
-	}
-	find := func(x int32) int32 {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
-	n := int(g.N)
-	for k := 0; k < len(g.Edges); k += 2 {
-		if a, b := find(g.Edges[k]), find(g.Edges[k+1]); a != b {
-			parent[a] = b
-			n--
-		}
-	}
-	return n
-}
+// components counts connected components.
+func components(g *aug.Graph) int { return testutil.Components(g.N, g.Edges) }
 
 // uniformPartners draws the partner uniformly from the dataset minus the target.
 type uniformPartners struct{ graphs []aug.Graph }

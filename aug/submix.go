@@ -309,8 +309,7 @@ func (s *Scratch) mix(in, g2, out *Graph) {
 		if s.stamp[v] == gen3 {
 			src, z = g2, s.set2[s.pos[v]]
 		}
-		out.Codes = append(out.Codes, src.Codes[src.FeatOff[z]:src.FeatOff[z+1]]...)
-		out.Weights = append(out.Weights, src.Weights[src.FeatOff[z]:src.FeatOff[z+1]]...)
+		out.appendMix(src, z)
 	}
 	out.FeatOff[n] = int32(len(out.Codes))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/arrowx"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -164,23 +165,23 @@ func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.Reco
 	i32 := arrow.PrimitiveTypes.Int32
 	f32 := arrow.PrimitiveTypes.Float32
 	cols := []arrow.Array{
-		prim(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(c.ids)),
-		prim(i32, n, arrow.Int32Traits.CastToBytes(c.nnodes)),
-		list(i32, c.srcOff, len(c.src), arrow.Int32Traits.CastToBytes(c.src)),
-		list(i32, c.srcOff, len(c.dst), arrow.Int32Traits.CastToBytes(c.dst)),
+		arrowx.Primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(c.ids)),
+		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.nnodes)),
+		arrowx.List(i32, c.srcOff, len(c.src), arrow.Int32Traits.CastToBytes(c.src)),
+		arrowx.List(i32, c.srcOff, len(c.dst), arrow.Int32Traits.CastToBytes(c.dst)),
 	}
 	if c.dense {
-		cols = append(cols, list(f32, c.featOff, len(c.x), arrow.Float32Traits.CastToBytes(c.x)))
+		cols = append(cols, arrowx.List(f32, c.featOff, len(c.x), arrow.Float32Traits.CastToBytes(c.x)))
 	} else {
 		cols = append(cols,
-			list(i32, c.featOff, len(c.xnode), arrow.Int32Traits.CastToBytes(c.xnode)),
-			list(i32, c.featOff, len(c.xcode), arrow.Int32Traits.CastToBytes(c.xcode)),
-			list(f32, c.featOff, len(c.xw), arrow.Float32Traits.CastToBytes(c.xw)))
+			arrowx.List(i32, c.featOff, len(c.xnode), arrow.Int32Traits.CastToBytes(c.xnode)),
+			arrowx.List(i32, c.featOff, len(c.xcode), arrow.Int32Traits.CastToBytes(c.xcode)),
+			arrowx.List(f32, c.featOff, len(c.xw), arrow.Float32Traits.CastToBytes(c.xw)))
 	}
 	cols = append(cols,
-		prim(i32, n, arrow.Int32Traits.CastToBytes(c.y)),
-		prim(i32, n, arrow.Int32Traits.CastToBytes(c.ymix)),
-		prim(f32, n, arrow.Float32Traits.CastToBytes(c.yq)))
+		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.y)),
+		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.ymix)),
+		arrowx.Primitive(f32, n, arrow.Float32Traits.CastToBytes(c.yq)))
 	sb := array.NewStringBuilder(mem)
 	sb.AppendValues(c.policy, nil)
 	cols = append(cols, sb.NewArray())
@@ -194,20 +195,4 @@ func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.Reco
 		col.Release()
 	}
 	return rec
-}
-
-func prim(dt arrow.DataType, n int, data []byte) arrow.Array {
-	d := array.NewData(dt, n, []*memory.Buffer{nil, memory.NewBufferBytes(data)}, nil, 0, 0)
-	defer d.Release()
-	return array.MakeFromData(d)
-}
-
-func list(elem arrow.DataType, offsets []int32, nvals int, vals []byte) arrow.Array {
-	child := array.NewData(elem, nvals, []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
-	defer child.Release()
-	d := array.NewData(arrow.ListOfNonNullable(elem), len(offsets)-1,
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
-		[]arrow.ArrayData{child}, 0, 0)
-	defer d.Release()
-	return array.MakeFromData(d)
 }

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"os"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
@@ -223,7 +223,7 @@ func writeRank(ctx context.Context, o Options, e uint64, rank int, dir string) (
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after the rename
-	tw := &hashingWriter{w: f, h: sha256.New()}
+	tw := &iox.CountingWriter{W: f, Hash: sha256.New()}
 	st, err := o.Loader.WriteStream(ctx, p, tw)
 	if err == nil {
 		err = f.Sync()
@@ -244,8 +244,8 @@ func writeRank(ctx context.Context, o Options, e uint64, rank int, dir string) (
 	for i := range fi.Batches {
 		fi.Batches[i].Graphs = len(p.Batches[i])
 	}
-	fi.Bytes, fi.Graphs = tw.n, st.Graphs
-	fi.SHA256 = hex.EncodeToString(tw.h.Sum(nil))
+	fi.Bytes, fi.Graphs = tw.N, st.Graphs
+	fi.SHA256 = hex.EncodeToString(tw.Hash.Sum(nil))
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return nil, fmt.Errorf("materialize: %w", err)
 	}
@@ -261,7 +261,7 @@ func scanStream(path string) (int64, []BatchInfo, error) {
 		return 0, nil, err
 	}
 	defer f.Close()
-	cr := &countingReader{r: bufio.NewReaderSize(f, 1<<20)}
+	cr := &iox.CountingReader{R: bufio.NewReaderSize(f, 1<<20)}
 	mr := ipc.NewMessageReader(cr)
 	defer mr.Release()
 	var schemaBytes, prev int64
@@ -278,13 +278,13 @@ func scanStream(path string) (int64, []BatchInfo, error) {
 		msg.Release()
 		switch {
 		case i == 0 && typ == ipc.MessageSchema:
-			schemaBytes = cr.n
+			schemaBytes = cr.N
 		case typ == ipc.MessageRecordBatch:
-			out = append(out, BatchInfo{Offset: prev, Bytes: cr.n - prev})
+			out = append(out, BatchInfo{Offset: prev, Bytes: cr.N - prev})
 		default:
 			return 0, nil, fmt.Errorf("message %d: unexpected %s", i, typ)
 		}
-		prev = cr.n
+		prev = cr.N
 	}
 	for i := range out {
 		b := &out[i]
@@ -295,30 +295,6 @@ func scanStream(path string) (int64, []BatchInfo, error) {
 		b.SHA256 = hex.EncodeToString(h.Sum(nil))
 	}
 	return schemaBytes, out, nil
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-type hashingWriter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
-}
-
-func (t *hashingWriter) Write(p []byte) (int, error) {
-	n, err := t.w.Write(p)
-	t.h.Write(p[:n])
-	t.n += int64(n)
-	return n, err
 }
 
 func writeJSON(path string, v any) error {

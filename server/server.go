@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -207,7 +208,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		conn.Read(b[:]) // returns on close (clients send nothing more)
 		cancel()
 	}()
-	cw := &countingWriter{w: conn}
+	cw := &iox.CountingWriter{W: conn}
 	batches, graphs, err := st.WriteTo(sctx, cw)
 	tr := wire.Trailer{Batches: batches, Graphs: graphs}
 	status := byte(wire.StatusOK)
@@ -222,7 +223,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	s.served.Add(1)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"epoch", req.Epoch, "rank", req.Rank, "world", req.World,
-		"graphs", graphs, "batches", batches, "MB", float64(cw.n) / 1e6,
+		"graphs", graphs, "batches", batches, "MB", float64(cw.N) / 1e6,
 		"seconds", secs, "graphs_per_s", float64(graphs) / max(secs, 1e-9)}
 	if ws, ok := st.(interface {
 		Waits() (time.Duration, time.Duration)
@@ -243,15 +244,4 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 func (s *Server) reject(conn net.Conn, code string, err error) {
 	s.log.Warn("request rejected", "code", code, "err", err)
 	wire.WriteFrame(conn, wire.MagicResponse, wire.StatusError, wire.Error{Code: code, Message: err.Error()})
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/augloader/augloader/internal/arrowx"
+	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"
 )
 
@@ -97,7 +99,7 @@ type Writer struct {
 	file *os.File
 	bw   *bufio.Writer
 	crc  hash.Hash32
-	cnt  countingWriter
+	cnt  iox.CountingWriter
 	ipcw *ipc.FileWriter
 	cur  ShardInfo
 
@@ -112,17 +114,6 @@ type Writer struct {
 	pendingValues      int
 
 	seen []int64 // seen[v] == graph id + 1 when node v has an edge (isolated-node count)
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // NewWriter prepares to write the folder out. It fails with ErrExists when
@@ -257,7 +248,7 @@ func (w *Writer) openShard() error {
 	w.file = f
 	w.crc = crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.crc), 1<<20)
-	w.cnt = countingWriter{w: w.bw}
+	w.cnt = iox.CountingWriter{W: w.bw}
 	opts := []ipc.Option{ipc.WithSchema(w.schema), ipc.WithAllocator(w.opts.Mem), ipc.WithCompressConcurrency(runtime.GOMAXPROCS(0))}
 	switch w.opts.Compression {
 	case CompressZstd:
@@ -296,7 +287,7 @@ func (w *Writer) flushBatch() error {
 	w.cur.NumGraphs += int64(len(w.ids))
 	w.cur.Batches = append(w.cur.Batches, int64(len(w.ids)))
 	w.resetBatch()
-	if w.cnt.n >= w.opts.ShardBytes {
+	if w.cnt.N >= w.opts.ShardBytes {
 		return w.closeShard()
 	}
 	return nil
@@ -306,40 +297,24 @@ func (w *Writer) flushBatch() error {
 func (w *Writer) record() arrow.RecordBatch {
 	n := len(w.ids)
 	cols := []arrow.Array{
-		primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.ids)),
-		primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(w.labels)),
-		primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(w.nnodes)),
-		listOf(arrow.PrimitiveTypes.Int32, w.edgeOff, len(w.edgeVals), arrow.Int32Traits.CastToBytes(w.edgeVals)),
+		arrowx.Primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.ids)),
+		arrowx.Primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(w.labels)),
+		arrowx.Primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(w.nnodes)),
+		arrowx.List(arrow.PrimitiveTypes.Int32, w.edgeOff, len(w.edgeVals), arrow.Int32Traits.CastToBytes(w.edgeVals)),
 	}
 	if w.opts.FeatureKind.Categorical() {
-		cols = append(cols, listOf(arrow.PrimitiveTypes.Int32, w.featOff, len(w.codeVals), arrow.Int32Traits.CastToBytes(w.codeVals)))
+		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, w.featOff, len(w.codeVals), arrow.Int32Traits.CastToBytes(w.codeVals)))
 	} else {
-		cols = append(cols, listOf(arrow.PrimitiveTypes.Float32, w.featOff, len(w.xVals), arrow.Float32Traits.CastToBytes(w.xVals)))
+		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Float32, w.featOff, len(w.xVals), arrow.Float32Traits.CastToBytes(w.xVals)))
 	}
 	if w.opts.EdgeLabels {
-		cols = append(cols, listOf(arrow.PrimitiveTypes.Int32, w.elOff, len(w.elVals), arrow.Int32Traits.CastToBytes(w.elVals)))
+		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, w.elOff, len(w.elVals), arrow.Int32Traits.CastToBytes(w.elVals)))
 	}
 	rec := array.NewRecordBatch(w.schema, cols, int64(n))
 	for _, c := range cols {
 		c.Release()
 	}
 	return rec
-}
-
-func primitive(dt arrow.DataType, n int, data []byte) arrow.Array {
-	d := array.NewData(dt, n, []*memory.Buffer{nil, memory.NewBufferBytes(data)}, nil, 0, 0)
-	defer d.Release()
-	return array.MakeFromData(d)
-}
-
-func listOf(elem arrow.DataType, offsets []int32, nvals int, vals []byte) arrow.Array {
-	child := array.NewData(elem, nvals, []*memory.Buffer{nil, memory.NewBufferBytes(vals)}, nil, 0, 0)
-	defer child.Release()
-	d := array.NewData(arrow.ListOfNonNullable(elem), len(offsets)-1,
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets))},
-		[]arrow.ArrayData{child}, 0, 0)
-	defer d.Release()
-	return array.MakeFromData(d)
 }
 
 func (w *Writer) closeShard() error {
@@ -359,7 +334,7 @@ func (w *Writer) closeShard() error {
 	if err != nil {
 		return fmt.Errorf("shard: close %s: %w", w.cur.File, err)
 	}
-	w.cur.Bytes = w.cnt.n
+	w.cur.Bytes = w.cnt.N
 	w.cur.CRC32C = fmt.Sprintf("%08x", w.crc.Sum32())
 	w.shards = append(w.shards, w.cur)
 	w.cur = ShardInfo{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/augloader/augloader/internal/convert"
 	"github.com/augloader/augloader/internal/synth"
+	"github.com/augloader/augloader/internal/testutil"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -65,27 +66,7 @@ func TestSynthCountsAndShape(t *testing.T) {
 	}
 }
 
-func components(g shard.Graph) int {
-	parent := make([]int32, g.NumNodes)
-	for i := range parent {
-		parent[i] = int32(i)
-	}
-	find := func(x int32) int32 {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
-	n := int(g.NumNodes)
-	for k := 0; k < len(g.Edges); k += 2 {
-		if a, b := find(g.Edges[k]), find(g.Edges[k+1]); a != b {
-			parent[a] = b
-			n--
-		}
-	}
-	return n
-}
+func components(g shard.Graph) int { return testutil.Components(g.NumNodes, g.Edges) }
 
 func TestSynthDeterministic(t *testing.T) {
 	spec, _ := synth.Like("COLLAB")

@@ -91,3 +91,27 @@ func Golden(t testing.TB, path string, got []byte) {
 	}
 	t.Fatalf("golden %s: first difference at byte offset %d (got %d bytes, want %d)", path, i, len(got), len(want))
 }
+
+// Components counts the connected components of a graph with n nodes and
+// edges given as (u, v) pairs (union–find), for the property tests.
+func Components(n int32, edges []int32) int {
+	parent := make([]int32, n)
+	for i := range parent {
+		parent[i] = int32(i)
+	}
+	find := func(x int32) int32 {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	c := int(n)
+	for k := 0; k+1 < len(edges); k += 2 {
+		if a, b := find(edges[k]), find(edges[k+1]); a != b {
+			parent[a] = b
+			c--
+		}
+	}
+	return c
+}
