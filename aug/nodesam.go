@@ -2,6 +2,7 @@ package aug
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -117,16 +118,17 @@ func (s *Scratch) splitAt(in *Graph, sp *splitState, r Rand) {
 	if len(s.side) < n {
 		s.side = make([]int8, n+n/4+8)
 	}
-	s.nb = s.nb[:0]
+	nb := s.nb[:0]
 	i := sp.i
-	for k := 0; k < len(in.Edges); k += 2 {
-		switch {
-		case in.Edges[k+1] == i:
-			s.nb = append(s.nb, in.Edges[k])
-		case in.Edges[k] == i:
-			s.nb = append(s.nb, in.Edges[k+1])
+	for e := in.Edges; len(e) >= 2; e = e[2:] {
+		switch i {
+		case e[1]:
+			nb = append(nb, e[0])
+		case e[0]:
+			nb = append(nb, e[1])
 		}
 	}
+	s.nb = nb
 	for _, w := range s.nb {
 		s.side[w] = int8(r.Uint64() & 1)
 		s.stamp[w] = sp.gen
@@ -161,72 +163,115 @@ func (s *Scratch) g2Edge(in *Graph, sp *splitState, e int) (int32, int32) {
 // order, so only the touched ones are sorted (as packed uint64 keys) and
 // merged in: O(|E| + t log t) with t ≤ deg(v_i)+deg(v_o)+deg(v_p)+deg(last)+|S|+1.
 func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
-	gen := s.nextGen(int(n2))
 	i := sp.i
-	id := func(x int32) int32 {
-		switch {
-		case x == o || x == p:
-			return o
-		case x == last && o >= 0:
-			return p
-		}
-		return x
-	}
-	s.keys = s.keys[:0]
-	touched := func(a, b int32) {
-		a, b = id(a), id(b)
-		if a == b {
-			return // the merged edge
-		}
-		if o >= 0 && (a == o || b == o) {
-			other := a + b - o
-			if s.stamp[other] == gen {
-				return // neighbour of both v_o and v_p: one edge
-			}
-			s.stamp[other] = gen
-		}
-		s.keys = append(s.keys, uint64(min(a, b))<<32|uint64(max(a, b)))
-	}
-	// Clean edges go straight to out.Edges, in input order (already sorted);
-	// the touched ones are sorted as keys and merged in from the back.
-	out.Edges = grow(out.Edges, len(in.Edges)+2*len(s.added)+2)
-	dst, w := out.Edges, 0
-	for k := 0; k < len(in.Edges); k += 2 {
-		a, b := in.Edges[k], in.Edges[k+1]
+	// Pass 1: clean edges go straight to out.Edges, in input order (already
+	// sorted); touched ones (v_i replaced by its side) are collected raw.
+	raw := s.keys[:0]
+	dst := grow(out.Edges, len(in.Edges)+2*len(s.added)+2)[:0]
+	side := s.side
+	for e := in.Edges; len(e) >= 2; e = e[2:] {
+		a, b := e[0], e[1]
 		if a == i || b == i || a == o || b == o || a == p || b == p || a == last || b == last {
 			switch i {
 			case a:
-				a = sp.node(s.side[b])
+				a = sp.node(side[b])
 			case b:
-				b = sp.node(s.side[a])
+				b = sp.node(side[a])
 			}
-			touched(a, b)
+			raw = append(raw, uint64(a)<<32|uint64(uint32(b)))
 			continue
 		}
-		dst[w], dst[w+1] = a, b
-		w += 2
+		dst = append(dst, a, b)
 	}
-	out.Edges = dst[:w]
 	if i >= 0 {
-		touched(i, sp.k)
+		raw = append(raw, uint64(i)<<32|uint64(uint32(sp.k)))
 		for _, u := range s.added {
-			touched(u, sp.node(1-s.side[u]))
+			raw = append(raw, uint64(u)<<32|uint64(uint32(sp.node(1-side[u]))))
 		}
 	}
-	slices.Sort(s.keys)
+	// Pass 2 over the touched pairs only: the merge maps v_o and v_p to v_o
+	// and node last to v_p's id, drops the merged edge and keeps one edge
+	// per neighbour shared by v_o and v_p; keys are rewritten in place.
+	gen := s.nextGen(int(n2))
+	stamp := s.stamp
+	keys := raw[:0]
+	for _, r := range raw {
+		a, b := int32(r>>32), int32(uint32(r))
+		if o >= 0 {
+			switch a {
+			case o, p:
+				a = o
+			case last:
+				a = p
+			}
+			switch b {
+			case o, p:
+				b = o
+			case last:
+				b = p
+			}
+			if a == b {
+				continue // the merged edge
+			}
+			if a == o || b == o {
+				other := a + b - o
+				if stamp[other] == gen {
+					continue // neighbour of both v_o and v_p: one edge
+				}
+				stamp[other] = gen
+			}
+		}
+		keys = append(keys, uint64(min(a, b))<<32|uint64(max(a, b)))
+	}
+	s.keys = keys
+	s.sortKeys(n2)
 	// Merge the sorted touched keys into the clean run from the back.
-	c := len(out.Edges)
-	out.Edges = out.Edges[:c+2*len(s.keys)]
-	w = len(out.Edges)
-	for k := len(s.keys) - 1; k >= 0; k-- {
-		u, v := int32(s.keys[k]>>32), int32(s.keys[k])
-		for c > 0 && (out.Edges[c-2] > u || (out.Edges[c-2] == u && out.Edges[c-1] > v)) {
+	c := len(dst)
+	dst = dst[:c+2*len(keys)]
+	w := len(dst)
+	for k := len(keys) - 1; k >= 0; k-- {
+		u, v := int32(keys[k]>>32), int32(keys[k])
+		for c > 0 && (dst[c-2] > u || (dst[c-2] == u && dst[c-1] > v)) {
 			w, c = w-2, c-2
-			out.Edges[w], out.Edges[w+1] = out.Edges[c], out.Edges[c+1]
+			dst[w], dst[w+1] = dst[c], dst[c+1]
 		}
 		w -= 2
-		out.Edges[w], out.Edges[w+1] = u, v
+		dst[w], dst[w+1] = u, v
 	}
+	out.Edges = dst
+}
+
+// sortKeys sorts the touched keys (u<<32 | v, u < v < n): by comparison
+// when they are few next to n, else by two counting passes over n buckets
+// (O(keys + n)), which wins on small dense graphs where hundreds of edges
+// touch the split and merged nodes.
+func (s *Scratch) sortKeys(n int32) {
+	k := len(s.keys)
+	if k < 2 {
+		return
+	}
+	if k*bits.Len(uint(k)) < 2*(k+int(n)) {
+		slices.Sort(s.keys)
+		return
+	}
+	s.tmpKeys = slices.Grow(s.tmpKeys[:0], k)[:k]
+	s.cnt = grow(s.cnt, int(n)+1)
+	pass := func(src, dst []uint64, shift uint) {
+		clear(s.cnt)
+		for _, key := range src {
+			s.cnt[int32(key>>shift)+1]++
+		}
+		for i := int32(0); i < n; i++ {
+			s.cnt[i+1] += s.cnt[i]
+		}
+		for _, key := range src {
+			b := int32(key >> shift)
+			dst[s.cnt[b]] = key
+			s.cnt[b]++
+		}
+	}
+	pass(s.keys, s.tmpKeys, 0)  // by v (low 32 bits; v < n)
+	pass(s.tmpKeys, s.keys, 32) // by u, stable
 }
 
 // adjust computes t_i, T_i and h_i from the neighbourhood of v_i and draws
@@ -253,24 +298,38 @@ func (s *Scratch) adjust(in *Graph, i int32, r Rand) {
 	var ti int64
 	e := in.Edges
 	m := len(e) / 2
+	stamp, inT := s.stamp, s.inT // locals: stores through s would force reloads
+	// Find each neighbour's block by binary search when v_i has few
+	// neighbours, or by one forward walk (the neighbours are sorted too)
+	// when it has many: both O(deg(v_i)·log|E| + |E|) at worst.
+	walk := len(s.nb)*bits.Len(uint(m)) > m/4
+	k0 := 0
 	for _, a := range s.nb {
-		lo, hi := 0, m // first pair with u >= a
-		for lo < hi {
-			if h := int(uint(lo+hi) >> 1); e[2*h] < a {
-				lo = h + 1
-			} else {
-				hi = h
+		var lo int
+		if walk {
+			for k0 < m && e[2*k0] < a {
+				k0++
+			}
+			lo = k0
+		} else {
+			hi := m // first pair with u >= a
+			for lo < hi {
+				if h := int(uint(lo+hi) >> 1); e[2*h] < a {
+					lo = h + 1
+				} else {
+					hi = h
+				}
 			}
 		}
 		cnt := 0
-		for k := 2 * lo; k < len(e) && e[k] == a; k += 2 {
-			if b := e[k+1]; s.stamp[b] == gen {
+		for blk := e[2*lo:]; len(blk) >= 2 && blk[0] == a; blk = blk[2:] {
+			if b := blk[1]; stamp[b] == gen {
 				cnt++
-				s.inT[b] = gen
+				inT[b] = gen
 			}
 		}
 		if cnt > 0 {
-			s.inT[a] = gen
+			inT[a] = gen
 			ti += int64(cnt)
 		}
 	}

@@ -13,8 +13,9 @@ type Scratch struct {
 	nb         []int32  // neighbours of the split node, in id order
 	inT        []uint32 // stamp: neighbour of the split node in a triangle with it
 	keys       []uint64 // touched output edges, packed u<<32|v
-	added      []int32  // adjustment set
-	side       []int8   // split side per node (valid where stamped)
+	tmpKeys    []uint64
+	added      []int32 // adjustment set
+	side       []int8  // split side per node (valid where stamped)
 	stamp      []uint32
 	gen        uint32
 	cnt        []int32
