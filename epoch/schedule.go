@@ -201,6 +201,32 @@ func (s *Schedule) Resolve(e uint64, partners aug.Partners) (*Policy, error) {
 	return p, nil
 }
 
+// NewPolicy builds a mixture from ops and positive relative weights (nil:
+// equal), for programmatic use and tests.
+func NewPolicy(ops []aug.Op, weights []float64) (*Policy, error) {
+	if len(ops) == 0 || (weights != nil && len(weights) != len(ops)) {
+		return nil, fmt.Errorf("epoch: %d ops with %d weights", len(ops), len(weights))
+	}
+	p := &Policy{Ops: ops}
+	var sum float64
+	for i := range ops {
+		w := 1.0
+		if weights != nil {
+			w = weights[i]
+		}
+		if !(w > 0) {
+			return nil, fmt.Errorf("epoch: weight %g is not positive", w)
+		}
+		sum += w
+		p.cum = append(p.cum, sum)
+	}
+	for i := range p.cum {
+		p.cum[i] /= sum
+	}
+	p.cum[len(p.cum)-1] = 1
+	return p, nil
+}
+
 // Choose returns the op for graph id in epoch e: a draw keyed by (seed,
 // epoch, graph id, OpPolicyChoice), so independent of rank and worker.
 func (p *Policy) Choose(seed, e uint64, id int64) aug.Op {

@@ -291,8 +291,15 @@ type worker struct {
 func newWorker(l *Loader, p *Plan) *worker { return &worker{l: l, p: p} }
 
 // build augments and collates one batch. A panic inside an augmentation is
-// recovered into a *GraphError naming the graph.
+// recovered into a *GraphError naming the graph; one anywhere else in the
+// batch into an error naming the batch's first graph, so a bug fails one
+// request and never the daemon.
 func (w *worker) build(items []epoch.Item) (rec arrow.RecordBatch, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rec, err = nil, fmt.Errorf("loader: batch starting at graph %d: panic: %v", items[0].Graph, p)
+		}
+	}()
 	w.col.reset(w.l.src.man.Features.Kind == "attributes")
 	seed, e := w.l.cfg.Seed, w.p.Request.Epoch
 	for _, it := range items {

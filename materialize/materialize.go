@@ -197,6 +197,13 @@ func writeEpoch(ctx context.Context, o Options, e uint64, dir string) (*EpochMan
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("materialize: %w", err)
 	}
+	// An incomplete epoch (no manifest) is redone from scratch: temporary
+	// files left by a killed run, and any stream files, go first.
+	if stale, err := os.ReadDir(dir); err == nil {
+		for _, ent := range stale {
+			os.Remove(filepath.Join(dir, ent.Name()))
+		}
+	}
 	man := &EpochManifest{Epoch: e}
 	for rank := 0; rank < o.World; rank++ {
 		fi, err := writeRank(ctx, o, e, rank, dir)

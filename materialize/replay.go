@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,13 +188,27 @@ func (s *replayStream) WriteTo(ctx context.Context, w io.Writer) (int, int, erro
 		return 0, 0, err
 	}
 	batches, graphs := 0, 0
-	for _, b := range s.fi.Batches[s.req.StartBatch:] {
+	buf := make([]byte, 0, 1<<20)
+	for i, b := range s.fi.Batches[s.req.StartBatch:] {
 		if err := ctx.Err(); err != nil {
 			bw.Write(eos)
 			bw.Flush()
 			return batches, graphs, err
 		}
-		if _, err := io.Copy(bw, io.NewSectionReader(f, b.Offset, b.Bytes)); err != nil {
+		// Read the batch whole and check its SHA-256 before sending a byte
+		// of it: a file damaged on disk fails this request, naming it.
+		buf = slices.Grow(buf[:0], int(b.Bytes))[:b.Bytes]
+		if _, err := f.ReadAt(buf, b.Offset); err != nil {
+			bw.Write(eos)
+			bw.Flush()
+			return batches, graphs, fmt.Errorf("materialize: %s: batch %d: %w", s.path, s.req.StartBatch+i, err)
+		}
+		if sum := sha256.Sum256(buf); hex.EncodeToString(sum[:]) != b.SHA256 {
+			bw.Write(eos)
+			bw.Flush()
+			return batches, graphs, fmt.Errorf("materialize: %s: batch %d fails its SHA-256: the file is corrupt (run augloader verify)", s.path, s.req.StartBatch+i)
+		}
+		if _, err := bw.Write(buf); err != nil {
 			return batches, graphs, err
 		}
 		if err := bw.Flush(); err != nil {

@@ -108,3 +108,19 @@ func TestFlightAuthAndBind(t *testing.T) {
 		t.Fatal("sanity")
 	}
 }
+
+// FuzzParseTicket: a Flight ticket gets the socket request's checks.
+func FuzzParseTicket(f *testing.F) {
+	f.Add([]byte(`{"epoch":1,"rank":0,"world":2}`))
+	f.Add([]byte(`{"epoch":-1}`))
+	f.Add([]byte(`{"path":"/etc/passwd"}`))
+	f.Fuzz(func(t *testing.T, tkt []byte) {
+		req, err := server.ParseTicket(tkt)
+		if err != nil {
+			return
+		}
+		if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
+}

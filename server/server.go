@@ -22,6 +22,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/augloader/augloader/epoch"
@@ -55,6 +56,9 @@ type Options struct {
 	MaxStreams int
 	// RequestTimeout bounds reading the request; default 10 s.
 	RequestTimeout time.Duration
+	// MaxStreamsPerClient caps concurrent streams per client, a client
+	// being the peer's user id on the Unix socket; 0: MaxStreams.
+	MaxStreamsPerClient int
 }
 
 // Server serves streams on a Unix socket.
@@ -65,6 +69,9 @@ type Server struct {
 	served  atomic.Int64
 	wg      sync.WaitGroup
 	streams chan struct{}
+
+	mu        sync.Mutex
+	perClient map[uint32]int // streams per peer uid
 }
 
 // New returns a server; call ListenAndServe.
@@ -88,7 +95,10 @@ func New(o Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: o, log: log, streams: make(chan struct{}, o.MaxStreams)}, nil
+	if o.MaxStreamsPerClient <= 0 {
+		o.MaxStreamsPerClient = o.MaxStreams
+	}
+	return &Server{opts: o, log: log, streams: make(chan struct{}, o.MaxStreams), perClient: map[uint32]int{}}, nil
 }
 
 // Active is the number of streams being served.
@@ -181,6 +191,13 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		s.reject(conn, wire.CodeUnavailable, fmt.Errorf("%d streams already running", s.opts.MaxStreams))
 		return
 	}
+	if uid, ok := peerUID(conn); ok {
+		if !s.acquireClient(uid) {
+			s.reject(conn, wire.CodeUnavailable, fmt.Errorf("user %d already has %d streams running", uid, s.opts.MaxStreamsPerClient))
+			return
+		}
+		defer s.releaseClient(uid)
+	}
 	if ctx.Err() != nil {
 		s.reject(conn, wire.CodeUnavailable, errors.New("server shutting down"))
 		return
@@ -239,6 +256,44 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	default:
 		s.log.Info("epoch served", attrs...)
 	}
+}
+
+func (s *Server) acquireClient(uid uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perClient[uid] >= s.opts.MaxStreamsPerClient {
+		return false
+	}
+	s.perClient[uid]++
+	return true
+}
+
+func (s *Server) releaseClient(uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perClient[uid]--; s.perClient[uid] <= 0 {
+		delete(s.perClient, uid)
+	}
+}
+
+// peerUID reads the connecting process's user id (SO_PEERCRED).
+func peerUID(conn net.Conn) (uint32, bool) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil || cerr != nil {
+		return 0, false
+	}
+	return cred.Uid, true
 }
 
 func (s *Server) reject(conn net.Conn, code string, err error) {

@@ -68,6 +68,7 @@ var loaderFlags = []cli.Flag{
 	&cli.StringFlag{Name: "remainder", Value: "pad", Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop"},
 	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's total nodes (0: no cap)"},
 	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's total edges (0: no cap)"},
+	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 }
 
 func loaderOptions(c *cli.Context) app.LoaderOptions {
@@ -75,7 +76,7 @@ func loaderOptions(c *cli.Context) app.LoaderOptions {
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: c.String("remainder"),
-		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"),
+		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"), MaxEpoch: c.Uint64("max-epoch"),
 	}
 }
 
@@ -92,6 +93,7 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "materialized", Usage: "replay epochs written by `augloader materialize` instead of augmenting"},
 			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish"},
 			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams; more are refused as unavailable"},
+			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on the socket)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
 			log := logger()
@@ -127,7 +129,7 @@ func serveCmd() *cli.Command {
 			g, ctx := errgroup.WithContext(c.Context)
 			if path := c.String("socket"); path != "" {
 				srv, err := server.New(server.Options{Source: src, Logger: log, Mode: os.FileMode(mode),
-					Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams")})
+					Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client")})
 				if err != nil {
 					return err
 				}

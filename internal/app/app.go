@@ -26,6 +26,7 @@ type LoaderOptions struct {
 	Remainder    string
 	NodeBudget   int
 	EdgeBudget   int
+	MaxEpoch     uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
 }
 
 // Built is an open loader and what it needs closed.
@@ -90,6 +91,7 @@ func BuildLoader(ctx context.Context, o LoaderOptions) (*Built, error) {
 	l, err := loader.New(src, loader.Config{
 		Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 		Remainder: epoch.Remainder(o.Remainder), NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
+		MaxEpoch: o.MaxEpoch,
 	})
 	if err != nil {
 		r.Close()
