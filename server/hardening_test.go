@@ -37,8 +37,7 @@ type panicOp struct{ at int64 }
 func (panicOp) Name() string { return "panicky" }
 func (p panicOp) Apply(in, out *aug.Graph, r aug.Rand, s *aug.Scratch) error {
 	if in.ID == p.at {
-		var m map[string]int
-		m["boom"]++ // nil map write: a runtime panic
+		panic("augmentation bug")
 	}
 	out.CopyFrom(in)
 	return nil
