@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -167,7 +168,9 @@ type Stats struct {
 	// WaitWorkers is time the sender waited for the next batch to be built;
 	// WaitSink is time spent handing batches to the sink (the client).
 	WaitWorkers, WaitSink time.Duration
-	MaxInFlight           int
+	// WorkerBusy sums the workers' time building batches.
+	WorkerBusy  time.Duration
+	MaxInFlight int
 }
 
 // GraphError names the graph whose augmentation failed (or panicked).
@@ -220,11 +223,14 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 		}
 		return nil
 	})
+	var busy atomic.Int64
 	for range workers {
 		g.Go(func() error {
 			w := newWorker(l, p)
 			for b := range jobs {
+				t0 := time.Now()
 				rec, err := w.build(p.Batches[b])
+				busy.Add(int64(time.Since(t0)))
 				select {
 				case slots[b%window] <- result{rec, err}:
 				case <-gctx.Done():
@@ -276,6 +282,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 		}
 	}
 	st.Elapsed = time.Since(start)
+	st.WorkerBusy = time.Duration(busy.Load())
 	return st, err
 }
 

@@ -40,6 +40,8 @@ type Flight struct {
 	// Describe, when set, is the FlightInfo of a request (schema, counts);
 	// ListFlights lists epoch 0 for world size 1.
 	Describe func(req wire.Request) (*flight.FlightInfo, error)
+	// Metrics, when set, counts Flight streams with the socket's.
+	Metrics *Metrics
 }
 
 func grpcCode(err error) codes.Code {
@@ -81,8 +83,10 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 	}
 	st, err := f.Source.Open(req)
 	if err != nil {
+		f.Metrics.reject(wire.CodeOutOfRange)
 		return status.Error(grpcCode(err), err.Error())
 	}
+	f.Metrics.start()
 	ctx := fs.Context()
 	pr, pw := io.Pipe()
 	type result struct {
@@ -116,6 +120,7 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 	if res.err == nil {
 		res.err = sendErr
 	}
+	f.Metrics.done(res.batches, res.graphs, sent, 0, 0, 0, res.err)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"transport", "flight", "epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", res.graphs, "batches", res.batches, "MB", float64(sent) / 1e6, "seconds", secs}

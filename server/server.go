@@ -56,6 +56,8 @@ type Options struct {
 	MaxStreams int
 	// RequestTimeout bounds reading the request; default 10 s.
 	RequestTimeout time.Duration
+	// Metrics, when set, counts streams, graphs, bytes and waits.
+	Metrics *Metrics
 	// MaxStreamsPerClient caps concurrent streams per client, a client
 	// being the peer's user id on the Unix socket; 0: MaxStreams.
 	MaxStreamsPerClient int
@@ -213,6 +215,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	}
 	s.active.Add(1)
 	defer s.active.Add(-1)
+	s.opts.Metrics.start()
 	info := st.Info()
 	if err := wire.WriteFrame(conn, wire.MagicResponse, wire.StatusOK, info); err != nil {
 		return
@@ -238,6 +241,15 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	}
 	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
 	s.served.Add(1)
+	var ww, wc, busy time.Duration
+	if ws, ok := st.(interface {
+		Waits() (time.Duration, time.Duration)
+		Busy() time.Duration
+	}); ok {
+		ww, wc = ws.Waits()
+		busy = ws.Busy()
+	}
+	s.opts.Metrics.done(batches, graphs, cw.N, ww, wc, busy, err)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", graphs, "batches", batches, "MB", float64(cw.N) / 1e6,
@@ -297,6 +309,7 @@ func peerUID(conn net.Conn) (uint32, bool) {
 }
 
 func (s *Server) reject(conn net.Conn, code string, err error) {
+	s.opts.Metrics.reject(code)
 	s.log.Warn("request rejected", "code", code, "err", err)
 	wire.WriteFrame(conn, wire.MagicResponse, wire.StatusError, wire.Error{Code: code, Message: err.Error()})
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -94,6 +95,7 @@ func serveCmd() *cli.Command {
 			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish"},
 			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams; more are refused as unavailable"},
 			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on the socket)"},
+			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics (loopback, e.g. 127.0.0.1:9090)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
 			log := logger()
@@ -127,9 +129,26 @@ func serveCmd() *cli.Command {
 				return errors.New("serve: give --socket, --flight or both")
 			}
 			g, ctx := errgroup.WithContext(c.Context)
+			metrics := server.NewMetrics()
+			if addr := c.String("metrics"); addr != "" {
+				ln, err := server.ListenMetrics(addr, false)
+				if err != nil {
+					return err
+				}
+				hs := &http.Server{Handler: server.MetricsHandler(metrics), ReadHeaderTimeout: 5 * time.Second}
+				log.Info("listening", "metrics", "http://"+ln.Addr().String()+"/metrics")
+				g.Go(func() error {
+					go func() { <-ctx.Done(); hs.Close() }()
+					if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+						return err
+					}
+					return nil
+				})
+			}
 			if path := c.String("socket"); path != "" {
 				srv, err := server.New(server.Options{Source: src, Logger: log, Mode: os.FileMode(mode),
-					Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client")})
+					Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client"),
+					Metrics: metrics})
 				if err != nil {
 					return err
 				}
@@ -155,7 +174,7 @@ func serveCmd() *cli.Command {
 				if err != nil {
 					return err
 				}
-				fsrv := &server.Flight{Source: src, Logger: log}
+				fsrv := &server.Flight{Source: src, Logger: log, Metrics: metrics}
 				gs := server.NewFlightServer(fsrv, token)
 				log.Info("listening", "flight", addr, "addr", ln.Addr().String(), "token", token != "")
 				g.Go(func() error { return server.ServeFlight(ctx, gs, ln, c.Duration("drain")) })

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Metrics are the daemon's counters, served in the Prometheus text format
+// by MetricsHandler. Names follow augloader_<subsystem>_<name>_<unit>.
+// Safe for concurrent use; a nil *Metrics records nothing.
+type Metrics struct {
+	streams, active, graphs, batches, bytes atomic.Int64
+	waitWorkers, waitClient, busy           atomic.Int64 // nanoseconds
+	mu                                      sync.Mutex
+	rejected                                map[string]int64 // by error code
+	cut                                     atomic.Int64
+}
+
+// NewMetrics returns zeroed counters.
+func NewMetrics() *Metrics { return &Metrics{rejected: map[string]int64{}} }
+
+func (m *Metrics) start() {
+	if m != nil {
+		m.streams.Add(1)
+		m.active.Add(1)
+	}
+}
+
+func (m *Metrics) done(batches, graphs int, bytes int64, waitWorkers, waitClient, busy time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.active.Add(-1)
+	m.batches.Add(int64(batches))
+	m.graphs.Add(int64(graphs))
+	m.bytes.Add(bytes)
+	m.waitWorkers.Add(int64(waitWorkers))
+	m.waitClient.Add(int64(waitClient))
+	m.busy.Add(int64(busy))
+	if err != nil {
+		m.cut.Add(1)
+	}
+}
+
+func (m *Metrics) reject(code string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.rejected[code]++
+	m.mu.Unlock()
+}
+
+// WriteText writes the counters in the Prometheus text exposition format.
+func (m *Metrics) WriteText(w io.Writer) {
+	counter := func(name, help string, v float64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %g\n", name, help, name, name, v)
+	}
+	count := func(name, help, typ string, v int64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", name, help, name, typ, name, v)
+	}
+	count("augloader_server_streams_total", "Streams started.", "counter", m.streams.Load())
+	count("augloader_server_streams_active", "Streams being served.", "gauge", m.active.Load())
+	count("augloader_server_streams_cut_total", "Streams ended by an error or shutdown.", "counter", m.cut.Load())
+	count("augloader_server_graphs_total", "Graphs sent.", "counter", m.graphs.Load())
+	count("augloader_server_batches_total", "Batches sent.", "counter", m.batches.Load())
+	count("augloader_server_sent_bytes_total", "Arrow IPC bytes sent.", "counter", m.bytes.Load())
+	counter("augloader_loader_worker_busy_seconds_total", "Time workers spent augmenting and collating.", time.Duration(m.busy.Load()).Seconds())
+	counter("augloader_loader_wait_workers_seconds_total", "Time senders waited for the next batch to be built.", time.Duration(m.waitWorkers.Load()).Seconds())
+	counter("augloader_loader_wait_client_seconds_total", "Time senders spent handing batches to clients.", time.Duration(m.waitClient.Load()).Seconds())
+	m.mu.Lock()
+	codes := make([]string, 0, len(m.rejected))
+	for c := range m.rejected {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	fmt.Fprintf(w, "# HELP augloader_server_rejected_total Requests refused, by error code.\n# TYPE augloader_server_rejected_total counter\n")
+	for _, c := range codes {
+		fmt.Fprintf(w, "augloader_server_rejected_total{code=%q} %d\n", c, m.rejected[c])
+	}
+	m.mu.Unlock()
+}
+
+// MetricsHandler serves GET /metrics.
+func MetricsHandler(m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		m.WriteText(w)
+	})
+	return mux
+}
+
+// ListenMetrics binds the metrics endpoint; like Flight, loopback only
+// unless allowRemote.
+func ListenMetrics(addr string, allowRemote bool) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: --metrics %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); !allowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("server: --metrics %s is not a loopback address", addr)
+	}
+	return net.Listen("tcp", addr)
+}

@@ -1,0 +1,60 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/augloader/augloader/client"
+	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/server"
+	"github.com/augloader/augloader/wire"
+)
+
+func TestMetrics(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	m := server.NewMetrics()
+	srv, _ := server.New(server.Options{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m})
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := server.Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln)
+	var bytes int64
+	for e := range uint64(3) {
+		bytes += fetch(t, sock, wire.Request{Epoch: e, World: 1}, nil).Bytes
+	}
+	client.Fetch(context.Background(), sock, wire.Request{Epoch: 0, Rank: 9, World: 2}, client.Options{}, nil)
+	hs := httptest.NewServer(server.MetricsHandler(m))
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		"augloader_server_streams_total 3\n",
+		"augloader_server_streams_active 0\n",
+		"augloader_server_graphs_total 180\n",
+		"augloader_server_batches_total 12\n",
+		`augloader_server_rejected_total{code="out_of_range"} 1`,
+		"# TYPE augloader_loader_worker_busy_seconds_total counter",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q:\n%s", want, text)
+		}
+	}
+	if want := fmt.Sprintf("augloader_server_sent_bytes_total %d\n", bytes); !strings.Contains(text, want) {
+		t.Errorf("metrics lack %q (what the client read)", want)
+	}
+}
