@@ -2,7 +2,8 @@
 // the figures of docs/bench.md.
 package bench
 
-// BenchmarkCOLLABEpoch: one epoch of the real COLLAB (../shared/datasets),
+// BenchmarkCOLLABEpoch, BenchmarkREDDITBINARYEpoch: one epoch of the real
+// COLLAB or REDDIT-BINARY (../shared/datasets),
 // per policy and worker count, in three stages measured in the same run:
 //
 //	stage=augment  the policy on every graph with W goroutines, output discarded
@@ -12,7 +13,7 @@ package bench
 //
 // Recipe:
 //
-//	go test -run XXX -bench COLLABEpoch -benchtime 3x -count 3 ./bench | tee epoch.txt
+//	go test -run XXX -bench 'Epoch|Limit' -benchtime 3x -count 3 ./bench | tee epoch.txt
 //	benchstat epoch.txt
 
 import (
@@ -37,37 +38,53 @@ import (
 )
 
 var (
-	collabOnce sync.Once
-	collabDir  string
-	collabTmp  string
+	shardsMu  sync.Mutex
+	shardsDir = map[string]string{}
+	benchTmp  string
 )
 
-func collabShards(b *testing.B) string {
-	collabOnce.Do(func() {
-		in := testutil.Shared(b, "tu", "COLLAB", "COLLAB_tu.tar.xz")
-		var err error
-		if collabTmp, err = os.MkdirTemp("", "bench-collab-"); err != nil {
+// realShards converts a real dataset from ../shared/datasets once per run:
+// COLLAB from its .tar.xz, REDDIT-BINARY from its zip.
+func realShards(b *testing.B, name string) string {
+	shardsMu.Lock()
+	defer shardsMu.Unlock()
+	if d, ok := shardsDir[name]; ok {
+		return d
+	}
+	var in string
+	switch name {
+	case "COLLAB":
+		in = filepath.Join(testutil.UnpackTarXZ(b, testutil.Shared(b, "tu", "COLLAB", "COLLAB_tu.tar.xz")), "COLLAB")
+	case "REDDIT-BINARY":
+		in = testutil.Shared(b, "tu", "REDDIT-BINARY", "REDDIT-BINARY.zip")
+	}
+	var err error
+	if benchTmp == "" {
+		if benchTmp, err = os.MkdirTemp("", "bench-"); err != nil {
 			b.Fatal(err)
 		}
-		tu := testutil.UnpackTarXZ(b, in)
-		collabDir = filepath.Join(collabTmp, "collab")
-		if _, err := convert.Run(context.Background(), convert.Options{Input: filepath.Join(tu, "COLLAB"), Out: collabDir}); err != nil {
-			b.Fatal(err)
-		}
-	})
-	return collabDir
+	}
+	out := filepath.Join(benchTmp, name)
+	if _, err := convert.Run(context.Background(), convert.Options{Input: in, Out: out}); err != nil {
+		b.Fatal(err)
+	}
+	shardsDir[name] = out
+	return out
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if collabTmp != "" {
-		os.RemoveAll(collabTmp)
+	if benchTmp != "" {
+		os.RemoveAll(benchTmp)
 	}
 	os.Exit(code)
 }
 
-func BenchmarkCOLLABEpoch(b *testing.B) {
-	dir := collabShards(b)
+func BenchmarkCOLLABEpoch(b *testing.B)       { benchEpoch(b, "COLLAB") }
+func BenchmarkREDDITBINARYEpoch(b *testing.B) { benchEpoch(b, "REDDIT-BINARY") }
+
+func benchEpoch(b *testing.B, dataset string) {
+	dir := realShards(b, dataset)
 	r, err := shard.Open(context.Background(), dir)
 	if err != nil {
 		b.Fatal(err)
