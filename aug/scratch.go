@@ -23,6 +23,7 @@ type Scratch struct {
 
 	// SubMix
 	score, y, rr, pp, ap []float64
+	dinv                 []float64
 	order, comp, comp2   []int32 // ranking buffer; root components in BFS order
 	set, set2            []int32 // S and S' in rank order
 	pos                  []int32 // position in S or S' (valid where stamped)

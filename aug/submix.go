@@ -202,14 +202,20 @@ func (s *Scratch) ppr(root int32, comp, off, adj []int32, n int32) {
 	rr[root], pp[root] = PPRAlpha, PPRAlpha
 	rs := PPRAlpha * PPRAlpha
 	stop := PPRTol * PPRAlpha
+	// D^-1/2 once per solve (isolated nodes: 0): read twice per node per
+	// iteration, a square root each time otherwise.
+	s.dinv = growF(s.dinv, int(n))
+	dinv := s.dinv
+	for _, u := range comp {
+		dinv[u] = 0
+		if d := off[u+1] - off[u]; d > 0 {
+			dinv[u] = 1 / math.Sqrt(float64(d))
+		}
+	}
 	for it := 0; it < PPRMaxIter && math.Sqrt(rs) > stop; it++ {
 		// ap = pp − (1−α)·D^-1/2·A·D^-1/2·pp
 		for _, u := range comp {
-			if d := off[u+1] - off[u]; d > 0 {
-				y[u] = pp[u] / math.Sqrt(float64(d))
-			} else {
-				y[u] = 0
-			}
+			y[u] = pp[u] * dinv[u]
 		}
 		var pap float64
 		for _, u := range comp {
@@ -217,10 +223,7 @@ func (s *Scratch) ppr(root int32, comp, off, adj []int32, n int32) {
 			for _, w := range adj[off[u]:off[u+1]] {
 				sum += y[w]
 			}
-			if d := off[u+1] - off[u]; d > 0 {
-				sum /= math.Sqrt(float64(d))
-			}
-			ap[u] = pp[u] - (1-PPRAlpha)*sum
+			ap[u] = pp[u] - (1-PPRAlpha)*dinv[u]*sum
 			pap += pp[u] * ap[u]
 		}
 		a := rs / pap
