@@ -2,12 +2,17 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/fixture"
@@ -123,4 +128,46 @@ func FuzzParseTicket(f *testing.F) {
 			t.Fatalf("accepted %+v", req)
 		}
 	})
+}
+
+// ListFlights and GetFlightInfo describe the dataset and a request, with a
+// ticket that DoGet accepts.
+func TestFlightInfo(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	addr := serveFlight(t, server.Live{L: newLoader(t, dir, policy, 2)}, false, "")
+	cl, err := flight.NewClientWithMiddleware(strings.TrimPrefix(addr, "grpc://"), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	list, err := cl.ListFlights(ctx, &flight.Criteria{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := list.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.TotalRecords != 60 || len(fi.Endpoint) != 1 || !fi.Ordered {
+		t.Fatalf("ListFlights: %+v", fi)
+	}
+	var info wire.Response
+	if err := json.Unmarshal(fi.AppMetadata, &info); err != nil || info.Batches != 4 {
+		t.Fatalf("app metadata %s: %v", fi.AppMetadata, err)
+	}
+	req, _ := json.Marshal(wire.Request{Epoch: 2, Rank: 1, World: 3})
+	fi, err = cl.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: req})
+	if err != nil || fi.TotalRecords != 20 {
+		t.Fatalf("GetFlightInfo: %+v %v", fi, err)
+	}
+	var got wire.Request
+	json.Unmarshal(fi.Endpoint[0].Ticket.Ticket, &got)
+	res, err := client.FetchFlight(ctx, addr, "", got, client.Options{}, nil)
+	if err != nil || res.Graphs != 20 {
+		t.Fatalf("DoGet with the info's ticket: %v %+v", err, res)
+	}
+	if _, err := cl.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"x"}}); err == nil {
+		t.Fatal("PATH descriptor accepted")
+	}
 }
