@@ -91,7 +91,7 @@ func serveCmd() *cli.Command {
 			&cli.BoolFlag{Name: "flight-allow-remote", Usage: "allow a non-loopback --flight address (requires --flight-token-file)"},
 			&cli.StringFlag{Name: "flight-token-file", Usage: "file holding the bearer token Flight clients must present"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
-			&cli.StringFlag{Name: "materialized", Usage: "replay epochs written by `augloader materialize` instead of augmenting"},
+			&cli.StringFlag{Name: "materialized", Usage: "replay the epochs materialized in this folder instead of augmenting"},
 			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish"},
 			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams; more are refused as unavailable"},
 			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on the socket)"},
