@@ -310,15 +310,7 @@ func TestLoad(t *testing.T) {
 // One client (peer uid) cannot hold more than its share of streams.
 func TestPerClientStreamLimit(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
-	srv, _ := server.New(server.Options{Source: server.Live{L: newLoader(t, dir, policy, 1)}, MaxStreamsPerClient: 2})
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := server.Listen(sock, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, dir, policy, 1)}, MaxStreamsPerClient: 2, Drain: time.Second})
 	// Two streams that are not read (batch size 1: many batches, the socket
 	// buffer fills and the streams stay open).
 	var held []net.Conn
@@ -333,7 +325,7 @@ func TestPerClientStreamLimit(t *testing.T) {
 			t.Fatalf("held stream: %d %v", st, err)
 		}
 	}
-	_, err = client.Fetch(context.Background(), sock, wire.Request{Epoch: 0, World: 1}, client.Options{}, nil)
+	_, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: 0, World: 1}, client.Options{}, nil)
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Code != wire.CodeUnavailable {
 		t.Fatalf("third stream: %v", err)
@@ -341,9 +333,14 @@ func TestPerClientStreamLimit(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Active() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// Once the held streams are gone, the client is served again.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: 0, World: 1}, client.Options{}, nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still refused after the held streams closed: %v", err)
+		}
 	}
-	fetch(t, sock, wire.Request{Epoch: 0, World: 1}, nil)
 }

@@ -6,9 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/fixture"
@@ -19,15 +19,7 @@ import (
 func TestMetrics(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	m := server.NewMetrics()
-	srv, _ := server.New(server.Options{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m})
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := server.Listen(sock, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m, Drain: time.Second})
 	var bytes int64
 	for e := range uint64(3) {
 		bytes += fetch(t, sock, wire.Request{Epoch: e, World: 1}, nil).Bytes

@@ -66,8 +66,15 @@ func newLoaderSeed(t testing.TB, dir, pol string, workers int, seed uint64) *loa
 // serve starts a server on a real socket in a temp folder.
 func serve(t testing.TB, src server.Source) string {
 	t.Helper()
+	return serveWith(t, server.Options{Source: src, Drain: time.Second})
+}
+
+// serveWith starts a server with the given options; at cleanup it stops
+// it and checks the socket file is gone.
+func serveWith(t testing.TB, o server.Options) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	srv, err := server.New(server.Options{Source: src, Drain: time.Second})
+	srv, err := server.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
