@@ -106,17 +106,37 @@ func BenchmarkPolicies(b *testing.B) {
 		name string
 		gs   []aug.Graph
 	}{{"collab", collab}, {"mutag", mutag}} {
-		for _, op := range allOps(uniformPartners{shape.gs}) {
-			b.Run(fmt.Sprintf("shape=%s/policy=%s", shape.name, op.Name()), func(b *testing.B) {
+		indexed := make([]aug.Graph, len(shape.gs))
+		for i := range indexed {
+			indexed[i] = shape.gs[i]
+			indexed[i].Index = aug.BuildIndex(&indexed[i])
+		}
+		ops := allOps(uniformPartners{shape.gs})
+		names := make([]string, len(ops))
+		for i, op := range ops {
+			names[i] = op.Name()
+		}
+		// NodeSam and its split-based ablations again on graphs carrying
+		// their Index, as the loader serves them.
+		for _, op := range []aug.Op{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}} {
+			ops = append(ops, op)
+			names = append(names, op.Name()+"+index")
+		}
+		for oi, op := range ops {
+			graphs := shape.gs
+			if oi >= len(ops)-3 {
+				graphs = indexed
+			}
+			b.Run(fmt.Sprintf("shape=%s/policy=%s", shape.name, names[oi]), func(b *testing.B) {
 				var s aug.Scratch
 				var out aug.Graph
 				var edges int64
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					g := &shape.gs[i%len(shape.gs)]
+					g := &graphs[i%len(graphs)]
 					edges += int64(g.NumEdges())
-					if err := op.Apply(g, &out, s.Rand(1, uint64(i/len(shape.gs)), g.ID, aug.OpID(op)), &s); err != nil {
+					if err := op.Apply(g, &out, s.Rand(1, uint64(i/len(graphs)), g.ID, aug.OpID(op)), &s); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -125,6 +145,23 @@ func BenchmarkPolicies(b *testing.B) {
 				b.ReportMetric(float64(edges)/sec, "edges/s")
 			})
 		}
+	}
+}
+
+// BenchmarkBuildIndex: the one-off cost of a graph's Index.
+func BenchmarkBuildIndex(b *testing.B) {
+	collab, mutag := shapes(b)
+	for _, shape := range []struct {
+		name string
+		gs   []aug.Graph
+	}{{"collab", collab}, {"mutag", mutag}} {
+		b.Run("shape="+shape.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				aug.BuildIndex(&shape.gs[i%len(shape.gs)])
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "graphs/s")
+		})
 	}
 }
 

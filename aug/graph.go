@@ -62,6 +62,11 @@ type Graph struct {
 	Label    int32
 	MixLabel int32
 	Q        float32
+
+	// Index, when set, is BuildIndex of this graph: NodeSam then skips the
+	// passes it would make to find neighbours and triangles. Outputs of an
+	// op never carry one.
+	Index *Index
 }
 
 // NumEdges is the number of undirected edges.
@@ -91,6 +96,7 @@ func (g *Graph) SetDense(x []float32, dim int32) {
 
 // CopyFrom makes g a deep copy of src, reusing g's buffers.
 func (g *Graph) CopyFrom(src *Graph) {
+	g.Index = nil
 	g.ID, g.N, g.Dense, g.Dim = src.ID, src.N, src.Dense, src.Dim
 	g.Label, g.MixLabel, g.Q = src.Label, src.MixLabel, src.Q
 	g.Edges = append(g.Edges[:0], src.Edges...)

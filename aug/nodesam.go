@@ -83,7 +83,7 @@ func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool) erro
 		extra = 1 + len(s.added)
 	}
 	out.ID, out.Label, out.MixLabel, out.Q = in.ID, in.Label, in.MixLabel, in.Q
-	out.Dense, out.Dim = in.Dense, in.Dim
+	out.Dense, out.Dim, out.Index = in.Dense, in.Dim, nil
 	o, p, last := int32(-1), int32(-1), n2-1
 	if merge && m+extra > 0 {
 		o, p = s.g2Edge(in, &sp, r.IntN(m+extra))
@@ -120,12 +120,16 @@ func (s *Scratch) splitAt(in *Graph, sp *splitState, r Rand) {
 	}
 	nb := s.nb[:0]
 	i := sp.i
-	for e := in.Edges; len(e) >= 2; e = e[2:] {
-		switch i {
-		case e[1]:
-			nb = append(nb, e[0])
-		case e[0]:
-			nb = append(nb, e[1])
+	if ix := in.Index; ix.valid(in) {
+		nb = append(nb, ix.Adj[ix.Off[i]:ix.Off[i+1]]...)
+	} else {
+		for e := in.Edges; len(e) >= 2; e = e[2:] {
+			switch i {
+			case e[1]:
+				nb = append(nb, e[0])
+			case e[0]:
+				nb = append(nb, e[1])
+			}
 		}
 	}
 	s.nb = nb
@@ -274,11 +278,34 @@ func (s *Scratch) sortKeys(n int32) {
 	pass(s.tmpKeys, s.keys, 32) // by u, stable
 }
 
+// adjustProb is each T_i member's probability of an adjustment edge:
+// min(1, h_i/|T_i|) with c_i = |E| − 3t_i/d_i − 2 and
+// h_i = (sqrt(c_i² + 4t_i|V| − 6t_i) − c_i)/2 (the paper's Algorithm 3).
+func adjustProb(t, d, nv, m float64, sizeT int) float64 {
+	c := m - 3*t/d - 2
+	h := (math.Sqrt(c*c+4*t*nv-6*t) - c) / 2
+	return math.Min(1, h/float64(sizeT))
+}
+
 // adjust computes t_i, T_i and h_i from the neighbourhood of v_i and draws
 // the adjustment set into s.added (ids in increasing order). Triangles
 // through v_i are the edges with both ends in N(v_i), counted with, per
 // neighbour, how many it is in: O(deg(v_i)·log|E| + |E|).
 func (s *Scratch) adjust(in *Graph, i int32, r Rand) {
+	if ix := in.Index; ix.valid(in) {
+		// Indexed: t_i and T_i (sorted, like the scan's order) are stored.
+		ti, members := ix.Tri[i], ix.T[ix.TOff[i]:ix.TOff[i+1]]
+		if ti == 0 {
+			return
+		}
+		prob := adjustProb(float64(ti), float64(len(s.nb)), float64(in.N), float64(len(in.Edges)/2), len(members))
+		for _, w := range members {
+			if r.Float64() < prob {
+				s.added = append(s.added, w)
+			}
+		}
+		return
+	}
 	gen := s.gen // neighbours of i carry the split's stamp
 	if len(s.inT) < int(in.N) {
 		s.inT = make([]uint32, in.N+in.N/4+8)
@@ -342,10 +369,7 @@ func (s *Scratch) adjust(in *Graph, i int32, r Rand) {
 			sizeT++
 		}
 	}
-	t, d, nv := float64(ti), float64(len(s.nb)), float64(in.N)
-	c := float64(len(in.Edges)/2) - 3*t/d - 2
-	h := (math.Sqrt(c*c+4*t*nv-6*t) - c) / 2
-	prob := math.Min(1, h/float64(sizeT))
+	prob := adjustProb(float64(ti), float64(len(s.nb)), float64(in.N), float64(len(in.Edges)/2), sizeT)
 	for _, w := range s.nb {
 		if s.inT[w] == gen && r.Float64() < prob {
 			s.added = append(s.added, w)

@@ -97,6 +97,7 @@ func benchEpoch(b *testing.B, dataset string) {
 	graphs := make([]aug.Graph, r.NumGraphs())
 	for i := range graphs {
 		src.Load(int64(i), &graphs[i])
+		graphs[i].Index = aug.BuildIndex(&graphs[i]) // as the loader caches it for NodeSam
 	}
 	for _, pol := range []string{"none", "nodesam", "submix"} {
 		for _, workers := range []int{1, 2} {

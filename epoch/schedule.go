@@ -163,6 +163,20 @@ func parseSegment(seg string) (Segment, error) {
 	return g, nil
 }
 
+// Uses reports whether any segment names one of the policies.
+func (s *Schedule) Uses(names ...string) bool {
+	for _, g := range s.Segments {
+		for _, it := range g.Items {
+			for _, n := range names {
+				if it.Name == n {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Segment returns the segment for epoch e.
 func (s *Schedule) Segment(e uint64) (*Segment, error) {
 	for i := range s.Segments {

@@ -47,6 +47,9 @@ type Config struct {
 	MaxEpoch uint64
 	// Mem allocates the few Arrow buffers not taken from Go slices.
 	Mem memory.Allocator
+	// NoIndex keeps graphs unindexed even when the schedule uses NodeSam
+	// (saves ~3 int32 per edge of memory; NodeSam then scans each draw).
+	NoIndex bool
 }
 
 // Validate applies defaults and checks the configuration.
@@ -91,6 +94,9 @@ type Loader struct {
 func New(src *Source, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.NoIndex && cfg.Schedule.Uses("nodesam", "nodesam-base", "split-only") {
+		src.EnableIndex()
 	}
 	return &Loader{src: src, cfg: cfg}, nil
 }

@@ -13,6 +13,7 @@ package loader
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/shard"
@@ -23,6 +24,17 @@ type Source struct {
 	r      *shard.Reader
 	man    *shard.Manifest
 	served []int64
+	// index[id] is graph id's aug.Index, built on first use when enabled.
+	index []atomic.Pointer[aug.Index]
+}
+
+// EnableIndex makes Load attach each graph's aug.Index, built once on
+// first use (NodeSam then skips its per-draw neighbourhood passes). Costs
+// about 3 int32 per edge of memory for the graphs that are indexed.
+func (s *Source) EnableIndex() {
+	if s.index == nil {
+		s.index = make([]atomic.Pointer[aug.Index], s.r.NumGraphs())
+	}
 }
 
 // NewSource serves the graphs in served (all graphs when nil).
@@ -63,6 +75,17 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 		g.SetCodes(sg.Codes, int32(s.man.Features.Dim))
 	} else {
 		g.SetDense(sg.X, int32(s.man.Features.Dim))
+	}
+	g.Index = nil
+	if s.index != nil {
+		ix := s.index[id].Load()
+		if ix == nil {
+			// Two workers may build the same index at once: both results
+			// are equal, the first stored wins.
+			s.index[id].CompareAndSwap(nil, aug.BuildIndex(g))
+			ix = s.index[id].Load()
+		}
+		g.Index = ix
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ type LoaderOptions struct {
 	NodeBudget   int
 	EdgeBudget   int
 	MaxEpoch     uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
+	NoIndex      bool   // keep graphs unindexed (less memory, slower NodeSam)
 }
 
 // Built is an open loader and what it needs closed.
@@ -91,7 +92,7 @@ func BuildLoader(ctx context.Context, o LoaderOptions) (*Built, error) {
 	l, err := loader.New(src, loader.Config{
 		Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 		Remainder: epoch.Remainder(o.Remainder), NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
-		MaxEpoch: o.MaxEpoch,
+		MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex,
 	})
 	if err != nil {
 		r.Close()

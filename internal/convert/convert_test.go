@@ -207,6 +207,7 @@ func TestBadInputCorpus(t *testing.T) {
 		{"edge_joins_graphs", "edge_joins_graphs", "", "TINY_A.txt:9: edge (3, 5) joins graph 1 and graph 2"},
 		{"indicator_unsorted", "indicator_unsorted", "", "TINY_graph_indicator.txt:4: field 1: graph id 1 after 2: the indicator must be sorted"},
 		{"indicator_skips", "indicator_skips", "", "TINY_graph_indicator.txt:7: field 1: graph id 4 after 2: graphs 3..3 have no nodes"},
+		{"indicator_from_zero", "indicator_from_zero", "", "TINY_graph_indicator.txt:1: field 1: first graph id is 0, want 1"},
 		{"graph_labels_count", "graph_labels_count", "", "TINY_graph_labels.txt: 2 labels for 3 graphs"},
 		{"node_labels_count", "node_labels_count", "", "TINY_node_labels.txt: 8 node labels for 9 nodes"},
 		{"edge_labels_count", "edge_labels_count", "", "TINY_edge_labels.txt: 3 edge labels for more edges in TINY_A.txt"},

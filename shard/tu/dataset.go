@@ -118,14 +118,14 @@ func (d *Dataset) readIndicator() error {
 			return err
 		}
 		switch {
+		case prev == 0 && g != 1:
+			return formatErr(file, l.line, 1, "first graph id is %d, want 1", g)
 		case g == prev:
 		case g == prev+1:
 			if g > 1 {
 				d.GraphStart = append(d.GraphStart, int64(len(d.nodeGraph)))
 			}
 			prev = g
-		case prev == 0:
-			return formatErr(file, l.line, 1, "first graph id is %d, want 1", g)
 		case g < prev:
 			return formatErr(file, l.line, 1, "graph id %d after %d: the indicator must be sorted", g, prev)
 		default:
