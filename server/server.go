@@ -239,8 +239,8 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 			tr.Code, tr.Message = wire.CodeUnavailable, "server shutting down"
 		}
 	}
-	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
-	s.served.Add(1)
+	// Counters settle before the trailer: a client that has read it sees
+	// its stream counted and no longer active.
 	var ww, wc, busy time.Duration
 	if ws, ok := st.(interface {
 		Waits() (time.Duration, time.Duration)
@@ -250,6 +250,8 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		busy = ws.Busy()
 	}
 	s.opts.Metrics.done(batches, graphs, cw.N, ww, wc, busy, err)
+	s.served.Add(1)
+	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", graphs, "batches", batches, "MB", float64(cw.N) / 1e6,
