@@ -48,7 +48,7 @@ type Config struct {
 	// Mem allocates the few Arrow buffers not taken from Go slices.
 	Mem memory.Allocator
 	// NoIndex keeps graphs unindexed even when the schedule uses NodeSam
-	// (saves ~3 int32 per edge of memory; NodeSam then scans each draw).
+	// (saves up to 4 int32 per edge of memory; NodeSam then scans each draw).
 	NoIndex bool
 }
 

@@ -30,7 +30,7 @@ type Source struct {
 
 // EnableIndex makes Load attach each graph's aug.Index, built once on
 // first use (NodeSam then skips its per-draw neighbourhood passes). Costs
-// about 3 int32 per edge of memory for the graphs that are indexed.
+// up to 4 int32 per edge of memory for the graphs that are indexed.
 func (s *Source) EnableIndex() {
 	if s.index == nil {
 		s.index = make([]atomic.Pointer[aug.Index], s.r.NumGraphs())

@@ -70,7 +70,7 @@ var loaderFlags = []cli.Flag{
 	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's total nodes (0: no cap)"},
 	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's total edges (0: no cap)"},
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
-	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves ~12 bytes per edge; NodeSam gets slower)"},
+	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
 }
 
 func loaderOptions(c *cli.Context) app.LoaderOptions {
