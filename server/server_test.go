@@ -377,7 +377,7 @@ func TestSlowConsumerBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := l.Stream(context.Background(), p, func(arrow.RecordBatch) error {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(15 * time.Millisecond) // far slower than building 2 graphs, even under -race
 		return nil
 	})
 	if err != nil {
