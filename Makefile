@@ -71,6 +71,7 @@ bench: build .venv-bench/.stamp
 	$(GO) test -run XXX -bench BenchmarkScaling -benchtime 0.5s -timeout 30m ./aug | tee bench-scaling.out
 	$(GO) run ./bench/scaleplot -title "$$(nproc)-core $$(uname -m), synthetic reddit (seed 0), $$(date +%F)" < bench-scaling.out
 	$(GO) test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m ./bench | tee bench-epoch.out
+	$(GO) run ./bench/stageplot -title "$$(nproc)-core $$(uname -m), real data from ../shared/datasets, $$(date +%F)" < bench-epoch.out
 	bash bench/python_collab.sh
 	bash bench/convert_collab.sh
 
