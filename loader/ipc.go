@@ -30,21 +30,3 @@ func (l *Loader) WriteStream(ctx context.Context, p *Plan, w io.Writer) (Stats, 
 	}
 	return st, err
 }
-
-// SchemaBytes is the schema message that opens every stream of the plan's
-// request: an empty stream minus its 8-byte end-of-stream marker.
-func SchemaBytes(schema *arrow.Schema) ([]byte, error) {
-	var buf bytesBuffer
-	iw := ipc.NewWriter(&buf, ipc.WithSchema(schema))
-	if err := iw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.b[:len(buf.b)-8], nil
-}
-
-type bytesBuffer struct{ b []byte }
-
-func (b *bytesBuffer) Write(p []byte) (int, error) { b.b = append(b.b, p...); return len(p), nil }
-
-// EOS is the Arrow IPC end-of-stream marker.
-var EOS = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/ipcframe"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"
 )
@@ -191,7 +192,7 @@ func (s *replayStream) WriteTo(ctx context.Context, w io.Writer) (int, int, erro
 	buf := make([]byte, 0, 1<<20)
 	for i, b := range s.fi.Batches[s.req.StartBatch:] {
 		if err := ctx.Err(); err != nil {
-			bw.Write(eos)
+			bw.Write(ipcframe.EOS)
 			bw.Flush()
 			return batches, graphs, err
 		}
@@ -199,12 +200,12 @@ func (s *replayStream) WriteTo(ctx context.Context, w io.Writer) (int, int, erro
 		// of it: a file damaged on disk fails this request, naming it.
 		buf = slices.Grow(buf[:0], int(b.Bytes))[:b.Bytes]
 		if _, err := f.ReadAt(buf, b.Offset); err != nil {
-			bw.Write(eos)
+			bw.Write(ipcframe.EOS)
 			bw.Flush()
 			return batches, graphs, fmt.Errorf("materialize: %s: batch %d: %w", s.path, s.req.StartBatch+i, err)
 		}
 		if sum := sha256.Sum256(buf); hex.EncodeToString(sum[:]) != b.SHA256 {
-			bw.Write(eos)
+			bw.Write(ipcframe.EOS)
 			bw.Flush()
 			return batches, graphs, fmt.Errorf("materialize: %s: batch %d fails its SHA-256: the file is corrupt (run augloader verify)", s.path, s.req.StartBatch+i)
 		}
@@ -217,10 +218,8 @@ func (s *replayStream) WriteTo(ctx context.Context, w io.Writer) (int, int, erro
 		batches++
 		graphs += b.Graphs
 	}
-	if _, err := bw.Write(eos); err != nil {
+	if _, err := bw.Write(ipcframe.EOS); err != nil {
 		return batches, graphs, err
 	}
 	return batches, graphs, bw.Flush()
 }
-
-var eos = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -59,16 +58,7 @@ func grpcCode(err error) codes.Code {
 
 // ParseTicket decodes a ticket: the JSON body of a request frame, with the
 // same checks as the socket's.
-func ParseTicket(t []byte) (wire.Request, error) {
-	if len(t) > wire.MaxBody {
-		return wire.Request{}, fmt.Errorf("%w: ticket of %d bytes", wire.ErrProtocol, len(t))
-	}
-	var buf []byte
-	buf = append(buf, wire.MagicRequest[:]...)
-	buf = append(buf, wire.Version, wire.StatusOK, 0, 0)
-	buf = append(buf, byte(len(t)), byte(len(t)>>8), byte(len(t)>>16), byte(len(t)>>24))
-	return wire.ParseRequest(strings.NewReader(string(append(buf, t...))))
-}
+func ParseTicket(t []byte) (wire.Request, error) { return wire.DecodeRequest(t) }
 
 // DoGet streams one request.
 func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) error {

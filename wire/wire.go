@@ -141,6 +141,17 @@ func ParseRequest(r io.Reader) (Request, error) {
 	if status != StatusOK {
 		return req, fmt.Errorf("%w: request status %d", ErrProtocol, status)
 	}
+	return DecodeRequest(body)
+}
+
+// DecodeRequest checks a request body (the JSON of a request frame, or a
+// Flight ticket): at most MaxBody bytes, known fields only, no trailing
+// data, non-negative values.
+func DecodeRequest(body []byte) (Request, error) {
+	var req Request
+	if len(body) > MaxBody {
+		return req, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrProtocol, len(body), MaxBody)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
