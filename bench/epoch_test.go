@@ -3,28 +3,46 @@
 package bench
 
 // BenchmarkCOLLABEpoch, BenchmarkREDDITBINARYEpoch: one epoch of the real
-// COLLAB or REDDIT-BINARY (../shared/datasets),
-// per policy and worker count, in three stages measured in the same run:
+// COLLAB or REDDIT-BINARY (../shared/datasets), stage by stage, in one run.
+// Once per dataset:
 //
-//	stage=augment  the policy on every graph with W goroutines, output discarded
-//	stage=loader   loader.Stream: augment + collate into Arrow batches, no-op sink
-//	stage=socket   augloader's server on a Unix socket to a Go client that
-//	               decodes every batch (arrow IPC) and discards it
+//	stage=open     shard.Open (size, CRC-32C and structure of every shard) + loader.NewSource
+//	stage=index    decode every graph and build its NodeSam index (the one-off
+//	               cost a daemon pays during its first NodeSam epoch)
 //
-// Recipe:
+// Per policy and worker count W, each stage a prefix of the daemon's
+// pipeline, so the difference between two consecutive stages is what the
+// later one adds to an epoch's wall time:
+//
+//	stage=decode   Source.Load of every graph (Arrow shard columns → aug.Graph), W goroutines
+//	stage=augment  + the policy on every graph, output discarded
+//	stage=loader   + collation into PyG-ready Arrow batches (loader.Stream, no-op sink)
+//	stage=encode   + Arrow IPC encoding (loader.WriteStream to a byte counter)
+//	stage=socket   + augloader's server on a Unix socket to the Go client, which decodes every batch
+//	stage=flight   the same over Arrow Flight (gRPC on loopback TCP)
+//
+// and per policy, without the daemon:
+//
+//	stage=client-decode  the Go client decoding a recorded epoch stream from memory
+//
+// NodeSam's index is built before the stages run, so they measure steady
+// epochs. Recipe:
 //
 //	go test -run XXX -bench 'Epoch|Limit' -benchtime 3x -count 3 ./bench | tee epoch.txt
 //	benchstat epoch.txt
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/client"
@@ -85,31 +103,61 @@ func BenchmarkREDDITBINARYEpoch(b *testing.B) { benchEpoch(b, "REDDIT-BINARY") }
 
 func benchEpoch(b *testing.B, dataset string) {
 	dir := realShards(b, dataset)
-	r, err := shard.Open(context.Background(), dir)
+	ctx := context.Background()
+	b.Run("stage=open", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			r, err := shard.Open(ctx, dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := loader.NewSource(r, nil); err != nil {
+				b.Fatal(err)
+			}
+			r.Close()
+		}
+		report(b, 0, 0)
+	})
+	r, err := shard.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
+	n := r.NumGraphs()
+	b.Run("stage=index", func(b *testing.B) {
+		var g aug.Graph
+		for i := 0; i < b.N; i++ {
+			fresh, _ := loader.NewSource(r, nil)
+			fresh.EnableIndex()
+			for id := range n {
+				if err := fresh.Load(int64(id), &g); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		report(b, n, 0)
+	})
 	src, err := loader.NewSource(r, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	graphs := make([]aug.Graph, r.NumGraphs())
-	for i := range graphs {
-		src.Load(int64(i), &graphs[i])
-		graphs[i].Index = aug.BuildIndex(&graphs[i]) // as the loader caches it for NodeSam
+	src.EnableIndex()
+	var g aug.Graph
+	for id := range n { // build every index now: the stages measure steady epochs
+		if err := src.Load(int64(id), &g); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for _, pol := range []string{"none", "nodesam", "submix"} {
+		sched, _ := epoch.ParseSchedule(pol)
 		for _, workers := range []int{1, 2} {
-			sched, _ := epoch.ParseSchedule(pol)
 			l, err := loader.New(src, loader.Config{Seed: 1, Schedule: sched, Workers: workers, BatchSize: 32})
 			if err != nil {
 				b.Fatal(err)
 			}
 			name := fmt.Sprintf("policy=%s/workers=%d", pol, workers)
-			b.Run(name+"/stage=augment", func(b *testing.B) {
-				p, _ := sched.Resolve(0, src)
-				op := p.Ops[0]
+			p0, _ := sched.Resolve(0, src)
+			op := p0.Ops[0]
+			perGraph := func(b *testing.B, apply bool) {
 				for i := 0; i < b.N; i++ {
 					var wg sync.WaitGroup
 					for w := range workers {
@@ -117,24 +165,42 @@ func benchEpoch(b *testing.B, dataset string) {
 						go func() {
 							defer wg.Done()
 							var s aug.Scratch
-							var out aug.Graph
-							for g := w; g < len(graphs); g += workers {
-								op.Apply(&graphs[g], &out, s.Rand(1, uint64(i), graphs[g].ID, aug.OpID(op)), &s)
+							var in, out aug.Graph
+							for id := int64(w); id < int64(n); id += int64(workers) {
+								if err := src.Load(id, &in); err != nil {
+									b.Error(err)
+									return
+								}
+								if apply {
+									op.Apply(&in, &out, s.Rand(1, uint64(i), id, aug.OpID(op)), &s)
+								}
 							}
 						}()
 					}
 					wg.Wait()
 				}
-				report(b, len(graphs), 0)
-			})
+				report(b, n, 0)
+			}
+			b.Run(name+"/stage=decode", func(b *testing.B) { perGraph(b, false) })
+			b.Run(name+"/stage=augment", func(b *testing.B) { perGraph(b, true) })
 			b.Run(name+"/stage=loader", func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					p, _ := l.Plan(loader.Request{Epoch: uint64(i), World: 1})
-					if _, err := l.Stream(context.Background(), p, func(arrow.RecordBatch) error { return nil }); err != nil {
+					if _, err := l.Stream(ctx, p, func(arrow.RecordBatch) error { return nil }); err != nil {
 						b.Fatal(err)
 					}
 				}
-				report(b, len(graphs), 0)
+				report(b, n, 0)
+			})
+			b.Run(name+"/stage=encode", func(b *testing.B) {
+				var cw countingWriter
+				for i := 0; i < b.N; i++ {
+					p, _ := l.Plan(loader.Request{Epoch: uint64(i), World: 1})
+					if _, err := l.WriteStream(ctx, p, &cw); err != nil {
+						b.Fatal(err)
+					}
+				}
+				report(b, n, cw.n)
 			})
 			b.Run(name+"/stage=socket", func(b *testing.B) {
 				sock := filepath.Join(b.TempDir(), "s.sock")
@@ -143,28 +209,83 @@ func benchEpoch(b *testing.B, dataset string) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				ctx, cancel := context.WithCancel(context.Background())
+				sctx, cancel := context.WithCancel(ctx)
 				done := make(chan struct{})
-				go func() { srv.Serve(ctx, ln); close(done) }()
+				go func() { srv.Serve(sctx, ln); close(done) }()
 				defer func() { cancel(); <-done }()
 				var bytes int64
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					res, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: uint64(i), World: 1}, client.Options{}, nil)
+					res, err := client.Fetch(ctx, sock, wire.Request{Epoch: uint64(i), World: 1}, client.Options{}, nil)
 					if err != nil {
 						b.Fatal(err)
 					}
 					bytes += res.Bytes
 				}
-				report(b, len(graphs), bytes)
+				report(b, n, bytes)
+			})
+			b.Run(name+"/stage=flight", func(b *testing.B) {
+				ln, err := server.ListenFlight(server.FlightOptions{Address: "grpc://127.0.0.1:0"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				gs := server.NewFlightServer(&server.Flight{Source: server.Live{L: l}}, "")
+				sctx, cancel := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() { server.ServeFlight(sctx, gs, ln, time.Second); close(done) }()
+				defer func() { cancel(); <-done }()
+				addr := "grpc://" + ln.Addr().String()
+				var bytes int64
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					res, err := client.FetchFlight(ctx, addr, "", wire.Request{Epoch: uint64(i), World: 1}, client.Options{}, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					bytes += res.Bytes
+				}
+				report(b, n, bytes)
+			})
+			if workers != 1 {
+				continue
+			}
+			b.Run(fmt.Sprintf("policy=%s/stage=client-decode", pol), func(b *testing.B) {
+				var buf bytes.Buffer
+				p, _ := l.Plan(loader.Request{Epoch: 0, World: 1})
+				if _, err := l.WriteStream(ctx, p, &buf); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ir, err := ipc.NewReader(bytes.NewReader(buf.Bytes()))
+					if err != nil {
+						b.Fatal(err)
+					}
+					for ir.Next() {
+					}
+					if err := ir.Err(); err != nil {
+						b.Fatal(err)
+					}
+					ir.Release()
+				}
+				report(b, n, int64(buf.Len())*int64(b.N))
 			})
 		}
 	}
 }
 
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
 func report(b *testing.B, graphs int, bytes int64) {
 	sec := b.Elapsed().Seconds()
-	b.ReportMetric(float64(graphs*b.N)/sec, "graphs/s")
+	if graphs > 0 {
+		b.ReportMetric(float64(graphs*b.N)/sec, "graphs/s")
+	}
 	b.ReportMetric(sec/float64(b.N), "s/epoch")
 	if bytes > 0 {
 		b.ReportMetric(float64(bytes)/1e6/sec, "MB/s")

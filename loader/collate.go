@@ -72,7 +72,10 @@ func BatchSchema(man *shard.Manifest, req Request) *arrow.Schema {
 }
 
 // collator accumulates one batch's columns. Its slices back the record
-// batch it builds, so each batch gets a fresh collator's output.
+// batch it builds without a copy, so a collator is reused (reset) only
+// after that batch's sink has returned: Stream passes collators from the
+// sender back to the workers through a free list, and steady-state batches
+// append into capacity that earlier batches grew.
 type collator struct {
 	dense                 bool
 	ids                   []int64
@@ -90,9 +93,18 @@ type collator struct {
 }
 
 func (c *collator) reset(dense bool) {
-	*c = collator{dense: dense, deg: c.deg[:0]}
-	c.srcOff = []int32{0}
-	c.featOff = []int32{0}
+	c.dense, c.base = dense, 0
+	c.ids = c.ids[:0]
+	c.nnodes, c.y, c.ymix = c.nnodes[:0], c.y[:0], c.ymix[:0]
+	c.yq = c.yq[:0]
+	clear(c.policy) // drop the strings' references
+	c.policy = c.policy[:0]
+	c.padded = c.padded[:0]
+	c.srcOff = append(c.srcOff[:0], 0)
+	c.src, c.dst = c.src[:0], c.dst[:0]
+	c.featOff = append(c.featOff[:0], 0)
+	c.xnode, c.xcode = c.xnode[:0], c.xcode[:0]
+	c.xw, c.x = c.xw[:0], c.x[:0]
 }
 
 // add appends one augmented graph.
@@ -106,10 +118,11 @@ func (c *collator) add(g *aug.Graph, policy string, padded bool) {
 	c.padded = append(c.padded, padded)
 
 	// Both directions, coalesced: node u's neighbours ascending. A
-	// counting pass sizes each node's run; then every canonical pair (u, v)
-	// drops v into u's run and u into v's. Pairs come sorted by (u, v), so
-	// a node first receives its smaller neighbours (from earlier pairs),
-	// then its larger ones, in order: each run comes out sorted.
+	// counting pass sizes each node's run; edge_src is constant over a run,
+	// so it is filled sequentially; then every canonical pair (u, v) drops
+	// v into u's run of edge_dst and u into v's. Pairs come sorted by
+	// (u, v), so a node first receives its smaller neighbours (from earlier
+	// pairs), then its larger ones, in order: each run comes out sorted.
 	n := int(g.N)
 	c.deg = growI32(c.deg, n+1)
 	clear(c.deg)
@@ -124,13 +137,18 @@ func (c *collator) add(g *aug.Graph, policy string, padded bool) {
 	end := int(start) + len(g.Edges)
 	c.src = slices.Grow(c.src, len(g.Edges))[:end]
 	c.dst = slices.Grow(c.dst, len(g.Edges))[:end]
-	pos := c.deg[:n]
 	src, dst, base := c.src, c.dst, c.base
+	for u := 0; u < n; u++ {
+		run := src[c.deg[u]:c.deg[u+1]]
+		for k := range run {
+			run[k] = base + int32(u)
+		}
+	}
+	pos := c.deg[:n]
 	for k := 0; k < len(g.Edges); k += 2 {
 		u, v := g.Edges[k], g.Edges[k+1]
 		i, j := pos[u], pos[v]
-		src[i], dst[i] = base+u, base+v
-		src[j], dst[j] = base+v, base+u
+		dst[i], dst[j] = base+v, base+u
 		pos[u], pos[v] = i+1, j+1
 	}
 	c.srcOff = append(c.srcOff, int32(end))

@@ -194,6 +194,7 @@ func (e *GraphError) Unwrap() error { return e.Err }
 
 type result struct {
 	rec arrow.RecordBatch
+	col *collator // backs rec; reusable once the sink has returned
 	err error
 }
 
@@ -212,6 +213,8 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	}
 	tokens := make(chan struct{}, window) // one per batch in flight
 	jobs := make(chan int)
+	// Collators whose batch the sink is done with (see collator).
+	free := make(chan *collator, window+workers)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { // dispatcher
 		defer close(jobs)
@@ -235,10 +238,16 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			w := newWorker(l, p)
 			for b := range jobs {
 				t0 := time.Now()
-				rec, err := w.build(p.Batches[b])
+				var col *collator
+				select {
+				case col = <-free:
+				default:
+					col = new(collator)
+				}
+				rec, err := w.build(col, p.Batches[b])
 				busy.Add(int64(time.Since(t0)))
 				select {
-				case slots[b%window] <- result{rec, err}:
+				case slots[b%window] <- result{rec, col, err}:
 				case <-gctx.Done():
 					if rec != nil {
 						rec.Release()
@@ -271,6 +280,10 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			if err != nil {
 				return err
 			}
+			select {
+			case free <- r.col:
+			default:
+			}
 			st.Batches++
 			<-tokens
 		}
@@ -298,7 +311,6 @@ type worker struct {
 	p       *Plan
 	scratch aug.Scratch
 	in, out aug.Graph
-	col     collator
 }
 
 func newWorker(l *Loader, p *Plan) *worker { return &worker{l: l, p: p} }
@@ -307,22 +319,22 @@ func newWorker(l *Loader, p *Plan) *worker { return &worker{l: l, p: p} }
 // recovered into a *GraphError naming the graph; one anywhere else in the
 // batch into an error naming the batch's first graph, so a bug fails one
 // request and never the daemon.
-func (w *worker) build(items []epoch.Item) (rec arrow.RecordBatch, err error) {
+func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			rec, err = nil, fmt.Errorf("loader: batch starting at graph %d: panic: %v", items[0].Graph, p)
 		}
 	}()
-	w.col.reset(w.l.src.man.Features.Kind == "attributes")
+	col.reset(w.l.src.man.Features.Kind == "attributes")
 	seed, e := w.l.cfg.Seed, w.p.Request.Epoch
 	for _, it := range items {
 		op := w.p.Policy.Choose(seed, e, it.Graph)
 		if err := w.augment(op, it.Graph, seed, e); err != nil {
 			return nil, err
 		}
-		w.col.add(&w.out, op.Name(), it.Padded)
+		col.add(&w.out, op.Name(), it.Padded)
 	}
-	return w.col.record(w.p.Schema, w.l.cfg.Mem), nil
+	return col.record(w.p.Schema, w.l.cfg.Mem), nil
 }
 
 func (w *worker) augment(op aug.Op, id int64, seed, e uint64) (err error) {

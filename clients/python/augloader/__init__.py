@@ -7,11 +7,17 @@ Arrow buffers without any per-graph Python loop::
     import augloader
     client = augloader.connect("unix:///tmp/aug.sock")   # or "grpc://127.0.0.1:8815"
     for batch in client.epoch(3, rank=0, world=1):
-        batch.edge_index   # int64 [2, 2|E|], batch-global, both directions
+        batch.edge_src, batch.edge_dst  # int32 [2|E|] views of the Arrow buffers
+        batch.edge_index   # int64 [2, 2|E|], batch-global, both directions (built on first use)
         batch.ptr          # int64 [B+1]
         batch.batch        # int64 [N], graph of each node
         batch.dense_x()    # float32 [N, dim] one-hot (mixes for merged nodes)
         batch.soft_y()     # float32 [B, C]
+
+The int32 views cost nothing; ``edge_index`` and ``dense_x()`` are the
+host-memory layout of a PyG ``Batch`` and cost a widening copy and a dense
+matrix per batch. ``augloader.torch.to_tensors`` moves the views to the
+training device and widens them there.
 
 Errors from the server raise :class:`ServerError` (with ``code``: one of
 bad_request, out_of_range, unavailable, internal, unauthenticated); a
@@ -24,7 +30,7 @@ import hashlib
 import json
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Optional
 from urllib.parse import urlparse
 
@@ -61,7 +67,8 @@ class Batch:
     num_nodes: np.ndarray    # int32 [B]
     ptr: np.ndarray          # int64 [B+1]
     batch: np.ndarray        # int64 [N]
-    edge_index: np.ndarray   # int64 [2, 2|E|]
+    edge_src: np.ndarray     # int32 [2|E|] batch-global source of each directed edge (Arrow view)
+    edge_dst: np.ndarray     # int32 [2|E|] its target (Arrow view)
     x_node: Optional[np.ndarray]    # int32 [K] categorical features: node of each (code, weight)
     x_code: Optional[np.ndarray]    # int32 [K]
     x_weight: Optional[np.ndarray]  # float32 [K]
@@ -75,9 +82,21 @@ class Batch:
     num_classes: int
     record: pa.RecordBatch   # the Arrow batch itself
 
+    _edge_index: Optional[np.ndarray] = field(default=None, repr=False)
+
     @property
     def num_graphs(self) -> int:
         return len(self.graph_id)
+
+    @property
+    def edge_index(self) -> np.ndarray:
+        """int64 [2, 2|E|] (PyG's edge_index), built once from the int32 views."""
+        if self._edge_index is None:
+            ei = np.empty((2, len(self.edge_src)), dtype=np.int64)
+            ei[0] = self.edge_src
+            ei[1] = self.edge_dst
+            self._edge_index = ei
+        return self._edge_index
 
     def dense_x(self) -> np.ndarray:
         """Node features as a dense float32 matrix [N, dim]."""
@@ -118,7 +137,8 @@ class Batch:
             num_nodes=num_nodes,
             ptr=ptr,
             batch=np.repeat(np.arange(len(num_nodes), dtype=np.int64), num_nodes),
-            edge_index=np.stack([values("edge_src", np.int64), values("edge_dst", np.int64)]),
+            edge_src=values("edge_src", np.int32),
+            edge_dst=values("edge_dst", np.int32),
             x_node=None if dense else values("x_node", np.int32),
             x_code=None if dense else values("x_code", np.int32),
             x_weight=None if dense else values("x_weight", np.float32),

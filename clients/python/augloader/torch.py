@@ -28,20 +28,35 @@ except Exception:  # pragma: no cover - depends on the environment
     PyGBatch = None
 
 
+def _long(a: np.ndarray, dev: torch.device) -> torch.Tensor:
+    """int64 tensor on dev; off the CPU the int32 data crosses the bus and is
+    widened on the device."""
+    if dev.type == "cpu":
+        return torch.from_numpy(a.astype(np.int64))
+    return torch.from_numpy(a.copy()).to(dev).long()  # copy: Arrow memory is read-only
+
+
 def to_tensors(b: Batch, device="cpu") -> dict:
-    """Tensors of one batch, with the dense one-hot x built on device."""
+    """Tensors of one batch, with the dense one-hot x and the int64
+    edge_index built on device from the batch's int32 views."""
     dev = torch.device(device)
     n = int(b.ptr[-1])
     if b.x is not None:
         x = torch.from_numpy(np.ascontiguousarray(b.x)).to(dev)
     else:
         x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
-        idx = (torch.from_numpy(b.x_node.astype(np.int64)).to(dev), torch.from_numpy(b.x_code.astype(np.int64)).to(dev))
+        idx = (_long(b.x_node, dev), _long(b.x_code, dev))
         x.index_put_(idx, torch.from_numpy(b.x_weight.copy()).to(dev))  # (node, code) pairs are unique
+    if dev.type == "cpu":
+        edge_index = torch.from_numpy(b.edge_index)
+    else:
+        # Half the bytes cross the bus: one int32 [2, E] host copy (the
+        # Arrow views are read-only), widened on the device.
+        edge_index = torch.from_numpy(np.stack((b.edge_src, b.edge_dst))).to(dev).long()
     y_soft = torch.from_numpy(b.soft_y()).to(dev)
     return {
         "x": x,
-        "edge_index": torch.from_numpy(b.edge_index).to(dev),
+        "edge_index": edge_index,
         "batch": torch.from_numpy(b.batch).to(dev),
         "ptr": torch.from_numpy(b.ptr).to(dev),
         "y": torch.from_numpy(b.y.astype(np.int64)).to(dev),

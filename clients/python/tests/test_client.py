@@ -18,7 +18,9 @@ def check_batch(b, num_classes):
     assert b.num_nodes.dtype == np.int32 and b.ptr.dtype == np.int64 and b.ptr.shape == (B + 1,)
     assert b.batch.dtype == np.int64 and b.batch.shape == (N,)
     assert np.array_equal(np.bincount(b.batch, minlength=B), b.num_nodes)
-    assert b.edge_index.dtype == np.int64 and b.edge_index.shape[0] == 2
+    assert b.edge_src.dtype == np.int32 and b.edge_dst.dtype == np.int32 and b.edge_src.shape == b.edge_dst.shape
+    assert b.edge_index.dtype == np.int64 and b.edge_index.shape == (2, len(b.edge_src))
+    assert np.array_equal(b.edge_index[0], b.edge_src) and np.array_equal(b.edge_index[1], b.edge_dst)
     src, dst = b.edge_index
     # Within the graph's ptr range, no self-loops.
     g = b.batch[src]
