@@ -1,21 +1,34 @@
 #!/usr/bin/env python3
 """Python-side throughput on the real COLLAB, all in one run:
 
-  augloader/socket   the augloader client over the Unix socket: an epoch decoded to
-                     PyG-ready arrays (edge_index, batch, ptr, dense one-hot x, soft y)
-  augloader/flight   the same over Arrow Flight
-  pyg/collate        PyG's DataLoader collating the same graphs in-process (Batch.from_data_list),
-                     no augmentation, no workers
-  pyg/dropout_edge   PyG's DataLoader with 2 worker processes applying dropout_edge per graph
+  augloader/<t>/<policy>/raw         the epoch's bytes over transport t, no Arrow decoding
+  augloader/<t>/<policy>/views       the Python client's batches: NumPy views of the Arrow
+                                     buffers (int32 edge_src/edge_dst, sparse features), ptr,
+                                     batch, soft y: what augloader.torch.to_tensors moves to a
+                                     GPU, where edge_index is widened and x one-hot encoded
+  augloader/<t>/<policy>/pyg-layout  + the host-memory layout of a PyG Batch: int64
+                                     edge_index [2, E] and the dense one-hot x [N, 369]
+  augloader/decode-only/nodesam      views built from a recorded epoch held in memory (no daemon)
+  pyg/collate/workers=0              PyG's DataLoader collating the same graphs in-process
+                                     (Batch.from_data_list), no augmentation
+  pyg/dropout_edge/workers=2         PyG's DataLoader (defaults) with 2 worker processes
+                                     applying torch_geometric.utils.dropout_edge per graph
+  pyg/dropout_edge/workers=2/persistent   the same with persistent_workers=True
 
-Usage (make bench runs it): python bench/python_client.py --bin bin --shards COLLAB.shards --epochs 3
-Prints one JSON line per measurement and a markdown table.
+t is socket (Unix socket) or flight (Arrow Flight on loopback TCP).
+
+Usage (make bench runs it):
+  python bench/python_client.py --bin bin --shards COLLAB.shards --epochs 5 --json out.jsonl
+Prints one JSON line per measurement (all epoch times, best and median) and
+a markdown table.
 """
 import argparse
 import json
 import os
 import signal
 import socket
+import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -48,17 +61,79 @@ def serve(bin_dir, shards, policy, workdir):
     raise RuntimeError("daemon did not start")
 
 
-def client_epoch(url, epoch):
-    graphs = batches = nbytes = 0
+def raw_epoch(url, epoch):
+    """The epoch's bytes, read and dropped: no Arrow decoding."""
+    nbytes = 0
     t = time.perf_counter()
-    stream = augloader.connect(url).epoch(epoch)
+    if url.startswith("unix://"):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(url[len("unix://"):])
+        body = json.dumps({"epoch": epoch, "rank": 0, "world": 1}).encode()
+        s.sendall(struct.pack("<4sBBHI", b"AUGQ", 1, 0, 0, len(body)) + body)
+        buf = bytearray(1 << 20)
+        while True:
+            k = s.recv_into(buf)
+            if not k:
+                break
+            nbytes += k
+        s.close()
+    else:
+        import pyarrow.flight as fl
+        c = fl.FlightClient("grpc+tcp://" + url[len("grpc://"):])
+        r = c.do_get(fl.Ticket(json.dumps({"epoch": epoch, "rank": 0, "world": 1}).encode()))
+        while True:
+            try:
+                chunk = r.read_chunk()
+            except StopIteration:
+                break
+            nbytes += chunk.data.nbytes
+        c.close()
+    return time.perf_counter() - t, 0, 0, nbytes
+
+
+def consume(stream, layout):
+    graphs = batches = nbytes = 0
     for b in stream:
-        x = b.dense_x()
-        _ = (b.edge_index, b.batch, b.ptr, b.soft_y(), x)
+        _ = (b.edge_src, b.edge_dst, b.x_node, b.x_code, b.x_weight, b.batch, b.ptr, b.soft_y())
+        if layout == "pyg-layout":
+            _ = (b.edge_index, b.dense_x())
         graphs += b.num_graphs
         batches += 1
         nbytes += b.record.nbytes
-    return time.perf_counter() - t, graphs, batches, nbytes
+    return graphs, batches, nbytes
+
+
+def client_epoch(url, epoch, layout):
+    if layout == "raw":
+        return raw_epoch(url, epoch)
+    t = time.perf_counter()
+    g, n, nbytes = consume(augloader.connect(url).epoch(epoch), layout)
+    return time.perf_counter() - t, g, n, nbytes
+
+
+def decode_only(unix, epochs):
+    """Decode a recorded NodeSam epoch held in memory into views (no daemon)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(unix[len("unix://"):])
+    body = json.dumps({"epoch": 0, "rank": 0, "world": 1}).encode()
+    s.sendall(struct.pack("<4sBBHI", b"AUGQ", 1, 0, 0, len(body)) + body)
+    f = s.makefile("rb")
+    hdr = f.read(12)
+    f.read(struct.unpack("<4sBBHI", hdr)[4])
+    stream = f.read()  # open_stream stops at the end-of-stream marker, before the AUGT trailer
+    s.close()
+    times = []
+    for _ in range(epochs):
+        t = time.perf_counter()
+        reader = ipc.open_stream(pa.py_buffer(stream))
+        g = n = 0
+        for rb in reader:
+            b = augloader.Batch.from_record_batch(rb)
+            _ = (b.edge_src, b.edge_dst, b.x_node, b.x_code, b.batch, b.ptr, b.soft_y())
+            g += b.num_graphs
+            n += 1
+        times.append((time.perf_counter() - t, g, n, len(stream)))
+    return times
 
 
 def load_pyg(shards):
@@ -98,44 +173,49 @@ class DropEdge:
         return d
 
 
-def pyg_epoch(data, workers, transform):
+def pyg_epoch(data, workers, transform, persistent=False):
     from torch_geometric.loader import DataLoader
     ds = DropEdge(data) if transform else data
-    loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=workers)
+    return DataLoader(ds, batch_size=32, shuffle=True, num_workers=workers, persistent_workers=persistent)
+
+
+def time_loader(loader):
     graphs = 0
     t = time.perf_counter()
     for b in loader:
         graphs += b.num_graphs
-    return time.perf_counter() - t, graphs
+    return time.perf_counter() - t, graphs, 0, 0
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="bin")
     ap.add_argument("--shards", required=True)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--workdir", default="/tmp")
+    ap.add_argument("--json", help="append the measurements here, one JSON object per line")
     args = ap.parse_args()
     rows = []
 
-    def record(name, secs, graphs, batches=None, nbytes=None):
-        row = {"name": name, "s_per_epoch": secs, "graphs_per_s": graphs / secs}
-        if batches:
-            row["batches_per_s"] = batches / secs
-        if nbytes:
-            row["MB_per_s"] = nbytes / 1e6 / secs
+    def record(name, runs):
+        """runs: (seconds, graphs, batches, bytes) per epoch."""
+        secs = sorted(r[0] for r in runs)
+        best = min(runs, key=lambda r: r[0])
+        row = {"name": name, "epochs": len(runs), "s_per_epoch": secs, "best_s": secs[0],
+               "median_s": statistics.median(secs), "graphs": best[1], "batches": best[2], "bytes": best[3]}
         rows.append(row)
         print(json.dumps(row), flush=True)
 
     for policy in ("none", "nodesam"):
         proc, unix, grpc = serve(args.bin, args.shards, policy, args.workdir)
         try:
+            client_epoch(unix, 0, "raw")  # NodeSam's index is built in the first epoch
             for transport, url in (("socket", unix), ("flight", grpc)):
-                best = None
-                for e in range(args.epochs):
-                    r = client_epoch(url, e)
-                    best = r if best is None or r[0] < best[0] else best
-                record(f"augloader/{transport}/{policy}", *best)
+                for layout in ("raw", "views", "pyg-layout"):
+                    record(f"augloader/{transport}/{policy}/{layout}",
+                           [client_epoch(url, e, layout) for e in range(args.epochs)])
+            if policy == "nodesam":
+                record("augloader/decode-only/nodesam", decode_only(unix, args.epochs))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait()
@@ -145,13 +225,19 @@ def main():
         print(f"PyG peers skipped: {e}", file=sys.stderr)
         data = None
     if data is not None:
-        for name, workers, transform in (("pyg/collate/workers=0", 0, False), ("pyg/dropout_edge/workers=2", 2, True)):
-            best = min((pyg_epoch(data, workers, transform) for _ in range(args.epochs)), key=lambda r: r[0])
-            record(name, *best)
-    print("\n| measurement | s/epoch | graphs/s | batches/s | MB/s |\n|---|---:|---:|---:|---:|")
+        record("pyg/collate/workers=0", [time_loader(pyg_epoch(data, 0, False)) for _ in range(args.epochs)])
+        record("pyg/dropout_edge/workers=2", [time_loader(pyg_epoch(data, 2, True)) for _ in range(args.epochs)])
+        pl = pyg_epoch(data, 2, True, persistent=True)
+        time_loader(pl)  # start the persistent workers
+        record("pyg/dropout_edge/workers=2/persistent", [time_loader(pl) for _ in range(args.epochs)])
+    if args.json:
+        with open(args.json, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    print("\n| measurement | best s/epoch | median s/epoch | graphs/s (best) |\n|---|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['name']} | {r['s_per_epoch']:.3f} | {r['graphs_per_s']:,.0f} | "
-              f"{r.get('batches_per_s', float('nan')):,.0f} | {r.get('MB_per_s', float('nan')):,.0f} |")
+        gps = f"{r['graphs'] / r['best_s']:,.0f}" if r["graphs"] else "—"
+        print(f"| {r['name']} | {r['best_s']:.3f} | {r['median_s']:.3f} | {gps} |")
 
 
 if __name__ == "__main__":
