@@ -9,7 +9,7 @@ PYBASE     ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo p
 # staticcheck 2026.2.2 is module version v0.8.2
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME   ?= 10s
-BENCHCOUNT ?= 6
+BENCHCOUNT ?= 4
 
 .PHONY: all build test race lint fuzz bench demo venv clean
 
@@ -63,22 +63,16 @@ fuzz:
 	.venv-bench/bin/pip install -q --no-deps --no-build-isolation -e clients/python
 	touch $@
 
-# Go benchmarks (compare runs with benchstat), the scaling figure, the
-# COLLAB epoch stages, the Python client against PyG, then the conversion
-# benchmark on the real COLLAB; figures go to docs/bench.md with the
-# command that produced them.
+# Every benchmark behind docs/bench.md (Go benchmarks, scaling, COLLAB and
+# REDDIT-BINARY epoch stages, machine limits, the Python client against
+# PyG, the COLLAB conversion), raw outputs and exact commands in
+# bench/out/, then bench/report rewrites docs/bench.md and its PNGs.
 bench: build .venv-bench/.stamp
-	$(GO) test -run XXX -bench BenchmarkPolicies -benchmem -count $(BENCHCOUNT) -benchtime 0.5s ./aug | tee bench-policies.out
-	$(GO) test -run XXX -bench BenchmarkScaling -benchtime 0.5s -timeout 30m ./aug | tee bench-scaling.out
-	$(GO) run ./bench/scaleplot -title "$$(nproc)-core $$(uname -m), synthetic reddit (seed 0), $$(date +%F)" < bench-scaling.out
-	$(GO) test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m ./bench | tee bench-epoch.out
-	$(GO) run ./bench/stageplot -title "$$(nproc)-core $$(uname -m), real data from ../shared/datasets, $$(date +%F)" < bench-epoch.out
-	bash bench/python_collab.sh
-	bash bench/convert_collab.sh
+	GO=$(GO) BENCHCOUNT=$(BENCHCOUNT) bash bench/run.sh
 
 # The demo on an embedded default: a seeded synthetic COLLAB-shaped dataset.
 demo: build
 	bash bench/demo.sh
 
 clean:
-	rm -rf $(BIN) demo bench-*.out
+	rm -rf $(BIN) demo bench-*.out bench/out

@@ -23,3 +23,6 @@ echo "COLLAB input: $bytes bytes"
 printf 'wc -l A.txt:        %.3f s\n' "$wc_s"
 printf 'shardconv convert:  %.3f s  (%.0f MB/s of input, %.1fx wc -l)\n' "$conv_s" "$(echo "$bytes/1000000/$conv_s" | bc -l)" "$(echo "$conv_s/$wc_s" | bc -l)"
 echo "peak RSS:           $((rss / 1024)) MiB"
+lines=$(wc -l < "$IN/COLLAB_A.txt")
+# One machine-readable line for bench/report.
+echo "RESULT bytes=$bytes a_lines=$lines wc_s=$wc_s convert_s=$conv_s rss_kib=$rss"

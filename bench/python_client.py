@@ -14,6 +14,8 @@
   pyg/dropout_edge/workers=2         PyG's DataLoader (defaults) with 2 worker processes
                                      applying torch_geometric.utils.dropout_edge per graph
   pyg/dropout_edge/workers=2/persistent   the same with persistent_workers=True
+  pyg/dropout_edge/transform-only    dropout_edge over every graph in this process (one core)
+  pyg/read_tu_data                   PyG reading the TU text files (--tu; the converter's peer, one run)
 
 t is socket (Unix socket) or flight (Arrow Flight on loopback TCP).
 
@@ -179,6 +181,29 @@ def pyg_epoch(data, workers, transform, persistent=False):
     return DataLoader(ds, batch_size=32, shuffle=True, num_workers=workers, persistent_workers=persistent)
 
 
+def transform_only(data):
+    """dropout_edge on every graph in this process, no DataLoader: the
+    per-graph peer of augloader's policies on one core. bytes: directed edges."""
+    from torch_geometric.utils import dropout_edge
+    edges = 0
+    t = time.perf_counter()
+    for d in data:
+        ei, _ = dropout_edge(d.edge_index, p=0.2)
+        edges += d.edge_index.shape[1]
+    return time.perf_counter() - t, len(data), 0, edges
+
+
+def versions():
+    import platform
+    out = {"python": platform.python_version(), "numpy": np.__version__, "pyarrow": pa.__version__}
+    for mod in ("torch", "torch_geometric"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except ImportError:
+            out[mod] = None
+    return out
+
+
 def time_loader(loader):
     graphs = 0
     t = time.perf_counter()
@@ -193,6 +218,7 @@ def main():
     ap.add_argument("--shards", required=True)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--workdir", default="/tmp")
+    ap.add_argument("--tu", help="TU folder of the same dataset: also time PyG's read_tu_data on it (one run)")
     ap.add_argument("--json", help="append the measurements here, one JSON object per line")
     args = ap.parse_args()
     rows = []
@@ -227,15 +253,22 @@ def main():
     if data is not None:
         record("pyg/collate/workers=0", [time_loader(pyg_epoch(data, 0, False)) for _ in range(args.epochs)])
         record("pyg/dropout_edge/workers=2", [time_loader(pyg_epoch(data, 2, True)) for _ in range(args.epochs)])
+        record("pyg/dropout_edge/transform-only", [transform_only(data) for _ in range(args.epochs)])
+        if args.tu:
+            from torch_geometric.io import read_tu_data
+            t = time.perf_counter()
+            read_tu_data(args.tu, os.path.basename(args.tu.rstrip("/")))
+            record("pyg/read_tu_data", [(time.perf_counter() - t, len(data), 0, 0)])
         pl = pyg_epoch(data, 2, True, persistent=True)
         time_loader(pl)  # start the persistent workers
         record("pyg/dropout_edge/workers=2/persistent", [time_loader(pl) for _ in range(args.epochs)])
+    rows.insert(0, {"name": "env", **versions()})
     if args.json:
         with open(args.json, "a") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
     print("\n| measurement | best s/epoch | median s/epoch | graphs/s (best) |\n|---|---:|---:|---:|")
-    for r in rows:
+    for r in rows[1:]:
         gps = f"{r['graphs'] / r['best_s']:,.0f}" if r["graphs"] else "—"
         print(f"| {r['name']} | {r['best_s']:.3f} | {r['median_s']:.3f} | {gps} |")
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Python client vs PyG on the real COLLAB (see bench/python_client.py).
+# Usage: bash bench/python_collab.sh [OUT.jsonl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=../shared/datasets/tu/COLLAB/COLLAB_tu.tar.xz
@@ -8,4 +9,4 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 xz -dc "$SRC" | tar -x -C "$TMP"
 bin/shardconv convert -q -i "$TMP/COLLAB" -o "$TMP/collab.shards"
-.venv-bench/bin/python bench/python_client.py --bin bin --shards "$TMP/collab.shards" --epochs 3 --workdir "$TMP"
+.venv-bench/bin/python bench/python_client.py --bin bin --shards "$TMP/collab.shards" --epochs 5 --workdir "$TMP" --tu "$TMP/COLLAB" ${1:+--json "$1"}

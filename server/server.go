@@ -176,6 +176,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// sendBuffer is the socket send buffer asked for each stream.
+const sendBuffer = 4 << 20
+
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	start := time.Now()
@@ -212,6 +215,12 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		}
 		s.reject(conn, code, err)
 		return
+	}
+	if uc, ok := conn.(*net.UnixConn); ok {
+		// A batch is about a megabyte: with the default ~200 KiB send
+		// buffer the sender blocks and is woken several times per batch.
+		// The kernel caps this at net.core.wmem_max.
+		uc.SetWriteBuffer(sendBuffer)
 	}
 	s.active.Add(1)
 	defer s.active.Add(-1)

@@ -154,24 +154,89 @@ class Batch:
         )
 
 
-class _HashingReader:
-    """File-like wrapper hashing what pyarrow reads (the Arrow stream bytes)."""
+_CONTINUATION = 0xFFFFFFFF
+_MAX_METADATA = 16 << 20  # an Arrow message header; ours are a few KiB
+_MAX_BODY_BYTES = 1 << 34
+
+
+def _read_exact(f, mv: memoryview) -> None:
+    got = 0
+    while got < len(mv):
+        k = f.readinto(mv[got:])
+        if not k:
+            raise ConnectionLost("connection closed inside an Arrow message")
+        got += k
+
+
+def _body_length(meta: bytes) -> int:
+    """bodyLength of an Arrow IPC Message flatbuffer (field 3 of the root
+    table: version, header_type, header, bodyLength, custom_metadata)."""
+    try:
+        root = int.from_bytes(meta[0:4], "little")
+        vtable = root - int.from_bytes(meta[root:root + 4], "little", signed=True)
+        vt_size = int.from_bytes(meta[vtable:vtable + 2], "little")
+        slot = 4 + 2 * 3
+        if slot + 2 > vt_size:
+            return 0
+        off = int.from_bytes(meta[vtable + slot:vtable + slot + 2], "little")
+        if off == 0:
+            return 0
+        if root + off + 8 > len(meta):
+            raise IndexError
+        return int.from_bytes(meta[root + off:root + off + 8], "little", signed=True)
+    except (IndexError, ValueError):
+        raise ConnectionLost("protocol error: malformed Arrow message header") from None
+
+
+class _ArrowReader:
+    """Reads one Arrow IPC stream (docs/protocol.md) message by message.
+    Each message lands, with one copy from the socket, in a buffer from
+    pyarrow's memory pool (which recycles memory: no fresh pages per
+    batch), and the record batch's arrays are views of it. Counts, and
+    with digest=True hashes, every byte of the stream."""
 
     def __init__(self, f, digest: bool):
         self._f = f
         self._h = hashlib.sha256() if digest else None
         self.nbytes = 0
-        self.closed = False
 
-    def read(self, n=-1):
-        b = self._f.read(n)
+    def _take(self, mv) -> None:
         if self._h is not None:
-            self._h.update(b)
-        self.nbytes += len(b)
-        return b
+            self._h.update(mv)
+        self.nbytes += len(mv)
 
-    def readable(self):
-        return True
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        schema = None
+        prefix = bytearray(8)
+        while True:
+            _read_exact(self._f, memoryview(prefix))
+            cont, mlen = struct.unpack("<Ii", prefix)
+            if cont != _CONTINUATION or not 0 <= mlen <= _MAX_METADATA or mlen % 8:
+                raise ConnectionLost(f"protocol error: Arrow message prefix {bytes(prefix).hex()}")
+            if mlen == 0:
+                self._take(prefix)
+                return  # end-of-stream marker
+            meta = bytearray(mlen)
+            _read_exact(self._f, memoryview(meta))
+            body = _body_length(meta)
+            if not 0 <= body <= _MAX_BODY_BYTES or body % 8:
+                raise ConnectionLost(f"protocol error: Arrow message body of {body} bytes")
+            buf = pa.allocate_buffer(8 + mlen + body)
+            mv = memoryview(buf).cast("B")
+            mv[:8] = prefix
+            mv[8:8 + mlen] = meta
+            _read_exact(self._f, mv[8 + mlen:])
+            self._take(mv)
+            try:
+                msg = ipc.read_message(buf)
+                if msg.type == "schema" and schema is None:
+                    schema = ipc.read_schema(msg)
+                elif msg.type == "record batch" and schema is not None:
+                    yield ipc.read_record_batch(msg, schema)
+                else:
+                    raise ConnectionLost(f"protocol error: unexpected Arrow {msg.type} message")
+            except pa.ArrowInvalid as e:
+                raise ConnectionLost(f"arrow stream broke: {e}") from e
 
     def hexdigest(self) -> Optional[str]:
         return self._h.hexdigest() if self._h is not None else None
@@ -247,15 +312,14 @@ class Client:
             raise ServerError(info.get("code", "internal"), info.get("error", ""))
 
         def batches(stream: Stream):
-            tee = _HashingReader(f, digest)
+            reader = _ArrowReader(f, digest)
             try:
                 try:
-                    reader = ipc.open_stream(tee)
                     for rb in reader:
                         yield Batch.from_record_batch(rb)
-                except (pa.ArrowInvalid, OSError) as e:
+                except OSError as e:
                     raise ConnectionLost(f"arrow stream broke: {e}") from e
-                stream.nbytes, stream.sha256 = tee.nbytes, tee.hexdigest()
+                stream.nbytes, stream.sha256 = reader.nbytes, reader.hexdigest()
                 status, trailer = _read_frame(f, b"AUGT")
                 stream.trailer = trailer
                 if status != 0:

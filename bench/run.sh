@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# make bench: runs every benchmark behind docs/bench.md, saving each step's
+# output and exact command under $BENCHOUT (default bench/out), then
+# bench/report rewrites docs/bench.md and its PNG figures from them.
+# Needs the real COLLAB and REDDIT-BINARY in ../shared/datasets and
+# .venv-bench (make .venv-bench/.stamp). About 5 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${BENCHOUT:-bench/out}
+COUNT=${BENCHCOUNT:-4}
+GO=${GO:-go}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+step() {
+	local name=$1
+	shift
+	printf '%s\t%s\n' "$name" "$*" >>"$OUT/commands.tsv"
+	echo "== bench $name: $*" >&2
+	"$@" | tee "$OUT/$name.txt"
+}
+step policies "$GO" test -run XXX -bench 'BenchmarkPolicies|BenchmarkBuildIndex' -benchmem -count "$COUNT" -benchtime 0.5s ./aug
+step scaling "$GO" test -run XXX -bench BenchmarkScaling -benchtime 0.5s -timeout 30m ./aug
+step collate "$GO" test -run XXX -bench BenchmarkCollate -count "$COUNT" ./loader
+step epoch "$GO" test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m ./bench
+step python bash bench/python_collab.sh "$OUT/python.jsonl"
+step convert bash bench/convert_collab.sh
+"$GO" run ./bench/report -in "$OUT" -docs docs
