@@ -312,7 +312,9 @@ func TestLoad(t *testing.T) {
 
 // One client (peer uid) cannot hold more than its share of streams.
 func TestPerClientStreamLimit(t *testing.T) {
-	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	// 300 COLLAB-shaped graphs: ~12 MB per epoch, more than the socket's
+	// send buffer (4 MiB) holds.
+	dir := fixture.SynthShards(t, "COLLAB", 300, 1)
 	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, dir, policy, 1)}, MaxStreamsPerClient: 2, Drain: time.Second})
 	// Two streams that are not read (batch size 1: many batches, the socket
 	// buffer fills and the streams stay open).
