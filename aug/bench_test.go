@@ -271,6 +271,7 @@ func BenchmarkScaling(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/work, "ns/edge")
 				b.ReportMetric(float64(g.NumEdges()), "edges")
+				b.ReportMetric(float64(g.N), "nodes")
 			})
 		}
 	}

@@ -11,10 +11,18 @@ COUNT=${BENCHCOUNT:-4}
 GO=${GO:-go}
 rm -rf "$OUT"
 mkdir -p "$OUT"
+# quote prints a command as it can be pasted into a shell.
+quote() {
+	local out=() a
+	for a in "$@"; do
+		if [[ $a =~ ^[A-Za-z0-9_./=:+,-]+$ ]]; then out+=("$a"); else out+=("'$a'"); fi
+	done
+	echo "${out[*]}"
+}
 step() {
 	local name=$1
 	shift
-	printf '%s\t%s\n' "$name" "$*" >>"$OUT/commands.tsv"
+	printf '%s\t%s\n' "$name" "$(quote "$@")" >>"$OUT/commands.tsv"
 	echo "== bench $name: $*" >&2
 	"$@" | tee "$OUT/$name.txt"
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -135,21 +137,32 @@ func plotStages(dataset string, bars []stageBar, partNames []string, floorSec fl
 	return p.Save(8.5*vg.Inch, 4.8*vg.Inch, path)
 }
 
-// plotBars draws one horizontal bar per measurement (seconds per epoch).
+// plotBars draws one horizontal bar per measurement (seconds per epoch),
+// augloader's in one colour and the peers' in another.
 func plotBars(title, subtitle string, labels []string, secs []float64, path string) error {
 	p := titled(title, subtitle)
 	p.X.Label.Text = "seconds per epoch (median)"
-	vals := make(plotter.Values, len(secs))
-	copy(vals, secs)
-	bc, err := plotter.NewBarChart(vals, vg.Points(14))
-	if err != nil {
-		return err
+	ours, peers := make(plotter.Values, len(secs)), make(plotter.Values, len(secs))
+	for i, l := range labels {
+		if strings.HasPrefix(l, "augloader/") {
+			ours[i] = secs[i]
+		} else {
+			peers[i] = secs[i]
+		}
 	}
-	bc.Horizontal = true
-	bc.Color = palette[0]
-	bc.LineStyle.Width = 0
-	p.Add(bc)
+	for i, vals := range []plotter.Values{ours, peers} {
+		bc, err := plotter.NewBarChart(vals, vg.Points(14))
+		if err != nil {
+			return err
+		}
+		bc.Horizontal = true
+		bc.Color = palette[i*3]
+		bc.LineStyle.Width = 0
+		p.Add(bc)
+		p.Legend.Add([]string{"augloader", "PyG"}[i], bc)
+	}
+	p.Legend.Top = true
 	p.NominalY(labels...)
-	p.X.Min = 0
+	p.X.Min, p.X.Max = 0, 1.05*slices.Max(secs)
 	return p.Save(8*vg.Inch, vg.Length(1.2+0.32*float64(len(labels)))*vg.Inch, path)
 }
