@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sampleEpoch = `goos: linux
+cpu: Test CPU
+BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage=decode-2   3   5000000 ns/op   0.005 s/epoch
+BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage=augment-2  3  40000000 ns/op   0.040 s/epoch
+BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage=socket-2   3 100000000 ns/op   2000 MB/s   200.0 MB/epoch   0.100 s/epoch
+BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage=socket-2   3 120000000 ns/op   1666 MB/s   200.0 MB/epoch   0.120 s/epoch
+BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage=socket-2   3 110000000 ns/op   1818 MB/s   200.0 MB/epoch   0.110 s/epoch
+BenchmarkLimitUnixSocket-2   3   50000000 ns/op   5000.00 MB/s
+BenchmarkLimitMemcpy-2       3   10000000 ns/op  20000.00 MB/s
+    epoch_test.go:12: a log line, not a result
+PASS
+`
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestReadBench(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"epoch.txt": sampleEpoch})
+	b, err := readBench(filepath.Join(dir, "epoch.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := "BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage=socket"
+	for _, c := range []struct {
+		name, unit string
+		want       float64
+	}{
+		{sock, "s/epoch", 0.110}, // median of three repetitions
+		{sock, "MB/epoch", 200},
+		{"BenchmarkLimitMemcpy", "MB/s", 20000},
+		{"BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage=decode", "s/epoch", 0.005},
+	} {
+		if got := b.med(c.name, c.unit); got != c.want {
+			t.Errorf("med(%s, %s) = %v, want %v", c.name, c.unit, got, c.want)
+		}
+	}
+	if lo, hi := b.span(sock, "s/epoch"); lo != 0.100 || hi != 0.120 {
+		t.Errorf("span = %v..%v", lo, hi)
+	}
+	if !math.IsNaN(b.med("BenchmarkAbsent", "ns/op")) || b.cpu != "Test CPU" || b.count(sock) != 3 {
+		t.Errorf("absent metric, cpu %q or count %d wrong", b.cpu, b.count(sock))
+	}
+	bad := writeFiles(t, map[string]string{"x.txt": "BenchmarkX-2  3  12 ns/op  abc MB/s\n", "empty.txt": "PASS\n"})
+	if _, err := readBench(filepath.Join(bad, "x.txt")); err == nil || !strings.Contains(err.Error(), "x.txt:1") {
+		t.Errorf("malformed value: %v", err)
+	}
+	if _, err := readBench(filepath.Join(bad, "empty.txt")); err == nil {
+		t.Error("no results: want an error")
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{fnum(1234567.4), "1,234,567"}, {fnum(999), "999"}, {fnum(-1234), "-1,234"}, {fnum(math.NaN()), "—"},
+		{fx(11.4), "11×"}, {fx(2.04), "2.0×"}, {fx(0.153), "0.15×"}, {fx(math.Inf(1)), "—"},
+		{fs(0.12345), "0.123"}, {gbs(5600), "5.6 GB/s"}, {fsi(2.5e9), "2.50G"}, {fsi(88.1e6), "88.1M"},
+		{splitKV("shape=collab/policy=nodesam+index", "policy"), "nodesam+index"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+// A run with only the epoch step still yields a page: the goals it can
+// judge, "Not run." elsewhere, and the verdicts computed from the numbers.
+func TestPartialPage(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "epoch\tgo test -run XXX -bench 'Epoch|Limit' ./bench\n",
+		"epoch.txt":    sampleEpoch,
+		"python.jsonl": `{"name": "env", "python": "3.11"}
+{"name": "augloader/socket/nodesam/views", "epochs": 3, "s_per_epoch": [0.1, 0.12, 0.2], "best_s": 0.1, "median_s": 0.12, "graphs": 5000, "batches": 157, "bytes": 2e8}
+{"name": "pyg/dropout_edge/workers=2", "epochs": 3, "s_per_epoch": [1.0, 1.3, 1.5], "best_s": 1.0, "median_s": 1.3, "graphs": 5000, "batches": 0, "bytes": 0}
+`,
+	})
+	pg, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.docs = t.TempDir()
+	var buf bytes.Buffer
+	if err := pg.write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		"0.120 vs 1.300 s/epoch (medians of 3 epochs): 11×; best epochs 10× | **met**",
+		"0.110 s with 2 workers | **met**",
+		"(socket − augment) ÷ (augment − decode) = 200%",
+		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt.",
+		"## Converting the real COLLAB (`shardconv convert`)\n\nNot run.",
+		"`go test -run XXX -bench 'Epoch|Limit' ./bench`",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(pg.docs, "python-COLLAB.png")); err != nil {
+		t.Errorf("figure: %v", err)
+	}
+}
+
+func TestLoadNeedsCommands(t *testing.T) {
+	if _, err := load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "make bench") {
+		t.Errorf("want an error pointing at make bench, got %v", err)
+	}
+}
