@@ -170,22 +170,46 @@ func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
 	i := sp.i
 	// Pass 1: clean edges go straight to out.Edges, in input order (already
 	// sorted); touched ones (v_i replaced by its side) are collected raw.
-	raw := s.keys[:0]
-	dst := grow(out.Edges, len(in.Edges)+2*len(s.added)+2)[:0]
+	// Branch-free: every edge is written both to out.Edges and to raw, and
+	// a table of the touched nodes advances one cursor or the other (the
+	// touched edges are too many, and too scattered, to predict).
 	side := s.side
-	for e := in.Edges; len(e) >= 2; e = e[2:] {
-		a, b := e[0], e[1]
-		if a == i || b == i || a == o || b == o || a == p || b == p || a == last || b == last {
-			switch i {
-			case a:
-				a = sp.node(side[b])
-			case b:
-				b = sp.node(side[a])
-			}
-			raw = append(raw, uint64(a)<<32|uint64(uint32(b)))
-			continue
+	dst := grow(out.Edges, len(in.Edges)+2*len(s.added)+2)
+	raw := grow(s.keys, len(in.Edges)/2+1)
+	if len(s.touched) < int(in.N) {
+		s.touched = make([]uint8, int(in.N)+int(in.N)/4+8)
+	}
+	touched := s.touched[:in.N]
+	marks := [4]int32{i, o, p, last}
+	for _, x := range marks {
+		if x >= 0 && x < in.N {
+			touched[x] = 1
 		}
-		dst = append(dst, a, b)
+	}
+	c, r := 0, 0
+	e := in.Edges
+	for k := 0; k+1 < len(e); k += 2 {
+		a, b := e[k], e[k+1]
+		t := int(touched[a] | touched[b])
+		dst[c], dst[c+1] = a, b
+		raw[r] = uint64(a)<<32 | uint64(uint32(b))
+		c += 2 - 2*t
+		r += t
+	}
+	for _, x := range marks {
+		if x >= 0 && x < in.N {
+			touched[x] = 0
+		}
+	}
+	dst, raw = dst[:c], raw[:r]
+	for k, key := range raw { // v_i replaced by its side's node
+		a, b := int32(key>>32), int32(uint32(key))
+		switch i {
+		case a:
+			raw[k] = uint64(sp.node(side[b]))<<32 | uint64(uint32(b))
+		case b:
+			raw[k] = uint64(a)<<32 | uint64(uint32(sp.node(side[a])))
+		}
 	}
 	if i >= 0 {
 		raw = append(raw, uint64(i)<<32|uint64(uint32(sp.k)))
@@ -230,7 +254,7 @@ func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
 	s.keys = keys
 	s.sortKeys(n2)
 	// Merge the sorted touched keys into the clean run from the back.
-	c := len(dst)
+	c = len(dst)
 	dst = dst[:c+2*len(keys)]
 	w := len(dst)
 	for k := len(keys) - 1; k >= 0; k-- {

@@ -20,6 +20,7 @@ type Scratch struct {
 	gen        uint32
 	cnt        []int32
 	tmp        []int32
+	touched    []uint8 // emit: 1 for the ≤ 4 nodes whose edges change (all 0 between calls)
 
 	// SubMix
 	score, y, rr, pp, ap []float64
