@@ -14,7 +14,10 @@ import (
 // batch. On error the stream is still ended with the end-of-stream marker
 // when the writer allows, so the reader can find what follows it.
 func (l *Loader) WriteStream(ctx context.Context, p *Plan, w io.Writer) (Stats, error) {
-	bw := bufio.NewWriterSize(w, 1<<20)
+	// Small enough that a batch's large buffers (edge columns, about half a
+	// megabyte each) bypass it after one short fill instead of being
+	// copied in whole; large enough to coalesce the small ones.
+	bw := bufio.NewWriterSize(w, 64<<10)
 	iw := ipc.NewWriter(bw, ipc.WithSchema(p.Schema), ipc.WithAllocator(l.cfg.Mem))
 	st, err := l.Stream(ctx, p, func(rec arrow.RecordBatch) error {
 		if err := iw.Write(rec); err != nil {
