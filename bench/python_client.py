@@ -16,6 +16,8 @@
   pyg/dropout_edge/workers=2/persistent   the same with persistent_workers=True
   pyg/dropout_edge/transform-only    dropout_edge over every graph in this process (one core)
   pyg/read_tu_data                   PyG reading the TU text files (--tu; the converter's peer, one run)
+  paired/...                         augloader/socket/nodesam/views and pyg/dropout_edge/workers=2
+                                     again, alternating epoch by epoch (--paired epochs each)
 
 t is socket (Unix socket) or flight (Arrow Flight on loopback TCP).
 
@@ -218,6 +220,7 @@ def main():
     ap.add_argument("--shards", required=True)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--workdir", default="/tmp")
+    ap.add_argument("--paired", type=int, default=9, help="epochs of the paired augloader/PyG comparison")
     ap.add_argument("--tu", help="TU folder of the same dataset: also time PyG's read_tu_data on it (one run)")
     ap.add_argument("--json", help="append the measurements here, one JSON object per line")
     args = ap.parse_args()
@@ -253,6 +256,21 @@ def main():
     if data is not None:
         record("pyg/collate/workers=0", [time_loader(pyg_epoch(data, 0, False)) for _ in range(args.epochs)])
         record("pyg/dropout_edge/workers=2", [time_loader(pyg_epoch(data, 2, True)) for _ in range(args.epochs)])
+        # The headline comparison, paired: one augloader epoch, then one PyG
+        # epoch, and again, so both see the same machine (it is shared and
+        # noisy); the daemon is idle while PyG runs.
+        proc, unix, _ = serve(args.bin, args.shards, "nodesam", args.workdir)
+        try:
+            client_epoch(unix, 0, "raw")  # build the NodeSam index
+            ours, peer = [], []
+            for e in range(args.paired):
+                ours.append(client_epoch(unix, e + 1, "views"))
+                peer.append(time_loader(pyg_epoch(data, 2, True)))
+            record("paired/augloader/socket/nodesam/views", ours)
+            record("paired/pyg/dropout_edge/workers=2", peer)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
         record("pyg/dropout_edge/transform-only", [transform_only(data) for _ in range(args.epochs)])
         if args.tu:
             from torch_geometric.io import read_tu_data

@@ -112,16 +112,15 @@ func verdict(g goal) string {
 func (pg *page) goals() []goal {
 	var gs []goal
 	// #6: the headline comparison.
-	if ours, ok := pg.py.get("augloader/socket/nodesam/views"); ok {
-		peer, pok := pg.py.get("pyg/dropout_edge/workers=2")
-		g := goal{issue: "#6", what: "COLLAB NodeSam epoch end to end to a Python client ≥ 10× faster than PyG's DataLoader with 2 workers doing only `dropout_edge`"}
-		if pok {
-			r := peer.Median / ours.Median
-			g.measured = fmt.Sprintf("%s vs %s s/epoch (medians of %d epochs): %s; best epochs %s",
-				fs(ours.Median), fs(peer.Median), ours.Epochs, fx(r), fx(peer.Best/ours.Best))
-			g.met, g.known = r >= 10, true
+	if ours, peer, paired, ok := pg.headline(); ok {
+		r := peer.Median / ours.Median
+		how := "medians"
+		if paired {
+			how = "medians, epochs alternating between the two"
 		}
-		gs = append(gs, g)
+		gs = append(gs, goal{"#6", "COLLAB NodeSam epoch end to end to a Python client ≥ 10× faster than PyG's DataLoader with 2 workers doing only `dropout_edge`",
+			fmt.Sprintf("%s vs %s s/epoch (%s, %d epochs each): %s; best epochs %s",
+				fs(ours.Median), fs(peer.Median), how, ours.Epochs, fx(r), fx(peer.Best/ours.Best)), r >= 10, true})
 	}
 	if pg.scaling != nil {
 		series, names := pg.scaleSeries()
@@ -162,6 +161,19 @@ func (pg *page) goals() []goal {
 			over < 0.3, !math.IsNaN(over)})
 	}
 	return gs
+}
+
+// headline returns the #6 comparison: the paired rows when the run has
+// them, else the separate ones.
+func (pg *page) headline() (ours, peer pyRow, paired, ok bool) {
+	if o, ok1 := pg.py.get("paired/augloader/socket/nodesam/views"); ok1 {
+		if p, ok2 := pg.py.get("paired/pyg/dropout_edge/workers=2"); ok2 {
+			return o, p, true, true
+		}
+	}
+	o, ok1 := pg.py.get("augloader/socket/nodesam/views")
+	p, ok2 := pg.py.get("pyg/dropout_edge/workers=2")
+	return o, p, false, ok1 && ok2
 }
 
 func (pg *page) writeGoals(w *bytes.Buffer) {
@@ -476,7 +488,7 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 			peerCol = fx(peer.Median / r.Median)
 		}
 		name := r.Name
-		if name == "augloader/socket/nodesam/views" {
+		if name == "augloader/socket/nodesam/views" || name == "paired/augloader/socket/nodesam/views" {
 			name = "**" + name + "**"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", name, fs(r.Median), fs(r.Best), gps, floorCol, peerCol)
@@ -490,13 +502,17 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 		return err
 	}
 	w.WriteString("\n![Python client vs PyG](python-COLLAB.png)\n\n")
-	if ours, ok := pg.py.get("augloader/socket/nodesam/views"); ok && hasPeer {
+	if ours, hp, paired, ok := pg.headline(); ok {
 		lay, _ := pg.py.get("augloader/socket/nodesam/pyg-layout")
-		fmt.Fprintf(w, "A NodeSam-augmented COLLAB epoch reaches the Python trainer in %s s (median), %s faster than PyG's DataLoader "+
-			"applying only `dropout_edge` with two workers (%s s); as PyG's host-memory layout (int64 `edge_index`, dense `x`) "+
-			"in %s s, %s faster. The client's own work is small (`decode-only`); the rest is the daemon's augmentation and "+
-			"collation sharing the two cores with the client, and the copy through the kernel (`raw`).\n\n",
-			fs(ours.Median), fx(peer.Median/ours.Median), fs(peer.Median), fs(lay.Median), fx(peer.Median/lay.Median))
+		how := ""
+		if paired {
+			how = fmt.Sprintf(" (the `paired/` rows: %d epochs of each, alternating, so both see the same machine)", ours.Epochs)
+		}
+		fmt.Fprintf(w, "A NodeSam-augmented COLLAB epoch reaches the Python trainer in %s s (median%s), %s faster than PyG's DataLoader "+
+			"applying only `dropout_edge` with two workers (%s s). As PyG's host-memory layout (int64 `edge_index`, dense `x`) it "+
+			"takes %s s, %s faster than that peer in its own rows. The client's own work is small (`decode-only`); the rest is the "+
+			"daemon's augmentation and collation sharing the two cores with the client, and the copy through the kernel (`raw`).\n\n",
+			fs(ours.Median), how, fx(hp.Median/ours.Median), fs(hp.Median), fs(lay.Median), fx(peer.Median/lay.Median))
 	}
 	return nil
 }
