@@ -19,6 +19,9 @@
   paired/...                         augloader/socket/nodesam/views and pyg/dropout_edge/workers=2
                                      again, alternating epoch by epoch (--paired epochs each)
 
+With --peers-only (and --prefix NAME/) only the two PyG DataLoader peers run,
+on another dataset's shards.
+
 t is socket (Unix socket) or flight (Arrow Flight on loopback TCP).
 
 Usage (make bench runs it):
@@ -214,6 +217,13 @@ def time_loader(loader):
     return time.perf_counter() - t, graphs, 0, 0
 
 
+def write_json(path, rows):
+    if path:
+        with open(path, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="bin")
@@ -222,6 +232,8 @@ def main():
     ap.add_argument("--workdir", default="/tmp")
     ap.add_argument("--paired", type=int, default=9, help="epochs of the paired augloader/PyG comparison")
     ap.add_argument("--tu", help="TU folder of the same dataset: also time PyG's read_tu_data on it (one run)")
+    ap.add_argument("--peers-only", action="store_true", help="only the PyG collate and dropout_edge peers, on --shards")
+    ap.add_argument("--prefix", default="", help="prefix of the measurement names (e.g. REDDIT-BINARY/)")
     ap.add_argument("--json", help="append the measurements here, one JSON object per line")
     args = ap.parse_args()
     rows = []
@@ -235,6 +247,12 @@ def main():
         rows.append(row)
         print(json.dumps(row), flush=True)
 
+    if args.peers_only:
+        data = load_pyg(args.shards)
+        record(f"{args.prefix}pyg/collate/workers=0", [time_loader(pyg_epoch(data, 0, False)) for _ in range(args.epochs)])
+        record(f"{args.prefix}pyg/dropout_edge/workers=2", [time_loader(pyg_epoch(data, 2, True)) for _ in range(args.epochs)])
+        write_json(args.json, rows)
+        return
     for policy in ("none", "nodesam"):
         proc, unix, grpc = serve(args.bin, args.shards, policy, args.workdir)
         try:
@@ -281,10 +299,7 @@ def main():
         time_loader(pl)  # start the persistent workers
         record("pyg/dropout_edge/workers=2/persistent", [time_loader(pl) for _ in range(args.epochs)])
     rows.insert(0, {"name": "env", **versions()})
-    if args.json:
-        with open(args.json, "a") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+    write_json(args.json, rows)
     print("\n| measurement | best s/epoch | median s/epoch | graphs/s (best) |\n|---|---:|---:|---:|")
     for r in rows[1:]:
         gps = f"{r['graphs'] / r['best_s']:,.0f}" if r["graphs"] else "—"

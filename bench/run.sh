@@ -11,6 +11,12 @@ COUNT=${BENCHCOUNT:-4}
 GO=${GO:-go}
 rm -rf "$OUT"
 mkdir -p "$OUT"
+# The commit measured; -dirty when tracked files other than the page and
+# figures a previous run wrote differ from it.
+{
+	git rev-parse --short HEAD 2>/dev/null || echo unknown
+} | tr -d '\n' >"$OUT/commit.txt"
+git diff --quiet HEAD -- . ':!docs/bench.md' ':!docs/*.png' 2>/dev/null || printf -- '-dirty' >>"$OUT/commit.txt"
 # quote prints a command as it can be pasted into a shell.
 quote() {
 	local out=() a

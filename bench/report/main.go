@@ -83,6 +83,10 @@ func load(dir string) (*page, error) {
 			return nil, err
 		}
 	}
+	// The commit measured, as bench/run.sh recorded it before the first step.
+	if b, err := os.ReadFile(filepath.Join(dir, "commit.txt")); err == nil {
+		pg.machine.commit, pg.machine.dirtyWorktree = strings.CutSuffix(strings.TrimSpace(string(b)), "-dirty")
+	}
 	if pg.epoch != nil && pg.epoch.cpu != "" {
 		pg.machine.cpu = pg.epoch.cpu
 	}

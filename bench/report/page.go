@@ -418,13 +418,23 @@ func (pg *page) writeEpoch(w *bytes.Buffer, dataset string) error {
 		name := bn + "policy=" + pol + "/stage=client-decode"
 		fmt.Fprintf(w, "| client decode: the Go client decoding a recorded %s epoch from memory | %s | %s |\n", pol, fs(e.med(name, "s/epoch")), gbs(e.med(name, "MB/s")))
 	}
-	if dataset == "COLLAB" {
-		if r, ok := pg.py.get("pyg/collate/workers=0"); ok {
-			sock := e.med(bn+"policy=nodesam/workers=2/stage=socket", "s/epoch")
-			fmt.Fprintf(w, "\nPeer in the same run: PyG's DataLoader collating the unaugmented COLLAB in-process takes %s s per epoch (median, step `python`); "+
-				"the NodeSam-augmented epoch through the daemon, the socket and the Go client's decoding takes %s s with 2 workers, %s faster.\n",
-				fs(r.Median), fs(sock), fx(r.Median/sock))
+	prefix := ""
+	if dataset != "COLLAB" {
+		prefix = dataset + "/"
+	}
+	if r, ok := pg.py.get(prefix + "pyg/collate/workers=0"); ok {
+		sock := e.med(bn+"policy=nodesam/workers=2/stage=socket", "s/epoch")
+		fmt.Fprintf(w, "\nPeers in the same run (step `python`, the same graphs as PyG `Data` with one-hot degree `x`, PyG's DataLoader, batch size 32, "+
+			"medians): collating the unaugmented %s in-process takes %s s per epoch", dataset, fs(r.Median))
+		if d, ok := pg.py.get(prefix + "pyg/dropout_edge/workers=2"); ok {
+			fmt.Fprintf(w, ", and applying `dropout_edge` with 2 worker processes %s s", fs(d.Median))
 		}
+		fmt.Fprintf(w, ". The NodeSam-augmented epoch through the daemon, the socket and the Go client's decoding takes %s s with 2 workers: "+
+			"%s faster than PyG's collation alone", fs(sock), fx(r.Median/sock))
+		if d, ok := pg.py.get(prefix + "pyg/dropout_edge/workers=2"); ok {
+			fmt.Fprintf(w, ", %s faster than its `dropout_edge` loader", fx(d.Median/sock))
+		}
+		w.WriteString(".\n")
 	}
 	png := "stages-" + strings.ReplaceAll(dataset, "-", "") + ".png"
 	sub := fmt.Sprintf("%d cores, %.0f GiB; real %s; %s", pg.machine.cores, pg.machine.memGiB, dataset, pg.machine.date)
@@ -462,11 +472,11 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 		}
 	}
 	peer, hasPeer := pg.py.get("pyg/dropout_edge/workers=2")
-	fmt.Fprintf(w, "| measurement | median s/epoch | best | graphs/s (median) | ÷ socket floor | PyG `dropout_edge` (2 workers) ÷ this |\n|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| measurement | median s/epoch | best | graphs/s (median) | ÷ socket floor | PyG `dropout_edge` (2 workers) ÷ this (`paired/` rows: its paired epochs) |\n|---|---:|---:|---:|---:|---:|\n")
 	var labels []string
 	var secs []float64
 	for _, r := range pg.py.rows {
-		if r.Name == "pyg/read_tu_data" {
+		if r.Name == "pyg/read_tu_data" || strings.HasPrefix(r.Name, "REDDIT-BINARY/") {
 			continue
 		}
 		floorCol, peerCol, gps := "—", "—", "—"
@@ -484,7 +494,9 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 		} else if r.Graphs > 0 {
 			gps = fnum(r.Graphs / r.Median)
 		}
-		if hasPeer {
+		if pp, ok := pg.py.get("paired/pyg/dropout_edge/workers=2"); ok && strings.HasPrefix(r.Name, "paired/") {
+			peerCol = fx(pp.Median / r.Median) // against the peer's epochs paired with these
+		} else if hasPeer {
 			peerCol = fx(peer.Median / r.Median)
 		}
 		name := r.Name
@@ -506,7 +518,7 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 		lay, _ := pg.py.get("augloader/socket/nodesam/pyg-layout")
 		how := ""
 		if paired {
-			how = fmt.Sprintf(" (the `paired/` rows: %d epochs of each, alternating, so both see the same machine)", ours.Epochs)
+			how = fmt.Sprintf("; the `paired/` rows, %d epochs of each alternating so both see the same machine", ours.Epochs)
 		}
 		fmt.Fprintf(w, "A NodeSam-augmented COLLAB epoch reaches the Python trainer in %s s (median%s), %s faster than PyG's DataLoader "+
 			"applying only `dropout_edge` with two workers (%s s). As PyG's host-memory layout (int64 `edge_index`, dense `x`) it "+
