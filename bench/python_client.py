@@ -30,6 +30,7 @@ Prints one JSON line per measurement (all epoch times, best and median) and
 a markdown table.
 """
 import argparse
+import copy
 import json
 import os
 import signal
@@ -175,7 +176,7 @@ class DropEdge:
 
     def __getitem__(self, i):
         from torch_geometric.utils import dropout_edge
-        d = self.data[i].clone()
+        d = copy.copy(self.data[i])  # shallow, as InMemoryDataset.get: x is shared, not copied
         d.edge_index, _ = dropout_edge(d.edge_index, p=0.2)
         return d
 
