@@ -119,8 +119,8 @@ func (pg *page) goals() []goal {
 			how = "medians, epochs alternating between the two"
 		}
 		gs = append(gs, goal{"#6", "COLLAB NodeSam epoch end to end to a Python client ≥ 10× faster than PyG's DataLoader with 2 workers doing only `dropout_edge`",
-			fmt.Sprintf("%s vs %s s/epoch (%s, %d epochs each): %s; best epochs %s",
-				fs(ours.Median), fs(peer.Median), how, ours.Epochs, fx(r), fx(peer.Best/ours.Best)), r >= 10, true})
+			fmt.Sprintf("%s vs %s s/epoch (%s, %d epochs each): %.2f×; best epochs %.2f×",
+				fs(ours.Median), fs(peer.Median), how, ours.Epochs, r, peer.Best/ours.Best), r >= 10, true})
 	}
 	if pg.scaling != nil {
 		series, names := pg.scaleSeries()

@@ -105,7 +105,7 @@ func TestPartialPage(t *testing.T) {
 	page := buf.String()
 	for _, want := range []string{
 		// The paired rows, when present, decide the headline goal.
-		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.2×; best epochs 9.2× | **not met**",
+		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
 		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt.",
