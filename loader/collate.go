@@ -73,9 +73,8 @@ func BatchSchema(man *shard.Manifest, req Request) *arrow.Schema {
 
 // collator accumulates one batch's columns. Its slices back the record
 // batch it builds without a copy, so a collator is reused (reset) only
-// after that batch's sink has returned: Stream passes collators from the
-// sender back to the workers through a free list, and steady-state batches
-// append into capacity that earlier batches grew.
+// after that batch's sink has returned: Stream's sender puts it back in the
+// Loader's pool, and later batches append into capacity earlier ones grew.
 type collator struct {
 	dense                 bool
 	ids                   []int64
@@ -118,8 +117,7 @@ func (c *collator) add(g *aug.Graph, policy string, padded bool) {
 	c.padded = append(c.padded, padded)
 
 	c.addEdges(g)
-	end := len(c.src)
-	c.srcOff = append(c.srcOff, int32(end))
+	c.srcOff = append(c.srcOff, int32(len(c.src)))
 
 	if c.dense {
 		c.x = append(c.x, g.X...)
@@ -137,25 +135,21 @@ func (c *collator) add(g *aug.Graph, policy string, padded bool) {
 	c.base += g.N
 }
 
-// addEdges appends g's edges in both directions, coalesced (g.Edges holds
-// canonical pairs u < v sorted by (u, v), as aug emits them).
+// addEdges appends g's edges in both directions, coalesced: node u's
+// neighbours ascending. g.Edges holds canonical pairs u < v sorted by
+// (u, v), as aug emits them. A counting pass sizes each node's run;
+// edge_src is constant over a run, so it is filled sequentially; then every
+// pair drops v into u's run of edge_dst and u into v's. A node receives its
+// smaller neighbours (from earlier pairs) before its larger ones, in order,
+// so each run comes out sorted. Pairs sharing u are consecutive: u's count
+// and write position stay in a register over its run (a load-increment-
+// store per pair on one slot serialises on store forwarding); v differs in
+// every pair of a run.
 //
-// About 1.5 ns per directed edge on COLLAB-sized graphs (BenchmarkCollate),
-// bound by its stores. Keeping u's slot in a register over its run of
-// pairs took it from 2.1 ns; a variant copying each node's block of larger
-// neighbours sequentially and scattering only the smaller ones measured no
-// faster.
+// About 1.5 ns per directed edge on COLLAB-sized graphs (BenchmarkCollate,
+// 2.1 before the register trick), bound by its stores; a variant copying
+// each node's block of larger neighbours sequentially measured no faster.
 func (c *collator) addEdges(g *aug.Graph) {
-	// Both directions, coalesced: node u's neighbours ascending. A
-	// counting pass sizes each node's run; edge_src is constant over a run,
-	// so it is filled sequentially; then every canonical pair (u, v) drops
-	// v into u's run of edge_dst and u into v's. Pairs come sorted by
-	// (u, v), so a node first receives its smaller neighbours (from earlier
-	// pairs), then its larger ones, in order: each run comes out sorted.
-	// Pairs sharing u are consecutive: u's count and write position stay
-	// in a register over its run (a load-increment-store per pair on the
-	// same slot would serialise on store forwarding); v differs in every
-	// pair of a run.
 	n, e := int(g.N), g.Edges
 	c.deg = growI32(c.deg, n+1)
 	deg := c.deg

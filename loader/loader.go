@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,6 +89,9 @@ func (c *Config) Validate() error {
 type Loader struct {
 	src *Source
 	cfg Config
+	// collators holds batch buffers between batches and requests (see
+	// collator): a steady stream allocates none.
+	collators sync.Pool
 }
 
 // New checks cfg and returns a Loader.
@@ -200,7 +204,7 @@ type result struct {
 
 // Stream builds the plan's batches with the worker pool and hands them to
 // sink strictly in order. The sink must not keep the record after it
-// returns. The first error (worker, sink or ctx) stops everything.
+// returns: its buffers are reused for later batches. The first error (worker, sink or ctx) stops everything.
 func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatch) error) (Stats, error) {
 	start := time.Now()
 	var st Stats
@@ -213,8 +217,6 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	}
 	tokens := make(chan struct{}, window) // one per batch in flight
 	jobs := make(chan int)
-	// Collators whose batch the sink is done with (see collator).
-	free := make(chan *collator, window+workers)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { // dispatcher
 		defer close(jobs)
@@ -238,10 +240,8 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			w := newWorker(l, p)
 			for b := range jobs {
 				t0 := time.Now()
-				var col *collator
-				select {
-				case col = <-free:
-				default:
+				col, _ := l.collators.Get().(*collator)
+				if col == nil {
 					col = new(collator)
 				}
 				rec, err := w.build(col, p.Batches[b])
@@ -280,10 +280,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			if err != nil {
 				return err
 			}
-			select {
-			case free <- r.col:
-			default:
-			}
+			l.collators.Put(r.col) // the sink is done with its buffers
 			st.Batches++
 			<-tokens
 		}
