@@ -102,3 +102,20 @@ def test_torch_dataset(synth_shards, daemon):
     assert t["x"].dtype == torch.float32 and t["edge_index"].dtype == torch.int64
     assert t["x"].shape[0] == int(t["ptr"][-1]) and t["y_soft"].shape == (t["num_graphs"], 3)
     assert not all(torch.equal(a, b) for a, b in zip(first, second)), "set_epoch did not change the epoch"
+
+
+def test_to_tensors_off_cpu(synth_shards, daemon):
+    """The accelerator path of to_tensors (int32 views cross the bus, widened
+    and one-hot encoded on the device), run on torch's shape-only "meta"
+    device: dtypes and shapes equal the CPU path's."""
+    torch = pytest.importorskip("torch")
+    from augloader.torch import to_tensors
+
+    d = daemon("--shards", synth_shards, "--policy", "nodesam", "--batch-size", "32")
+    b = next(iter(augloader.connect(d.unix).epoch(0)))
+    cpu, meta = to_tensors(b, "cpu"), to_tensors(b, "meta")
+    for k in ("x", "edge_index", "batch", "ptr", "y", "y_soft"):
+        assert meta[k].device.type == "meta", k
+        assert (meta[k].dtype, tuple(meta[k].shape)) == (cpu[k].dtype, tuple(cpu[k].shape)), k
+    assert cpu["edge_index"].dtype == torch.int64
+    assert torch.equal(cpu["edge_index"][0], torch.from_numpy(b.edge_src.astype(np.int64)))
