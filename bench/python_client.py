@@ -54,19 +54,60 @@ def free_port():
         return s.getsockname()[1]
 
 
-def serve(bin_dir, shards, policy, workdir):
-    sock = os.path.join(workdir, f"{policy.split(':')[0]}.sock")
-    port = free_port()
-    p = subprocess.Popen([os.path.join(bin_dir, "augloader"), "serve", "--shards", shards, "--socket", sock,
-                          "--flight", f"grpc://127.0.0.1:{port}", "--policy", policy, "--batch-size", "32"],
-                         stderr=subprocess.DEVNULL)
-    for _ in range(400):
-        if os.path.exists(sock):
+class Daemon:
+    """augloader serve with a Unix socket, Flight and /metrics on loopback."""
+
+    def __init__(self, bin_dir, shards, policy, workdir):
+        sock = os.path.join(workdir, f"{policy.split(':')[0]}.sock")
+        port, mport = free_port(), free_port()
+        self.proc = subprocess.Popen([os.path.join(bin_dir, "augloader"), "serve", "--shards", shards, "--socket", sock,
+                                      "--flight", f"grpc://127.0.0.1:{port}", "--metrics", f"127.0.0.1:{mport}",
+                                      "--policy", policy, "--batch-size", "32"], stderr=subprocess.DEVNULL)
+        self.unix, self.grpc = f"unix://{sock}", f"grpc://127.0.0.1:{port}"
+        self.metrics_url = f"http://127.0.0.1:{mport}/metrics"
+        def listening(p):
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    return p, f"unix://{sock}", f"grpc://127.0.0.1:{port}"
-        time.sleep(0.05)
-    raise RuntimeError("daemon did not start")
+                return s.connect_ex(("127.0.0.1", p)) == 0
+
+        for _ in range(400):
+            if os.path.exists(sock) and listening(port) and listening(mport):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("daemon did not start")
+
+    def metrics(self) -> dict:
+        """The daemon's Prometheus counters (unlabelled ones)."""
+        import urllib.request
+        out = {}
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line and not line.startswith("#") and "{" not in line:
+                    name, value = line.split()
+                    out[name] = float(value)
+        return out
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait()
+
+
+DAEMON_COUNTERS = {  # what the report shows per epoch, from /metrics deltas
+    "worker_busy_s": "augloader_loader_worker_busy_seconds_total",
+    "wait_workers_s": "augloader_loader_wait_workers_seconds_total",
+    "wait_client_s": "augloader_loader_wait_client_seconds_total",
+    "sent_bytes": "augloader_server_sent_bytes_total",
+    "batches": "augloader_server_batches_total",
+}
+
+
+def with_counters(d, runs_fn):
+    """Runs runs_fn() and returns (its runs, the daemon's counters per epoch
+    over them, read from /metrics as an operator would)."""
+    before = d.metrics()
+    runs = runs_fn()
+    after = d.metrics()
+    return runs, {k: (after.get(m, 0) - before.get(m, 0)) / len(runs) for k, m in DAEMON_COUNTERS.items()}
 
 
 def raw_epoch(url, epoch):
@@ -239,12 +280,15 @@ def main():
     args = ap.parse_args()
     rows = []
 
-    def record(name, runs):
-        """runs: (seconds, graphs, batches, bytes) per epoch."""
+    def record(name, runs, daemon=None):
+        """runs: (seconds, graphs, batches, bytes) per epoch; daemon: its
+        /metrics counters per epoch over those runs."""
         secs = sorted(r[0] for r in runs)
         best = min(runs, key=lambda r: r[0])
         row = {"name": name, "epochs": len(runs), "s_per_epoch": secs, "best_s": secs[0],
                "median_s": statistics.median(secs), "graphs": best[1], "batches": best[2], "bytes": best[3]}
+        if daemon:
+            row["daemon"] = daemon
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -255,18 +299,17 @@ def main():
         write_json(args.json, rows)
         return
     for policy in ("none", "nodesam"):
-        proc, unix, grpc = serve(args.bin, args.shards, policy, args.workdir)
+        d = Daemon(args.bin, args.shards, policy, args.workdir)
         try:
-            client_epoch(unix, 0, "raw")  # NodeSam's index is built in the first epoch
-            for transport, url in (("socket", unix), ("flight", grpc)):
+            client_epoch(d.unix, 0, "raw")  # NodeSam's index is built in the first epoch
+            for transport, url in (("socket", d.unix), ("flight", d.grpc)):
                 for layout in ("raw", "views", "pyg-layout"):
-                    record(f"augloader/{transport}/{policy}/{layout}",
-                           [client_epoch(url, e, layout) for e in range(args.epochs)])
+                    runs, daemon = with_counters(d, lambda: [client_epoch(url, e, layout) for e in range(args.epochs)])
+                    record(f"augloader/{transport}/{policy}/{layout}", runs, daemon)
             if policy == "nodesam":
-                record("augloader/decode-only/nodesam", decode_only(unix, args.epochs))
+                record("augloader/decode-only/nodesam", decode_only(d.unix, args.epochs))
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait()
+            d.stop()
     try:
         data = load_pyg(args.shards)
     except ImportError as e:
@@ -278,18 +321,17 @@ def main():
         # The headline comparison, paired: one augloader epoch, then one PyG
         # epoch, and again, so both see the same machine (it is shared and
         # noisy); the daemon is idle while PyG runs.
-        proc, unix, _ = serve(args.bin, args.shards, "nodesam", args.workdir)
+        d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
         try:
-            client_epoch(unix, 0, "raw")  # build the NodeSam index
+            client_epoch(d.unix, 0, "raw")  # build the NodeSam index
             ours, peer = [], []
             for e in range(args.paired):
-                ours.append(client_epoch(unix, e + 1, "views"))
+                ours.append(client_epoch(d.unix, e + 1, "views"))
                 peer.append(time_loader(pyg_epoch(data, 2, True)))
             record("paired/augloader/socket/nodesam/views", ours)
             record("paired/pyg/dropout_edge/workers=2", peer)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait()
+            d.stop()
         record("pyg/dropout_edge/transform-only", [transform_only(data) for _ in range(args.epochs)])
         if args.tu:
             from torch_geometric.io import read_tu_data

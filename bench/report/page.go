@@ -514,6 +514,7 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 		return err
 	}
 	w.WriteString("\n![Python client vs PyG](python-COLLAB.png)\n\n")
+	pg.writeDaemonCounters(w)
 	if ours, hp, paired, ok := pg.headline(); ok {
 		lay, _ := pg.py.get("augloader/socket/nodesam/pyg-layout")
 		how := ""
@@ -527,6 +528,30 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 			fs(ours.Median), how, fx(hp.Median/ours.Median), fs(hp.Median), fs(lay.Median), fx(peer.Median/lay.Median))
 	}
 	return nil
+}
+
+// writeDaemonCounters shows what the daemon's /metrics endpoint said
+// during the augloader rows: the numbers an operator scrapes.
+func (pg *page) writeDaemonCounters(w *bytes.Buffer) {
+	var rows []pyRow
+	for _, r := range pg.py.rows {
+		if r.Daemon != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w.WriteString("The daemon's own view of the same epochs, read by the benchmark from `augloader serve --metrics` " +
+		"(Prometheus text, before and after each row) exactly as an operator scrapes it: worker time building batches " +
+		"(summed over workers; it includes time a worker is runnable but descheduled), and the sender's time waiting for " +
+		"the next batch to be built or handing it to the client's socket. Per epoch:\n\n")
+	w.WriteString("| row | worker busy s | sender waited for workers s | sender waited on the client s | MB sent | batches |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		d := r.Daemon
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Name, fs(d.WorkerBusy), fs(d.WaitWorkers), fs(d.WaitClient), fnum(d.SentBytes/1e6), fnum(d.Batches))
+	}
+	w.WriteString("\n")
 }
 
 func (pg *page) fig(name string) string {

@@ -114,6 +114,15 @@ type pyRow struct {
 	Graphs  float64   `json:"graphs"`
 	Batches float64   `json:"batches"`
 	Bytes   float64   `json:"bytes"`
+	// Daemon holds the daemon's /metrics counters per epoch over the
+	// row's epochs (augloader rows only).
+	Daemon *struct {
+		WorkerBusy  float64 `json:"worker_busy_s"`
+		WaitWorkers float64 `json:"wait_workers_s"`
+		WaitClient  float64 `json:"wait_client_s"`
+		SentBytes   float64 `json:"sent_bytes"`
+		Batches     float64 `json:"batches"`
+	} `json:"daemon"`
 }
 
 type pyResults struct {
