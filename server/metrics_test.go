@@ -50,3 +50,33 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("metrics lack %q (what the client read)", want)
 	}
 }
+
+// A live epoch served over Flight counts its workers' busy time in the
+// same counters as the socket (it was left at zero before).
+func TestMetricsFlightWorkerTime(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	m := server.NewMetrics()
+	ln, err := server.ListenFlight(server.FlightOptions{Address: "grpc://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := server.NewFlightServer(&server.Flight{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m}, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- server.ServeFlight(ctx, gs, ln, time.Second) }()
+	defer func() { cancel(); <-done }()
+	if _, err := client.FetchFlight(context.Background(), "grpc://"+ln.Addr().String(), "", wire.Request{Epoch: 1, World: 1}, client.Options{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	m.WriteText(&text)
+	for _, line := range strings.Split(text.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "augloader_loader_worker_busy_seconds_total "); ok {
+			if v == "0" || strings.HasPrefix(v, "0 ") {
+				t.Fatalf("worker busy after a Flight epoch: %q", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("no worker busy counter:\n%s", text.String())
+}

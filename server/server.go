@@ -179,6 +179,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // sendBuffer is the socket send buffer asked for each stream.
 const sendBuffer = 4 << 20
 
+// streamTimes returns a finished stream's waits on its workers and on its
+// client, and its workers' busy time, when it measures them (live streams
+// do; replayed ones have no workers).
+func streamTimes(st Stream) (waitWorkers, waitClient, busy time.Duration) {
+	if ws, ok := st.(interface {
+		Waits() (time.Duration, time.Duration)
+		Busy() time.Duration
+	}); ok {
+		waitWorkers, waitClient = ws.Waits()
+		busy = ws.Busy()
+	}
+	return waitWorkers, waitClient, busy
+}
+
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	start := time.Now()
@@ -250,14 +264,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	}
 	// Counters settle before the trailer: a client that has read it sees
 	// its stream counted and no longer active.
-	var ww, wc, busy time.Duration
-	if ws, ok := st.(interface {
-		Waits() (time.Duration, time.Duration)
-		Busy() time.Duration
-	}); ok {
-		ww, wc = ws.Waits()
-		busy = ws.Busy()
-	}
+	ww, wc, busy := streamTimes(st)
 	s.opts.Metrics.done(batches, graphs, cw.N, ww, wc, busy, err)
 	s.served.Add(1)
 	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
