@@ -1,6 +1,7 @@
 package aug
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -42,28 +43,54 @@ func (MergeOnly) Name() string { return "merge-only" }
 
 // Apply implements Op.
 func (NodeSam) Apply(in, out *Graph, r Rand, s *Scratch) error {
-	return nodeSam(in, out, r, s, true, true, true)
+	return nodeSam(in, out, r, s, true, true, true, nil, 0)
 }
 
 // Apply implements Op.
 func (NodeSamBase) Apply(in, out *Graph, r Rand, s *Scratch) error {
-	return nodeSam(in, out, r, s, true, false, true)
+	return nodeSam(in, out, r, s, true, false, true, nil, 0)
 }
 
 // Apply implements Op.
 func (SplitOnly) Apply(in, out *Graph, r Rand, s *Scratch) error {
-	return nodeSam(in, out, r, s, true, false, false)
+	return nodeSam(in, out, r, s, true, false, false, nil, 0)
 }
 
 // Apply implements Op.
 func (MergeOnly) Apply(in, out *Graph, r Rand, s *Scratch) error {
-	return nodeSam(in, out, r, s, false, false, true)
+	return nodeSam(in, out, r, s, false, false, true, nil, 0)
 }
 
-func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool) error {
+// ApplyCoalesced implements CoalescedApplier.
+func (NodeSam) ApplyCoalesced(in, out *Graph, r Rand, s *Scratch, c *Coalesced, base int32) error {
+	return nodeSam(in, out, r, s, true, true, true, c, base)
+}
+
+// ApplyCoalesced implements CoalescedApplier.
+func (NodeSamBase) ApplyCoalesced(in, out *Graph, r Rand, s *Scratch, c *Coalesced, base int32) error {
+	return nodeSam(in, out, r, s, true, false, true, c, base)
+}
+
+// ApplyCoalesced implements CoalescedApplier.
+func (SplitOnly) ApplyCoalesced(in, out *Graph, r Rand, s *Scratch, c *Coalesced, base int32) error {
+	return nodeSam(in, out, r, s, true, false, false, c, base)
+}
+
+// ApplyCoalesced implements CoalescedApplier.
+func (MergeOnly) ApplyCoalesced(in, out *Graph, r Rand, s *Scratch, c *Coalesced, base int32) error {
+	return nodeSam(in, out, r, s, false, false, true, c, base)
+}
+
+// nodeSam writes out's edges to out.Edges, or, when c is not nil, to c
+// (offset by base) with out.Edges left empty.
+func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool, c *Coalesced, base int32) error {
 	n := in.N
 	if n == 0 {
 		out.CopyFrom(in)
+		if c != nil {
+			c.Append(out, base) // no node, no edge: appends nothing
+			out.Edges = out.Edges[:0]
+		}
 		return nil
 	}
 	m := len(in.Edges) / 2
@@ -91,7 +118,16 @@ func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool) erro
 	} else {
 		out.N = n2 // SplitOnly, or MergeOnly on an edgeless graph
 	}
-	s.emit(in, out, &sp, o, p, last, n2)
+	switch {
+	case c == nil:
+		s.emit(in, out, &sp, o, p, last, n2)
+	case in.Index.valid(in):
+		s.emitCoalesced(in, out, &sp, o, p, last, n2, c, base)
+	default:
+		s.emit(in, out, &sp, o, p, last, n2)
+		c.Append(out, base)
+		out.Edges = out.Edges[:0]
+	}
 	s.features(in, out, n2, sp.i, o, p, last)
 	return nil
 }
@@ -167,25 +203,15 @@ func (s *Scratch) g2Edge(in *Graph, sp *splitState, e int) (int32, int32) {
 // order, so only the touched ones are sorted (as packed uint64 keys) and
 // merged in: O(|E| + t log t) with t ≤ deg(v_i)+deg(v_o)+deg(v_p)+deg(last)+|S|+1.
 func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
-	i := sp.i
 	// Pass 1: clean edges go straight to out.Edges, in input order (already
-	// sorted); touched ones (v_i replaced by its side) are collected raw.
-	// Branch-free: every edge is written both to out.Edges and to raw, and
-	// a table of the touched nodes advances one cursor or the other (the
-	// touched edges are too many, and too scattered, to predict).
-	side := s.side
+	// sorted); touched ones are collected raw. Branch-free: every edge is
+	// written both to out.Edges and to raw, and a table of the touched
+	// nodes advances one cursor or the other (the touched edges are too
+	// many, and too scattered, to predict).
 	dst := grow(out.Edges, len(in.Edges)+2*len(s.added)+2)
 	raw := grow(s.keys, len(in.Edges)/2+1)
-	if len(s.touched) < int(in.N) {
-		s.touched = make([]uint8, int(in.N)+int(in.N)/4+8)
-	}
-	touched := s.touched[:in.N]
-	marks := [4]int32{i, o, p, last}
-	for _, x := range marks {
-		if x >= 0 && x < in.N {
-			touched[x] = 1
-		}
-	}
+	marks := [4]int32{sp.i, o, p, last}
+	touched := s.markTouched(in.N, marks, 1)
 	c, r := 0, 0
 	e := in.Edges
 	for k := 0; k+1 < len(e); k += 2 {
@@ -196,12 +222,48 @@ func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
 		c += 2 - 2*t
 		r += t
 	}
+	s.markTouched(in.N, marks, 0)
+	dst = dst[:c]
+	keys := s.touchedKeys(raw[:r], sp, o, p, last, n2)
+	// Merge the sorted touched keys into the clean run from the back.
+	dst = dst[:c+2*len(keys)]
+	w := len(dst)
+	for k := len(keys) - 1; k >= 0; k-- {
+		u, v := int32(keys[k]>>32), int32(keys[k])
+		for c > 0 && (dst[c-2] > u || (dst[c-2] == u && dst[c-1] > v)) {
+			w, c = w-2, c-2
+			dst[w], dst[w+1] = dst[c], dst[c+1]
+		}
+		w -= 2
+		dst[w], dst[w+1] = u, v
+	}
+	out.Edges = dst
+}
+
+// markTouched sets s.touched (all 0 between calls) to v for the marked
+// nodes that are input nodes (< n), and returns the table.
+func (s *Scratch) markTouched(n int32, marks [4]int32, v uint8) []uint8 {
+	if len(s.touched) < int(n) {
+		s.touched = make([]uint8, int(n)+int(n)/4+8)
+	}
+	touched := s.touched[:n]
 	for _, x := range marks {
-		if x >= 0 && x < in.N {
-			touched[x] = 0
+		if x >= 0 && x < n {
+			touched[x] = v
 		}
 	}
-	dst, raw = dst[:c], raw[:r]
+	return touched
+}
+
+// touchedKeys turns the touched input edges (raw: packed keys, any order;
+// its buffer is reused) into the output's touched edges, sorted, in
+// s.keys: v_i replaced by its side's node, (v_j, v_k) and the adjustment
+// edges added, then the merge applied (v_o, v_p → v_o; node last → v_p's
+// id; the merged edge dropped; one edge per neighbour shared by v_o and
+// v_p). None of them equals a clean edge: each keeps an end in v_i, v_k,
+// v_o or v_p's new id, which no clean edge has.
+func (s *Scratch) touchedKeys(raw []uint64, sp *splitState, o, p, last, n2 int32) []uint64 {
+	i, side := sp.i, s.side
 	for k, key := range raw { // v_i replaced by its side's node
 		a, b := int32(key>>32), int32(uint32(key))
 		switch i {
@@ -217,9 +279,7 @@ func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
 			raw = append(raw, uint64(u)<<32|uint64(uint32(sp.node(1-side[u]))))
 		}
 	}
-	// Pass 2 over the touched pairs only: the merge maps v_o and v_p to v_o
-	// and node last to v_p's id, drops the merged edge and keeps one edge
-	// per neighbour shared by v_o and v_p; keys are rewritten in place.
+	// Pass 2 over the touched pairs only: keys are rewritten in place.
 	gen := s.nextGen(int(n2))
 	stamp := s.stamp
 	keys := raw[:0]
@@ -253,20 +313,110 @@ func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
 	}
 	s.keys = keys
 	s.sortKeys(n2)
-	// Merge the sorted touched keys into the clean run from the back.
-	c = len(dst)
-	dst = dst[:c+2*len(keys)]
-	w := len(dst)
-	for k := len(keys) - 1; k >= 0; k-- {
-		u, v := int32(keys[k]>>32), int32(keys[k])
-		for c > 0 && (dst[c-2] > u || (dst[c-2] == u && dst[c-1] > v)) {
-			w, c = w-2, c-2
-			dst[w], dst[w+1] = dst[c], dst[c+1]
+	return s.keys
+}
+
+// emitCoalesced appends out's edges to c, both directions, coalesced,
+// offset by base — what emit then c.Append would — straight from the
+// input's Index. The touched input edges are the index lists of v_i, v_o,
+// v_p and last (no pass over all edges); turned into the output's touched
+// keys they form a small adjacency K. Every other node y keeps its input
+// list minus the touched nodes, and its output run is that list merged
+// with K(y); a touched node's run is K(y) alone. The inner loop copies one
+// input entry per step, skipping the ≤ 4 touched values without a branch.
+func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 int32, c *Coalesced, base int32) {
+	ix, n, nOut := in.Index, in.N, out.N
+	marks := [4]int32{sp.i, o, p, last}
+	touched := s.markTouched(n, marks, 1)
+	raw := s.keys[:0]
+	for q, x := range marks {
+		if x < 0 || x >= n || slices.Contains(marks[:q], x) {
+			continue
 		}
-		w -= 2
-		dst[w], dst[w+1] = u, v
+		for _, w := range ix.Adj[ix.Off[x]:ix.Off[x+1]] {
+			if touched[w] != 0 && w < x {
+				continue // an edge between touched nodes: taken from w's list
+			}
+			raw = append(raw, uint64(min(x, w))<<32|uint64(uint32(max(x, w))))
+		}
 	}
-	out.Edges = dst
+	clean := len(in.Edges)/2 - len(raw)
+	keys := s.touchedKeys(raw, sp, o, p, last, n2)
+
+	// K: the touched keys' adjacency over the output nodes, each list
+	// sorted (a node meets its smaller neighbours first, then its larger).
+	koff := grow(s.koff, int(nOut)+1)
+	clear(koff)
+	for _, k := range keys {
+		koff[k>>32+1]++
+		koff[uint32(k)+1]++
+	}
+	for y := int32(0); y < nOut; y++ {
+		koff[y+1] += koff[y]
+	}
+	kadj, kpos := grow(s.kadj, 2*len(keys)), grow(s.kpos, int(nOut))
+	copy(kpos, koff[:nOut])
+	for _, k := range keys {
+		u, v := int32(k>>32), int32(uint32(k))
+		kadj[kpos[u]] = v
+		kpos[u]++
+		kadj[kpos[v]] = u
+		kpos[v]++
+	}
+	s.koff, s.kadj, s.kpos = koff, kadj, kpos
+
+	start, total := len(c.Src), 2*(clean+len(keys))
+	c.Src = slices.Grow(c.Src, total)[:start+total]
+	dst := slices.Grow(c.Dst, total+1)[:start+total+1] // mergeRun's slack
+	w := start
+	for y := int32(0); y < nOut; y++ {
+		ks := kadj[koff[y]:koff[y+1]]
+		from := w
+		if y < n && touched[y] == 0 {
+			w += mergeRun(dst[w:], ix.Adj[ix.Off[y]:ix.Off[y+1]], ks, touched, base)
+		} else {
+			w += addBase(dst[w:], ks, base)
+		}
+		fill(c.Src[from:w], base+y)
+	}
+	s.markTouched(n, marks, 0)
+	if w != start+total {
+		panic(fmt.Sprintf("aug: nodesam coalesced %d directed edges, want %d", w-start, total))
+	}
+	c.Dst = dst[:start+total]
+	out.Edges = out.Edges[:0]
+}
+
+// mergeRun writes to dst, offset by base, the sorted union of list minus
+// its touched nodes (touched[v] == 1) and ks (sorted, disjoint from list's
+// other values), and returns its length. dst has one slot of slack: a
+// touched entry is written, then overwritten, because skipping it without
+// a branch (the cursor steps by 1 − touched[v]) beats mispredicting the
+// ≤ 4 per list; entries of ks are as rare, but fewer and cheaper to test.
+func mergeRun(dst, list, ks []int32, touched []uint8, base int32) int {
+	w, kk := 0, 0
+	next := int32(math.MaxInt32)
+	if len(ks) > 0 {
+		next = ks[0]
+	}
+	for _, v := range list {
+		for next < v {
+			dst[w] = base + next
+			w++
+			kk++
+			next = math.MaxInt32
+			if kk < len(ks) {
+				next = ks[kk]
+			}
+		}
+		dst[w] = base + v
+		w += 1 - int(touched[v])
+	}
+	for _, v := range ks[kk:] {
+		dst[w] = base + v
+		w++
+	}
+	return w
 }
 
 // sortKeys sorts the touched keys (u<<32 | v, u < v < n): by comparison
@@ -474,4 +624,13 @@ func (s *Scratch) mergeMix(in, out *Graph, a, b int32) {
 			}
 		}
 	}
+}
+
+// addBase writes src offset by base to dst and returns len(src).
+func addBase(dst, src []int32, base int32) int {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = v + base
+	}
+	return len(src)
 }

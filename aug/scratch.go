@@ -21,6 +21,8 @@ type Scratch struct {
 	cnt        []int32
 	tmp        []int32
 	touched    []uint8 // emit: 1 for the ≤ 4 nodes whose edges change (all 0 between calls)
+	koff, kadj []int32 // emitCoalesced: adjacency of the touched output edges
+	kpos       []int32
 
 	// SubMix
 	score, y, rr, pp, ap []float64

@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -82,13 +81,11 @@ type collator struct {
 	yq                    []float32
 	policy                []string
 	padded                []bool
-	srcOff, src, dst      []int32
+	srcOff                []int32
+	edges                 aug.Coalesced // edge_src, edge_dst
 	featOff, xnode, xcode []int32
 	xw, x                 []float32
 	base                  int32 // nodes so far: batch-global id offset
-
-	// Run starts for emitting both directions coalesced.
-	deg []int32
 }
 
 func (c *collator) reset(dense bool) {
@@ -100,14 +97,16 @@ func (c *collator) reset(dense bool) {
 	c.policy = c.policy[:0]
 	c.padded = c.padded[:0]
 	c.srcOff = append(c.srcOff[:0], 0)
-	c.src, c.dst = c.src[:0], c.dst[:0]
+	c.edges.Reset()
 	c.featOff = append(c.featOff[:0], 0)
 	c.xnode, c.xcode = c.xnode[:0], c.xcode[:0]
 	c.xw, c.x = c.xw[:0], c.x[:0]
 }
 
-// add appends one augmented graph.
-func (c *collator) add(g *aug.Graph, policy string, padded bool) {
+// add appends one augmented graph. fused says its edges are already in
+// c.edges (aug.CoalescedApplier, at base c.base); otherwise they are
+// expanded from g.Edges.
+func (c *collator) add(g *aug.Graph, policy string, padded, fused bool) {
 	c.ids = append(c.ids, g.ID)
 	c.nnodes = append(c.nnodes, g.N)
 	c.y = append(c.y, g.Label)
@@ -116,8 +115,10 @@ func (c *collator) add(g *aug.Graph, policy string, padded bool) {
 	c.policy = append(c.policy, policy)
 	c.padded = append(c.padded, padded)
 
-	c.addEdges(g)
-	c.srcOff = append(c.srcOff, int32(len(c.src)))
+	if !fused {
+		c.edges.Append(g, c.base)
+	}
+	c.srcOff = append(c.srcOff, int32(c.edges.Len()))
 
 	if c.dense {
 		c.x = append(c.x, g.X...)
@@ -135,70 +136,6 @@ func (c *collator) add(g *aug.Graph, policy string, padded bool) {
 	c.base += g.N
 }
 
-// addEdges appends g's edges in both directions, coalesced: node u's
-// neighbours ascending. g.Edges holds canonical pairs u < v sorted by
-// (u, v), as aug emits them. A counting pass sizes each node's run;
-// edge_src is constant over a run, so it is filled sequentially; then every
-// pair drops v into u's run of edge_dst and u into v's. A node receives its
-// smaller neighbours (from earlier pairs) before its larger ones, in order,
-// so each run comes out sorted. Pairs sharing u are consecutive: u's count
-// and write position stay in a register over its run (a load-increment-
-// store per pair on one slot serialises on store forwarding); v differs in
-// every pair of a run.
-//
-// About 1.5 ns per directed edge on COLLAB-sized graphs (BenchmarkCollate,
-// 2.1 before the register trick), bound by its stores; a variant copying
-// each node's block of larger neighbours sequentially measured no faster.
-func (c *collator) addEdges(g *aug.Graph) {
-	n, e := int(g.N), g.Edges
-	c.deg = growI32(c.deg, n+1)
-	deg := c.deg
-	clear(deg)
-	for k := 0; k < len(e); {
-		u, run := e[k], int32(0)
-		for ; k < len(e) && e[k] == u; k += 2 {
-			deg[e[k+1]+1]++
-			run++
-		}
-		deg[u+1] += run
-	}
-	start := int32(len(c.src))
-	deg[0] = start
-	for i := 0; i < n; i++ {
-		deg[i+1] += deg[i]
-	}
-	end := int(start) + len(e)
-	c.src = slices.Grow(c.src, len(e))[:end]
-	c.dst = slices.Grow(c.dst, len(e))[:end]
-	src, dst, base := c.src, c.dst, c.base
-	for u := 0; u < n; u++ {
-		run := src[deg[u]:deg[u+1]]
-		for k := range run {
-			run[k] = base + int32(u)
-		}
-	}
-	pos := deg[:n]
-	for k := 0; k < len(e); {
-		u := e[k]
-		i := pos[u]
-		for ; k < len(e) && e[k] == u; k += 2 {
-			v := e[k+1]
-			j := pos[v]
-			dst[i], dst[j] = base+v, base+u
-			pos[v] = j + 1
-			i++
-		}
-		pos[u] = i
-	}
-}
-
-func growI32(s []int32, n int) []int32 {
-	if cap(s) < n {
-		return make([]int32, n, n+n/4+8)
-	}
-	return s[:n]
-}
-
 // record wraps the columns as an Arrow record batch without copying the
 // numeric data.
 func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.RecordBatch {
@@ -208,8 +145,8 @@ func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.Reco
 	cols := []arrow.Array{
 		arrowx.Primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(c.ids)),
 		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.nnodes)),
-		arrowx.List(i32, c.srcOff, len(c.src), arrow.Int32Traits.CastToBytes(c.src)),
-		arrowx.List(i32, c.srcOff, len(c.dst), arrow.Int32Traits.CastToBytes(c.dst)),
+		arrowx.List(i32, c.srcOff, c.edges.Len(), arrow.Int32Traits.CastToBytes(c.edges.Src)),
+		arrowx.List(i32, c.srcOff, c.edges.Len(), arrow.Int32Traits.CastToBytes(c.edges.Dst)),
 	}
 	if c.dense {
 		cols = append(cols, arrowx.List(f32, c.featOff, len(c.x), arrow.Float32Traits.CastToBytes(c.x)))

@@ -9,9 +9,10 @@ import (
 )
 
 // randomCanonical returns a graph of n nodes with each canonical pair
-// (u < v) present with probability p, sorted by (u, v) as aug emits them.
-func randomCanonical(r *rand.Rand, n int, p float64) aug.Graph {
-	g := aug.Graph{N: int32(n), FeatOff: make([]int32, n+1)}
+// (u < v) present with probability p, sorted by (u, v) as aug emits them,
+// and one code per node.
+func randomCanonical(r *rand.Rand, id int64, n int, p float64) aug.Graph {
+	g := aug.Graph{ID: id, N: int32(n), Q: 1}
 	for u := 0; u < n; u++ {
 		for v := u + 1; v < n; v++ {
 			if r.Float64() < p {
@@ -19,72 +20,52 @@ func randomCanonical(r *rand.Rand, n int, p float64) aug.Graph {
 			}
 		}
 	}
+	codes := make([]int32, n)
+	for i := range codes {
+		codes[i] = int32(r.IntN(4))
+	}
+	g.SetCodes(codes, 4)
 	return g
 }
 
-// TestAddEdgesCoalesced: both directions of every pair, offset by the
-// batch base, ordered by (src, dst) — the reference sorts all directed
-// pairs — for empty graphs, isolated nodes, stars, cliques and random
-// graphs appended one after another into the same collator.
-func TestAddEdgesCoalesced(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	star := aug.Graph{N: 6, Edges: []int32{0, 1, 0, 2, 0, 3, 0, 4, 0, 5}, FeatOff: make([]int32, 7)}
-	tail := aug.Graph{N: 4, Edges: []int32{2, 3}, FeatOff: make([]int32, 5)}
-	graphs := []aug.Graph{{N: 0, FeatOff: []int32{0}}, {N: 3, FeatOff: make([]int32, 4)}, star, tail, randomCanonical(r, 1, 1), randomCanonical(r, 5, 1)}
-	for range 40 {
-		graphs = append(graphs, randomCanonical(r, 1+r.IntN(60), r.Float64()))
+// TestCollatorFusedMix: a batch mixing graphs whose edges NodeSam wrote
+// straight into the collator (fused, at its running base) with graphs
+// expanded from their canonical pairs has the same columns as the batch
+// built with every graph expanded.
+func TestCollatorFusedMix(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var graphs []aug.Graph
+	for i := range 24 {
+		g := randomCanonical(r, int64(i), 1+r.IntN(50), r.Float64())
+		g.Index = aug.BuildIndex(&g)
+		graphs = append(graphs, g)
 	}
-	var c collator
+	var s1, s2 aug.Scratch
+	var out aug.Graph
+	var ref, mixed collator
 	for round := range 2 { // the second round reuses grown buffers
-		c.reset(false)
+		ref.reset(false)
+		mixed.reset(false)
 		for i := range graphs {
 			g := &graphs[i]
-			base := c.base
-			from := len(c.src)
-			c.add(g, "none", false)
-			type pair struct{ s, d int32 }
-			var want, got []pair
-			for k := 0; k < len(g.Edges); k += 2 {
-				u, v := base+g.Edges[k], base+g.Edges[k+1]
-				want = append(want, pair{u, v}, pair{v, u})
+			aug.NodeSam{}.Apply(g, &out, s1.Rand(1, uint64(round), g.ID, aug.OpNodeSam), &s1)
+			ref.add(&out, "nodesam", false, false)
+			fused := i%3 != 2
+			if fused {
+				aug.NodeSam{}.ApplyCoalesced(g, &out, s2.Rand(1, uint64(round), g.ID, aug.OpNodeSam), &s2, &mixed.edges, mixed.base)
+			} else {
+				aug.NodeSam{}.Apply(g, &out, s2.Rand(1, uint64(round), g.ID, aug.OpNodeSam), &s2)
 			}
-			slices.SortFunc(want, func(a, b pair) int {
-				if a.s != b.s {
-					return int(a.s - b.s)
-				}
-				return int(a.d - b.d)
-			})
-			for k := from; k < len(c.src); k++ {
-				got = append(got, pair{c.src[k], c.dst[k]})
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("round %d graph %d (n=%d, %d pairs): got %v, want %v", round, i, g.N, len(g.Edges)/2, got, want)
-			}
-			if c.srcOff[len(c.srcOff)-1] != int32(len(c.src)) {
-				t.Fatalf("graph %d: srcOff %v, %d edges", i, c.srcOff, len(c.src))
-			}
+			mixed.add(&out, "nodesam", false, fused)
+		}
+		if !slices.Equal(ref.srcOff, mixed.srcOff) || !slices.Equal(ref.edges.Src, mixed.edges.Src) || !slices.Equal(ref.edges.Dst, mixed.edges.Dst) {
+			t.Fatalf("round %d: edge columns differ", round)
+		}
+		if !slices.Equal(ref.featOff, mixed.featOff) || !slices.Equal(ref.xnode, mixed.xnode) || !slices.Equal(ref.xcode, mixed.xcode) || !slices.Equal(ref.nnodes, mixed.nnodes) {
+			t.Fatalf("round %d: node columns differ", round)
+		}
+		if ref.base == 0 || len(ref.edges.Src) == 0 {
+			t.Fatal("empty batch")
 		}
 	}
-}
-
-// BenchmarkCollate: one batch of 32 COLLAB-sized random graphs (74 nodes,
-// density 0.9 ≈ 2,460 pairs), collator reused as the loader reuses it.
-func BenchmarkCollate(b *testing.B) {
-	r := rand.New(rand.NewPCG(3, 4))
-	graphs := make([]aug.Graph, 32)
-	pairs := 0
-	for i := range graphs {
-		graphs[i] = randomCanonical(r, 74, 0.9)
-		pairs += len(graphs[i].Edges) / 2
-	}
-	var c collator
-	b.ReportAllocs()
-	for b.Loop() {
-		c.reset(false)
-		for i := range graphs {
-			c.addEdges(&graphs[i])
-			c.base += graphs[i].N
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*pairs), "ns/directed-edge")
 }

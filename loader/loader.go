@@ -326,26 +326,35 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 	seed, e := w.l.cfg.Seed, w.p.Request.Epoch
 	for _, it := range items {
 		op := w.p.Policy.Choose(seed, e, it.Graph)
-		if err := w.augment(op, it.Graph, seed, e); err != nil {
+		fused, err := w.augment(op, it.Graph, seed, e, col)
+		if err != nil {
 			return nil, err
 		}
-		col.add(&w.out, op.Name(), it.Padded)
+		col.add(&w.out, op.Name(), it.Padded, fused)
 	}
 	return col.record(w.p.Schema, w.l.cfg.Mem), nil
 }
 
-func (w *worker) augment(op aug.Op, id int64, seed, e uint64) (err error) {
+// augment applies op to graph id into w.out. An op that can
+// (aug.CoalescedApplier) writes the edges straight into col's, and
+// augment reports it fused.
+func (w *worker) augment(op aug.Op, id int64, seed, e uint64, col *collator) (fused bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &GraphError{Graph: id, Policy: op.Name(), Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
 	if err := w.l.src.Load(id, &w.in); err != nil {
-		return &GraphError{Graph: id, Policy: op.Name(), Err: err}
+		return false, &GraphError{Graph: id, Policy: op.Name(), Err: err}
 	}
 	r := w.scratch.Rand(seed, e, id, aug.OpID(op))
-	if err := op.Apply(&w.in, &w.out, r, &w.scratch); err != nil {
-		return &GraphError{Graph: id, Policy: op.Name(), Err: err}
+	if ca, ok := op.(aug.CoalescedApplier); ok {
+		err, fused = ca.ApplyCoalesced(&w.in, &w.out, r, &w.scratch, &col.edges, col.base), true
+	} else {
+		err = op.Apply(&w.in, &w.out, r, &w.scratch)
 	}
-	return nil
+	if err != nil {
+		return false, &GraphError{Graph: id, Policy: op.Name(), Err: err}
+	}
+	return fused, nil
 }

@@ -1,0 +1,101 @@
+package aug
+
+import "slices"
+
+// Coalesced accumulates graphs' edges in both directions, coalesced: per
+// graph sorted by source, then target, with the graph's node ids offset by
+// a base — a PyG edge_index after coalesce(), batch-global. The loader
+// collates a batch into one (Src and Dst back the edge_src and edge_dst
+// columns without a copy).
+type Coalesced struct {
+	Src, Dst []int32
+	deg      []int32 // Append's run starts
+}
+
+// Reset empties c, keeping its buffers.
+func (c *Coalesced) Reset() { c.Src, c.Dst = c.Src[:0], c.Dst[:0] }
+
+// Len is the number of directed edges appended.
+func (c *Coalesced) Len() int { return len(c.Src) }
+
+// CoalescedApplier is an op that can write its output's edges straight
+// into a Coalesced instead of out.Edges. ApplyCoalesced makes the same
+// draws as Apply, appends to c exactly what c.Append(out, base) would
+// after Apply, and leaves out.Edges empty; the rest of out is as Apply
+// writes it. Fusing saves writing the canonical pairs and reading them back
+// in a second pass; NodeSam on an indexed input builds each node's run
+// from the index's adjacency, O(|V| + |E|) with a copy-like inner loop.
+type CoalescedApplier interface {
+	Op
+	ApplyCoalesced(in, out *Graph, r Rand, s *Scratch, c *Coalesced, base int32) error
+}
+
+// Append appends g's edges in both directions, node ids offset by base.
+// g.Edges holds canonical pairs u < v sorted by (u, v), as every op emits
+// them. A counting pass sizes each node's run; Src is constant over a run,
+// so it is filled sequentially; then every pair drops v into u's run of Dst
+// and u into v's. A node receives its smaller neighbours (from earlier
+// pairs) before its larger ones, in order, so each run comes out sorted.
+// Pairs sharing u are consecutive: u's write position stays in a register
+// over its run (a load-increment-store per pair on one slot serialises on
+// store forwarding); v differs in every pair of a run.
+//
+// About 1.5 ns per directed edge on COLLAB-sized graphs (BenchmarkCoalesce),
+// bound by its stores; a variant copying each node's block of larger
+// neighbours sequentially measured no faster.
+func (c *Coalesced) Append(g *Graph, base int32) {
+	n, e := int(g.N), g.Edges
+	c.deg = grow(c.deg, n+1)
+	deg := c.deg
+	clear(deg)
+	for k := 0; k < len(e); {
+		u, run := e[k], int32(0)
+		for ; k < len(e) && e[k] == u; k += 2 {
+			deg[e[k+1]+1]++
+			run++
+		}
+		deg[u+1] += run
+	}
+	start := int32(len(c.Src))
+	deg[0] = start
+	for i := 0; i < n; i++ {
+		deg[i+1] += deg[i]
+	}
+	end := int(start) + len(e)
+	c.Src = slices.Grow(c.Src, len(e))[:end]
+	c.Dst = slices.Grow(c.Dst, len(e))[:end]
+	src, dst := c.Src, c.Dst
+	for u := 0; u < n; u++ {
+		fill(src[deg[u]:deg[u+1]], base+int32(u))
+	}
+	pos := deg[:n]
+	for k := 0; k < len(e); {
+		u := e[k]
+		i := pos[u]
+		for ; k < len(e) && e[k] == u; k += 2 {
+			v := e[k+1]
+			j := pos[v]
+			dst[i], dst[j] = base+v, base+u
+			pos[v] = j + 1
+			i++
+		}
+		pos[u] = i
+	}
+}
+
+// fill sets every element of s to v: a short run by a loop, a long one
+// by doubling copies (memmove's wide stores).
+func fill(s []int32, v int32) {
+	if len(s) < 32 {
+		for k := range s {
+			s[k] = v
+		}
+		return
+	}
+	for k := range 16 {
+		s[k] = v
+	}
+	for k := 16; k < len(s); k *= 2 {
+		copy(s[k:], s[:k])
+	}
+}

@@ -1,0 +1,237 @@
+package aug_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/augloader/augloader/aug"
+)
+
+// denseGraph returns a graph of n nodes with each canonical pair (u < v)
+// present with probability p, sorted by (u, v) as ops emit them.
+func denseGraph(r *rand.Rand, id int64, n int, p float64) aug.Graph {
+	g := aug.Graph{ID: id, N: int32(n), Q: 1}
+	for u := 0; u < n; u++ {
+		for v := u + 1; v < n; v++ {
+			if r.Float64() < p {
+				g.Edges = append(g.Edges, int32(u), int32(v))
+			}
+		}
+	}
+	codes := make([]int32, n)
+	for i := range codes {
+		codes[i] = int32(r.IntN(7))
+	}
+	g.SetCodes(codes, 7)
+	return g
+}
+
+type directed struct{ s, d int32 }
+
+// sortedDirected is the reference for Coalesced: both directions of every
+// pair, offset by base, sorted by (source, target).
+func sortedDirected(g *aug.Graph, base int32) []directed {
+	var want []directed
+	for k := 0; k < len(g.Edges); k += 2 {
+		u, v := base+g.Edges[k], base+g.Edges[k+1]
+		want = append(want, directed{u, v}, directed{v, u})
+	}
+	slices.SortFunc(want, func(a, b directed) int {
+		if a.s != b.s {
+			return int(a.s - b.s)
+		}
+		return int(a.d - b.d)
+	})
+	return want
+}
+
+func appended(c *aug.Coalesced, from int) []directed {
+	var got []directed
+	for k := from; k < c.Len(); k++ {
+		got = append(got, directed{c.Src[k], c.Dst[k]})
+	}
+	return got
+}
+
+// TestCoalescedAppend: both directions of every pair, offset by the base,
+// ordered by (source, target), for empty graphs, isolated nodes, stars,
+// cliques and random graphs appended one after another into one Coalesced.
+func TestCoalescedAppend(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	star := aug.Graph{N: 6, Edges: []int32{0, 1, 0, 2, 0, 3, 0, 4, 0, 5}}
+	tail := aug.Graph{N: 4, Edges: []int32{2, 3}}
+	graphs := []aug.Graph{{N: 0}, {N: 3}, star, tail, denseGraph(r, 0, 1, 1), denseGraph(r, 0, 5, 1)}
+	for range 40 {
+		graphs = append(graphs, denseGraph(r, 0, 1+r.IntN(60), r.Float64()))
+	}
+	var c aug.Coalesced
+	for round := range 2 { // the second round reuses grown buffers
+		c.Reset()
+		base := int32(0)
+		for i := range graphs {
+			g := &graphs[i]
+			from := c.Len()
+			c.Append(g, base)
+			if got, want := appended(&c, from), sortedDirected(g, base); !slices.Equal(got, want) {
+				t.Fatalf("round %d graph %d (n=%d, %d pairs): got %v, want %v", round, i, g.N, len(g.Edges)/2, got, want)
+			}
+			base += g.N
+		}
+	}
+}
+
+// coalescedEqual checks ApplyCoalesced against Apply followed by Append,
+// on the graph with and without its index, over several draws: the same
+// directed edges appended at a running base into one reused Coalesced,
+// the same features, labels and node count, and out.Edges left empty.
+func coalescedEqual(t *testing.T, gs []aug.Graph, draws int) {
+	t.Helper()
+	ops := []aug.CoalescedApplier{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}, aug.MergeOnly{}}
+	var s1, s2, s3 aug.Scratch
+	var ref, fused, plainOut aug.Graph
+	var want, got, gotPlain aug.Coalesced
+	base := int32(0)
+	for i := range gs {
+		plain := gs[i]
+		plain.Index = nil
+		indexed := gs[i]
+		indexed.Index = aug.BuildIndex(&indexed)
+		for k := range draws {
+			for _, op := range ops {
+				seed := func(s *aug.Scratch) aug.Rand { return s.Rand(5, uint64(k), plain.ID, aug.OpID(op)) }
+				if err := op.Apply(&plain, &ref, seed(&s1), &s1); err != nil {
+					t.Fatal(err)
+				}
+				from := want.Len()
+				want.Append(&ref, base)
+				if err := op.ApplyCoalesced(&indexed, &fused, seed(&s2), &s2, &got, base); err != nil {
+					t.Fatal(err)
+				}
+				if err := op.ApplyCoalesced(&plain, &plainOut, seed(&s3), &s3, &gotPlain, base); err != nil {
+					t.Fatal(err)
+				}
+				w := appended(&want, from)
+				if g := appended(&got, from); !slices.Equal(g, w) {
+					t.Fatalf("%s graph %d (n=%d, m=%d) draw %d, indexed: got %v, want %v", op.Name(), plain.ID, plain.N, len(plain.Edges)/2, k, g, w)
+				}
+				if g := appended(&gotPlain, from); !slices.Equal(g, w) {
+					t.Fatalf("%s graph %d draw %d, unindexed: got %v, want %v", op.Name(), plain.ID, k, g, w)
+				}
+				if len(fused.Edges) != 0 || len(plainOut.Edges) != 0 {
+					t.Fatalf("%s: ApplyCoalesced left edges in out", op.Name())
+				}
+				ref.Edges = ref.Edges[:0]
+				if !bytes.Equal(ref.AppendBinary(nil), fused.AppendBinary(nil)) || !bytes.Equal(ref.AppendBinary(nil), plainOut.AppendBinary(nil)) {
+					t.Fatalf("%s graph %d (#%d, %v) draw %d: nodes, features or labels differ:\nApply          %+v\nindexed fused  %+v\nplain fused    %+v", op.Name(), plain.ID, i, plain.Edges, k, ref, fused, plainOut)
+				}
+				base += ref.N
+			}
+		}
+	}
+}
+
+func TestApplyCoalesced(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	gs := corpus(150)
+	gs = append(gs, aug.Graph{ID: 900, N: 0}, *graph(1), *graph(2, 0, 1), *graph(3, 0, 1, 0, 2, 1, 2))
+	for i, n := range []int{40, 74, 74, 120} {
+		gs = append(gs, denseGraph(r, int64(1000+i), n, 0.9))
+	}
+	for i := range 30 { // small dense graphs: the touched nodes are most of them
+		gs = append(gs, denseGraph(r, int64(2000+i), 2+r.IntN(8), r.Float64()))
+	}
+	coalescedEqual(t, gs, 20)
+}
+
+// BenchmarkCoalesce: one batch of 32 COLLAB-sized graphs (74 nodes,
+// density 0.9 ≈ 2,460 pairs): NodeSam's output expanded by Append after
+// Apply, against ApplyCoalesced on the indexed input, and Append alone.
+func BenchmarkCoalesce(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	graphs := make([]aug.Graph, 32)
+	pairs := 0
+	for i := range graphs {
+		graphs[i] = denseGraph(r, int64(i), 74, 0.9)
+		graphs[i].Index = aug.BuildIndex(&graphs[i])
+		pairs += len(graphs[i].Edges) / 2
+	}
+	perEdge := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*pairs), "ns/directed-edge")
+	}
+	var c aug.Coalesced
+	var s aug.Scratch
+	var out aug.Graph
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.Reset()
+			base := int32(0)
+			for i := range graphs {
+				c.Append(&graphs[i], base)
+				base += graphs[i].N
+			}
+		}
+		perEdge(b)
+	})
+	b.Run("nodesam+append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.Reset()
+			base := int32(0)
+			for i := range graphs {
+				aug.NodeSam{}.Apply(&graphs[i], &out, s.Rand(1, 0, int64(i), aug.OpNodeSam), &s)
+				c.Append(&out, base)
+				base += out.N
+			}
+		}
+		perEdge(b)
+	})
+	b.Run("nodesam-coalesced", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.Reset()
+			base := int32(0)
+			for i := range graphs {
+				aug.NodeSam{}.ApplyCoalesced(&graphs[i], &out, s.Rand(1, 0, int64(i), aug.OpNodeSam), &s, &c, base)
+				base += out.N
+			}
+		}
+		perEdge(b)
+	})
+}
+
+// TestApplyLeavesInputAlone: no op writes to its input (the loader hands
+// ops the shard's own memory), nor to SubMix's partner.
+func TestApplyLeavesInputAlone(t *testing.T) {
+	gs := corpus(60)
+	for i := range gs {
+		gs[i].Index = aug.BuildIndex(&gs[i])
+	}
+	partner := onePartner{gs[7]}
+	partnerBytes := partner.g.AppendBinary(nil)
+	var s aug.Scratch
+	var out aug.Graph
+	var c aug.Coalesced
+	for _, op := range allOps(partner) {
+		for i := range gs {
+			in := &gs[i]
+			before := in.AppendBinary(nil)
+			if err := op.Apply(in, &out, s.Rand(9, 0, in.ID, aug.OpID(op)), &s); err != nil && op.Name() != "submix" && op.Name() != "submix-base" {
+				t.Fatal(err)
+			}
+			if ca, ok := op.(aug.CoalescedApplier); ok {
+				if err := ca.ApplyCoalesced(in, &out, s.Rand(9, 1, in.ID, aug.OpID(op)), &s, &c, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(before, in.AppendBinary(nil)) {
+				t.Fatalf("%s modified its input, graph %d", op.Name(), in.ID)
+			}
+		}
+		if !bytes.Equal(partnerBytes, partner.g.AppendBinary(nil)) {
+			t.Fatalf("%s modified the partner", op.Name())
+		}
+	}
+}
