@@ -20,6 +20,9 @@
 //     buffers, and into a *Scratch that may be reused across calls (not
 //     concurrently). With reused out and scratch, NodeSam allocates nothing
 //     in steady state.
+//   - Coalesced.Append expands an output's canonical pairs into PyG's
+//     coalesced edge_index layout; NodeSam and its ablations also write
+//     that layout directly (CoalescedApplier), byte for byte the same.
 //
 // Usage:
 //

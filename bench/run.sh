@@ -34,7 +34,7 @@ step() {
 }
 step policies "$GO" test -run XXX -bench 'BenchmarkPolicies|BenchmarkBuildIndex' -benchmem -count "$COUNT" -benchtime 0.5s ./aug
 step scaling "$GO" test -run XXX -bench BenchmarkScaling -benchtime 0.5s -timeout 30m ./aug
-step collate "$GO" test -run XXX -bench BenchmarkCollate -count "$COUNT" ./loader
+step collate "$GO" test -run XXX -bench BenchmarkCoalesce -count "$COUNT" ./aug
 step epoch "$GO" test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m ./bench
 step python bash bench/python_collab.sh "$OUT/python.jsonl"
 step convert bash bench/convert_collab.sh
