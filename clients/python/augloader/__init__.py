@@ -188,6 +188,48 @@ def _body_length(meta: bytes) -> int:
         raise ConnectionLost("protocol error: malformed Arrow message header") from None
 
 
+class _SocketReader:
+    """Buffered reads from a stream socket, except that a read at least as
+    large as the buffer goes straight into the caller's memory
+    (``recv_into`` with MSG_WAITALL): an Arrow body, megabytes per batch,
+    is copied once, by the kernel, where ``socket.makefile`` would copy
+    part of it a second time through its buffer."""
+
+    def __init__(self, sock: socket.socket, bufsize: int = 64 << 10):
+        self._sock = sock
+        self._buf = memoryview(bytearray(bufsize))
+        self._lo = self._hi = 0
+        self._waitall = getattr(socket, "MSG_WAITALL", 0)
+
+    def readinto(self, mv) -> int:
+        """Reads up to len(mv) bytes into mv; 0 only at end of stream."""
+        n = len(mv)
+        if self._lo < self._hi:
+            k = min(n, self._hi - self._lo)
+            mv[:k] = self._buf[self._lo:self._lo + k]
+            self._lo += k
+            return k
+        if n >= len(self._buf):
+            return self._sock.recv_into(mv, n, self._waitall)
+        got = self._sock.recv_into(self._buf, len(self._buf))
+        k = min(n, got)
+        mv[:k] = self._buf[:k]
+        self._lo, self._hi = k, got
+        return k
+
+    def read(self, n: int) -> bytes:
+        """Reads n bytes, fewer only at end of stream."""
+        out = bytearray(n)
+        mv = memoryview(out)
+        got = 0
+        while got < n:
+            k = self.readinto(mv[got:])
+            if not k:
+                break
+            got += k
+        return bytes(out[:got])
+
+
 class _ArrowReader:
     """Reads one Arrow IPC stream (docs/protocol.md) message by message.
     Each message lands, with one copy from the socket, in a buffer from
@@ -302,7 +344,7 @@ class Client:
             sock.connect(self._path)
             body = json.dumps(req).encode()
             sock.sendall(_HEADER.pack(b"AUGQ", _VERSION, 0, 0, len(body)) + body)
-            f = sock.makefile("rb", buffering=1 << 20)
+            f = _SocketReader(sock)
             status, info = _read_frame(f, b"AUGR")
         except OSError as e:
             sock.close()
@@ -327,7 +369,6 @@ class Client:
                 if trailer.get("batches") != info.get("batches"):
                     raise ConnectionLost(f"got {trailer.get('batches')} batches, promised {info.get('batches')}")
             finally:
-                f.close()
                 sock.close()
 
         return Stream(batches, info)

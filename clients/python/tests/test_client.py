@@ -31,6 +31,8 @@ def check_batch(b, num_classes):
     rev = np.sort(dst.astype(np.int64) * N + src)
     assert np.array_equal(fwd, rev)
     assert len(np.unique(fwd)) == len(fwd)
+    # Coalesced: sorted by (src, dst) within each graph, graphs in order.
+    assert np.all(np.diff(src.astype(np.int64) * N + dst) > 0)
     assert b.x_node.dtype == np.int32 and b.x_code.dtype == np.int32 and b.x_weight.dtype == np.float32
     assert b.x_node.shape == b.x_code.shape == b.x_weight.shape
     x = b.dense_x()
@@ -119,3 +121,46 @@ def test_to_tensors_off_cpu(synth_shards, daemon):
         assert (meta[k].dtype, tuple(meta[k].shape)) == (cpu[k].dtype, tuple(cpu[k].shape)), k
     assert cpu["edge_index"].dtype == torch.int64
     assert torch.equal(cpu["edge_index"][0], torch.from_numpy(b.edge_src.astype(np.int64)))
+
+
+def test_socket_reader_chunks():
+    """_SocketReader: small reads through its buffer, large ones straight
+    into the caller's memory, the bytes in order whatever the chunking,
+    a short read only at the end of the stream."""
+    import socket
+    import threading
+
+    from augloader import _SocketReader
+
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+    a, b = socket.socketpair()
+
+    def send():
+        pos = 0
+        for size in rng.integers(1, 300_000, 1000):
+            if pos >= len(data):
+                break
+            a.sendall(data[pos:pos + int(size)])
+            pos += int(size)
+        a.sendall(data[pos:])
+        a.close()
+
+    t = threading.Thread(target=send)
+    t.start()
+    r = _SocketReader(b, bufsize=4096)
+    got = bytearray()
+    got += r.read(7)
+    big = bytearray(2 << 20)
+    mv = memoryview(big)
+    n = 0
+    while n < len(big):
+        k = r.readinto(mv[n:])
+        assert k > 0
+        n += k
+    got += big
+    got += r.read(100)
+    got += r.read(len(data))  # more than is left: short, at the end
+    t.join()
+    b.close()
+    assert bytes(got) == data
