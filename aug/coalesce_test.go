@@ -94,6 +94,12 @@ func coalescedEqual(t *testing.T, gs []aug.Graph, draws int) {
 	var want, got, gotPlain aug.Coalesced
 	base := int32(0)
 	for i := range gs {
+		if want.Len() > 1<<20 { // a batch's worth: start the next
+			want.Reset()
+			got.Reset()
+			gotPlain.Reset()
+			base = 0
+		}
 		plain := gs[i]
 		plain.Index = nil
 		indexed := gs[i]

@@ -46,7 +46,8 @@ func (p onePartner) Partner(_ int64, _ aug.Rand, into *aug.Graph) error {
 // FuzzAugment runs every op on random graphs: the output must pass Check;
 // NodeSam and SubMix keep the node count and the number of components.
 func FuzzAugment(f *testing.F) {
-	// Also: outputs are the same with and without the graph's index.
+	// Also: outputs are the same with and without the graph's index, and
+	// ApplyCoalesced writes what Apply then Coalesced.Append would.
 	f.Add([]byte{3, 0, 1, 1, 2, 0, 2}, []byte{2, 0, 1}, uint64(1))
 	f.Add([]byte{1}, []byte{5}, uint64(2))
 	f.Add([]byte{6, 0, 1, 2, 3, 4, 5}, []byte{4, 0, 1, 1, 2, 2, 3, 3, 0}, uint64(3))
@@ -59,6 +60,7 @@ func FuzzAugment(f *testing.F) {
 		var out aug.Graph
 		comps := components(&in)
 		indexEqual(t, []aug.Graph{in}, 2)
+		coalescedEqual(t, []aug.Graph{in}, 2)
 		for _, op := range allOps(onePartner{partner}) {
 			if err := op.Apply(&in, &out, s.Rand(seed, 0, 0, aug.OpID(op)), &s); err != nil {
 				t.Fatalf("%s: %v", op.Name(), err)

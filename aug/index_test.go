@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/testutil"
 )
 
 // bruteIndex counts, the slow way, each node's triangles and the
@@ -108,10 +109,14 @@ func TestIndexSameOutputs(t *testing.T) {
 }
 
 func TestIndexSameOutputsReal(t *testing.T) {
-	for _, ds := range propertyDatasets[:9] {
+	for _, ds := range propertyDatasets {
 		t.Run(ds.name, func(t *testing.T) {
+			if ds.heavy && (testutil.RaceEnabled || testing.Short()) {
+				t.Skip("large dataset: skipped under -race or -short (make test runs it without)")
+			}
 			d := loadDataset(t, ds.name, ds.path)
 			indexEqual(t, d.graphs, 3)
+			coalescedEqual(t, d.graphs, 1)
 		})
 	}
 }
