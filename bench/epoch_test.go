@@ -167,13 +167,24 @@ func benchEpoch(b *testing.B, dataset string) {
 							defer wg.Done()
 							var s aug.Scratch
 							var in, out aug.Graph
-							for id := int64(w); id < int64(n); id += int64(workers) {
+							var edges aug.Coalesced // what the loader does: NodeSam writes the batch's edge columns
+							fused, _ := op.(aug.CoalescedApplier)
+							for k, id := 0, int64(w); id < int64(n); k, id = k+1, id+int64(workers) {
 								if err := src.Load(id, &in); err != nil {
 									b.Error(err)
 									return
 								}
-								if apply {
-									op.Apply(&in, &out, s.Rand(1, uint64(i), id, aug.OpID(op)), &s)
+								if !apply {
+									continue
+								}
+								r := s.Rand(1, uint64(i), id, aug.OpID(op))
+								if fused != nil {
+									if k%32 == 0 {
+										edges.Reset()
+									}
+									fused.ApplyCoalesced(&in, &out, r, &s, &edges, 0)
+								} else {
+									op.Apply(&in, &out, r, &s)
 								}
 							}
 						}()

@@ -411,8 +411,9 @@ func (pg *page) writeEpoch(w *bytes.Buffer, dataset string) error {
 		"batch size 32; %s MB per epoch on the wire (both directions of every edge as int32, features, labels). %s\n\n",
 		pg.command("epoch"), dataset, fnum(mbEpoch), pg.machineLine())
 	fmt.Fprintf(w, "Each stage is a prefix of the daemon's pipeline, so each column adds one step to the one before: "+
-		"`decode` (every graph from the shard's Arrow columns into an `aug.Graph`), `augment` (+ the policy), `loader` "+
-		"(+ collation into PyG-ready Arrow batches), `encode` (+ Arrow IPC encoding), `socket` (+ the Unix socket and the Go "+
+		"`decode` (every graph from the shard's Arrow columns into an `aug.Graph`), `augment` (+ the policy; NodeSam, as in the "+
+		"loader, writes its edges straight into the batch's coalesced edge columns, so its augmentation includes the edges' "+
+		"collation), `loader` (+ collation into PyG-ready Arrow batches), `encode` (+ Arrow IPC encoding), `socket` (+ the Unix socket and the Go "+
 		"client decoding every batch: the whole path), `flight` (the same over Arrow Flight on loopback TCP). "+
 		"With 2 cores and 2 workers the stages overlap, so a difference is the wall time a step adds, not its CPU time. "+
 		"Floor: the epoch's bytes at the raw socket bandwidth, %s s (memcpy alone: %s s).\n\n", fs(floor), fs(memFloor))
