@@ -94,6 +94,7 @@ class Daemon:
 
 DAEMON_COUNTERS = {  # what the report shows per epoch, from /metrics deltas
     "worker_busy_s": "augloader_loader_worker_busy_seconds_total",
+    "worker_idle_s": "augloader_loader_worker_idle_seconds_total",
     "wait_workers_s": "augloader_loader_wait_workers_seconds_total",
     "wait_client_s": "augloader_loader_wait_client_seconds_total",
     "sent_bytes": "augloader_server_sent_bytes_total",

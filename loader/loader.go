@@ -178,9 +178,11 @@ type Stats struct {
 	// WaitWorkers is time the sender waited for the next batch to be built;
 	// WaitSink is time spent handing batches to the sink (the client).
 	WaitWorkers, WaitSink time.Duration
-	// WorkerBusy sums the workers' time building batches.
-	WorkerBusy  time.Duration
-	MaxInFlight int
+	// WorkerBusy sums the workers' time building batches; WorkerIdle their
+	// time waiting, for a batch to build or for room in the window (the
+	// sink is behind).
+	WorkerBusy, WorkerIdle time.Duration
+	MaxInFlight            int
 }
 
 // GraphError names the graph whose augmentation failed (or panicked).
@@ -234,18 +236,22 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 		}
 		return nil
 	})
-	var busy atomic.Int64
+	var busy, idle atomic.Int64
 	for range workers {
 		g.Go(func() error {
 			w := newWorker(l, p)
+			waiting := time.Now()
+			defer func() { idle.Add(int64(time.Since(waiting))) }()
 			for b := range jobs {
 				t0 := time.Now()
+				idle.Add(int64(t0.Sub(waiting)))
 				col, _ := l.collators.Get().(*collator)
 				if col == nil {
 					col = new(collator)
 				}
 				rec, err := w.build(col, p.Batches[b])
-				busy.Add(int64(time.Since(t0)))
+				waiting = time.Now()
+				busy.Add(int64(waiting.Sub(t0)))
 				select {
 				case slots[b%window] <- result{rec, col, err}:
 				case <-gctx.Done():
@@ -298,7 +304,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 		}
 	}
 	st.Elapsed = time.Since(start)
-	st.WorkerBusy = time.Duration(busy.Load())
+	st.WorkerBusy, st.WorkerIdle = time.Duration(busy.Load()), time.Duration(idle.Load())
 	return st, err
 }
 

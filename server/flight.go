@@ -110,8 +110,7 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 	if res.err == nil {
 		res.err = sendErr
 	}
-	ww, wc, busy := streamTimes(st)
-	f.Metrics.done(res.batches, res.graphs, sent, ww, wc, busy, res.err)
+	f.Metrics.done(res.batches, res.graphs, sent, streamTimes(st), res.err)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"transport", "flight", "epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", res.graphs, "batches", res.batches, "MB", float64(sent) / 1e6, "seconds", secs}

@@ -39,8 +39,8 @@ func (s *liveStream) WriteTo(ctx context.Context, w io.Writer) (int, int, error)
 	return st.Batches, st.Graphs, err
 }
 
-// Busy reports the workers' time spent building batches.
-func (s *liveStream) Busy() time.Duration { return s.st.WorkerBusy }
+// Busy reports the workers' time spent building batches, and waiting.
+func (s *liveStream) Busy() (busy, idle time.Duration) { return s.st.WorkerBusy, s.st.WorkerIdle }
 
 // Waits reports time spent waiting on the workers and on the client.
 func (s *liveStream) Waits() (time.Duration, time.Duration) { return s.st.WaitWorkers, s.st.WaitSink }

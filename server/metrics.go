@@ -16,7 +16,7 @@ import (
 // Safe for concurrent use; a nil *Metrics records nothing.
 type Metrics struct {
 	streams, active, graphs, batches, bytes atomic.Int64
-	waitWorkers, waitClient, busy           atomic.Int64 // nanoseconds
+	waitWorkers, waitClient, busy, idle     atomic.Int64 // nanoseconds
 	mu                                      sync.Mutex
 	rejected                                map[string]int64 // by error code
 	cut                                     atomic.Int64
@@ -32,7 +32,7 @@ func (m *Metrics) start() {
 	}
 }
 
-func (m *Metrics) done(batches, graphs int, bytes int64, waitWorkers, waitClient, busy time.Duration, err error) {
+func (m *Metrics) done(batches, graphs int, bytes int64, t workerTimes, err error) {
 	if m == nil {
 		return
 	}
@@ -40,9 +40,10 @@ func (m *Metrics) done(batches, graphs int, bytes int64, waitWorkers, waitClient
 	m.batches.Add(int64(batches))
 	m.graphs.Add(int64(graphs))
 	m.bytes.Add(bytes)
-	m.waitWorkers.Add(int64(waitWorkers))
-	m.waitClient.Add(int64(waitClient))
-	m.busy.Add(int64(busy))
+	m.waitWorkers.Add(int64(t.waitWorkers))
+	m.waitClient.Add(int64(t.waitClient))
+	m.busy.Add(int64(t.busy))
+	m.idle.Add(int64(t.idle))
 	if err != nil {
 		m.cut.Add(1)
 	}
@@ -72,6 +73,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	count("augloader_server_batches_total", "Batches sent.", "counter", m.batches.Load())
 	count("augloader_server_sent_bytes_total", "Arrow IPC bytes sent.", "counter", m.bytes.Load())
 	counter("augloader_loader_worker_busy_seconds_total", "Time workers spent augmenting and collating.", time.Duration(m.busy.Load()).Seconds())
+	counter("augloader_loader_worker_idle_seconds_total", "Time workers spent waiting for a batch to build or for room in the window (the client is behind).", time.Duration(m.idle.Load()).Seconds())
 	counter("augloader_loader_wait_workers_seconds_total", "Time senders waited for the next batch to be built.", time.Duration(m.waitWorkers.Load()).Seconds())
 	counter("augloader_loader_wait_client_seconds_total", "Time senders spent handing batches to clients.", time.Duration(m.waitClient.Load()).Seconds())
 	m.mu.Lock()

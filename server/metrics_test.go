@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"
 )
@@ -41,6 +44,7 @@ func TestMetrics(t *testing.T) {
 		"augloader_server_batches_total 12\n",
 		`augloader_server_rejected_total{code="out_of_range"} 1`,
 		"# TYPE augloader_loader_worker_busy_seconds_total counter",
+		"# TYPE augloader_loader_worker_idle_seconds_total counter",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q:\n%s", want, text)
@@ -79,4 +83,32 @@ func TestMetricsFlightWorkerTime(t *testing.T) {
 		}
 	}
 	t.Fatalf("no worker busy counter:\n%s", text.String())
+}
+
+// Workers waiting on a slow client count as idle, and a worker's busy and
+// idle time together never exceed the stream's duration.
+func TestWorkerIdle(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	const workers = 2
+	l := newLoader(t, dir, "nodesam", workers)
+	p, err := l.Plan(loader.Request{Epoch: 1, World: 1, BatchSize: 2}) // 30 batches: more than the window
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nap = 10 * time.Millisecond
+	st, err := l.Stream(context.Background(), p, func(arrow.RecordBatch) error { time.Sleep(nap); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Batches != 30 {
+		t.Fatalf("%d batches", st.Batches)
+	}
+	// The window fills at once; from then on each worker waits about a
+	// nap for room for its next batch, until the last is handed out.
+	if st.WorkerIdle < 10*nap {
+		t.Errorf("idle %v with a sink sleeping %v per batch (busy %v, elapsed %v)", st.WorkerIdle, nap, st.WorkerBusy, st.Elapsed)
+	}
+	if total := st.WorkerBusy + st.WorkerIdle; total > workers*st.Elapsed {
+		t.Errorf("busy %v + idle %v > %d workers × %v", st.WorkerBusy, st.WorkerIdle, workers, st.Elapsed)
+	}
 }

@@ -180,18 +180,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 const sendBuffer = 4 << 20
 
 // streamTimes returns a finished stream's waits on its workers and on its
-// client, and its workers' busy time, when it measures them (live streams
-// do; replayed ones have no workers).
-func streamTimes(st Stream) (waitWorkers, waitClient, busy time.Duration) {
+// client, and its workers' busy and idle time, when it measures them (live
+// streams do; replayed ones have no workers).
+func streamTimes(st Stream) (t workerTimes) {
 	if ws, ok := st.(interface {
 		Waits() (time.Duration, time.Duration)
-		Busy() time.Duration
+		Busy() (time.Duration, time.Duration)
 	}); ok {
-		waitWorkers, waitClient = ws.Waits()
-		busy = ws.Busy()
+		t.waitWorkers, t.waitClient = ws.Waits()
+		t.busy, t.idle = ws.Busy()
 	}
-	return waitWorkers, waitClient, busy
+	return t
 }
+
+// workerTimes are a stream's timings that /metrics sums.
+type workerTimes struct{ waitWorkers, waitClient, busy, idle time.Duration }
 
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
@@ -264,8 +267,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	}
 	// Counters settle before the trailer: a client that has read it sees
 	// its stream counted and no longer active.
-	ww, wc, busy := streamTimes(st)
-	s.opts.Metrics.done(batches, graphs, cw.N, ww, wc, busy, err)
+	s.opts.Metrics.done(batches, graphs, cw.N, streamTimes(st), err)
 	s.served.Add(1)
 	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
 	secs := time.Since(start).Seconds()

@@ -565,12 +565,13 @@ func (pg *page) writeDaemonCounters(w *bytes.Buffer) {
 	}
 	w.WriteString("The daemon's own view of the same epochs, read by the benchmark from `augloader serve --metrics` " +
 		"(Prometheus text, before and after each row) exactly as an operator scrapes it: worker time building batches " +
-		"(summed over workers; it includes time a worker is runnable but descheduled), and the sender's time waiting for " +
+		"(summed over workers; it includes time a worker is runnable but descheduled) and waiting (for the next batch " +
+		"to build, or for room in the window while the client is behind), and the sender's time waiting for " +
 		"the next batch to be built or handing it to the client's socket. Per epoch:\n\n")
-	w.WriteString("| row | worker busy s | sender waited for workers s | sender waited on the client s | MB sent | batches |\n|---|---:|---:|---:|---:|---:|\n")
+	w.WriteString("| row | worker busy s | worker idle s | sender waited for workers s | sender waited on the client s | MB sent | batches |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		d := r.Daemon
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Name, fs(d.WorkerBusy), fs(d.WaitWorkers), fs(d.WaitClient), fnum(d.SentBytes/1e6), fnum(d.Batches))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, fs(d.WorkerBusy), fs(d.WorkerIdle), fs(d.WaitWorkers), fs(d.WaitClient), fnum(d.SentBytes/1e6), fnum(d.Batches))
 	}
 	w.WriteString("\n")
 }

@@ -118,6 +118,7 @@ type pyRow struct {
 	// row's epochs (augloader rows only).
 	Daemon *struct {
 		WorkerBusy  float64 `json:"worker_busy_s"`
+		WorkerIdle  float64 `json:"worker_idle_s"`
 		WaitWorkers float64 `json:"wait_workers_s"`
 		WaitClient  float64 `json:"wait_client_s"`
 		SentBytes   float64 `json:"sent_bytes"`
