@@ -70,17 +70,19 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 				return st, err
 			}
 		}
-		b, err := la.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return st, err
-		}
-		a, c, ok := pair(b)
+		a, c, ok := la.fastPair()
 		if !ok {
-			if a, c, err = la.slowPair(b); err != nil {
+			b, err := la.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
 				return st, err
+			}
+			if a, c, ok = pair(b); !ok {
+				if a, c, err = la.slowPair(b); err != nil {
+					return st, err
+				}
 			}
 		}
 		st.DirectedEntries++
