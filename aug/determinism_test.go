@@ -147,6 +147,26 @@ func TestNodeSamZeroAlloc(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("NodeSam allocates %.1f times per draw in steady state", allocs)
 	}
+	// The fused form, on indexed graphs, into a batch's reused columns.
+	var c aug.Coalesced
+	for k := range gs {
+		gs[k].Index = aug.BuildIndex(&gs[k])
+	}
+	batch := func(seed uint64) {
+		c.Reset()
+		base := int32(0)
+		for k := range gs {
+			aug.NodeSam{}.ApplyCoalesced(&gs[k], &out, s.Rand(seed, 0, gs[k].ID, aug.OpNodeSam), &s, &c, base)
+			base += out.N
+		}
+	}
+	for seed := range uint64(5) { // warm up: batches differ a little in size
+		batch(1000 + seed)
+	}
+	seed := uint64(0)
+	if allocs := testing.AllocsPerRun(50, func() { seed++; batch(seed) }); allocs != 0 {
+		t.Fatalf("NodeSam ApplyCoalesced allocates %.1f times per batch in steady state", allocs)
+	}
 }
 
 // TestScratchHistoryIndependent: an op's output must not depend on what the
