@@ -76,17 +76,25 @@ class Batch:
     y: np.ndarray            # int32 [B]
     y_mix: np.ndarray        # int32 [B]
     y_q: np.ndarray          # float32 [B]: soft label q·onehot(y) + (1-q)·onehot(y_mix)
-    policy: list             # str [B]
     padded: np.ndarray       # bool [B]
     feature_dim: int
     num_classes: int
     record: pa.RecordBatch   # the Arrow batch itself
 
     _edge_index: Optional[np.ndarray] = field(default=None, repr=False)
+    _policy: Optional[list] = field(default=None, repr=False)
 
     @property
     def num_graphs(self) -> int:
         return len(self.graph_id)
+
+    @property
+    def policy(self) -> list:
+        """The policy applied to each graph, str [B] (built on first use:
+        Python strings cost more than the rest of a batch's decoding)."""
+        if self._policy is None:
+            self._policy = self.record.column("policy").to_pylist()
+        return self._policy
 
     @property
     def edge_index(self) -> np.ndarray:
@@ -146,7 +154,6 @@ class Batch:
             y=col("y").to_numpy(zero_copy_only=True),
             y_mix=col("y_mix").to_numpy(zero_copy_only=True),
             y_q=col("y_q").to_numpy(zero_copy_only=True),
-            policy=col("policy").to_pylist(),
             padded=col("padded").to_numpy(zero_copy_only=False),
             feature_dim=int(md.get("augloader.feature_dim", 0)),
             num_classes=int(md.get("augloader.classes", 0)),
