@@ -7,26 +7,8 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/testutil"
 )
-
-// denseGraph returns a graph of n nodes with each canonical pair (u < v)
-// present with probability p, sorted by (u, v) as ops emit them.
-func denseGraph(r *rand.Rand, id int64, n int, p float64) aug.Graph {
-	g := aug.Graph{ID: id, N: int32(n), Q: 1}
-	for u := 0; u < n; u++ {
-		for v := u + 1; v < n; v++ {
-			if r.Float64() < p {
-				g.Edges = append(g.Edges, int32(u), int32(v))
-			}
-		}
-	}
-	codes := make([]int32, n)
-	for i := range codes {
-		codes[i] = int32(r.IntN(7))
-	}
-	g.SetCodes(codes, 7)
-	return g
-}
 
 type directed struct{ s, d int32 }
 
@@ -62,9 +44,9 @@ func TestCoalescedAppend(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	star := aug.Graph{N: 6, Edges: []int32{0, 1, 0, 2, 0, 3, 0, 4, 0, 5}}
 	tail := aug.Graph{N: 4, Edges: []int32{2, 3}}
-	graphs := []aug.Graph{{N: 0}, {N: 3}, star, tail, denseGraph(r, 0, 1, 1), denseGraph(r, 0, 5, 1)}
+	graphs := []aug.Graph{{N: 0}, {N: 3}, star, tail, testutil.DenseGraph(r, 0, 1, 1, 7), testutil.DenseGraph(r, 0, 5, 1, 7)}
 	for range 40 {
-		graphs = append(graphs, denseGraph(r, 0, 1+r.IntN(60), r.Float64()))
+		graphs = append(graphs, testutil.DenseGraph(r, 0, 1+r.IntN(60), r.Float64(), 7))
 	}
 	var c aug.Coalesced
 	for round := range 2 { // the second round reuses grown buffers
@@ -143,10 +125,10 @@ func TestApplyCoalesced(t *testing.T) {
 	gs := corpus(150)
 	gs = append(gs, aug.Graph{ID: 900, N: 0}, *graph(1), *graph(2, 0, 1), *graph(3, 0, 1, 0, 2, 1, 2))
 	for i, n := range []int{40, 74, 74, 120} {
-		gs = append(gs, denseGraph(r, int64(1000+i), n, 0.9))
+		gs = append(gs, testutil.DenseGraph(r, int64(1000+i), n, 0.9, 7))
 	}
 	for i := range 30 { // small dense graphs: the touched nodes are most of them
-		gs = append(gs, denseGraph(r, int64(2000+i), 2+r.IntN(8), r.Float64()))
+		gs = append(gs, testutil.DenseGraph(r, int64(2000+i), 2+r.IntN(8), r.Float64(), 7))
 	}
 	coalescedEqual(t, gs, 20)
 }
@@ -159,7 +141,7 @@ func BenchmarkCoalesce(b *testing.B) {
 	graphs := make([]aug.Graph, 32)
 	pairs := 0
 	for i := range graphs {
-		graphs[i] = denseGraph(r, int64(i), 74, 0.9)
+		graphs[i] = testutil.DenseGraph(r, int64(i), 74, 0.9, 7)
 		graphs[i].Index = aug.BuildIndex(&graphs[i])
 		pairs += len(graphs[i].Edges) / 2
 	}

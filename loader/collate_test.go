@@ -6,27 +6,8 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/testutil"
 )
-
-// randomCanonical returns a graph of n nodes with each canonical pair
-// (u < v) present with probability p, sorted by (u, v) as aug emits them,
-// and one code per node.
-func randomCanonical(r *rand.Rand, id int64, n int, p float64) aug.Graph {
-	g := aug.Graph{ID: id, N: int32(n), Q: 1}
-	for u := 0; u < n; u++ {
-		for v := u + 1; v < n; v++ {
-			if r.Float64() < p {
-				g.Edges = append(g.Edges, int32(u), int32(v))
-			}
-		}
-	}
-	codes := make([]int32, n)
-	for i := range codes {
-		codes[i] = int32(r.IntN(4))
-	}
-	g.SetCodes(codes, 4)
-	return g
-}
 
 // TestCollatorFusedMix: a batch mixing graphs whose edges NodeSam wrote
 // straight into the collator (fused, at its running base) with graphs
@@ -36,7 +17,7 @@ func TestCollatorFusedMix(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	var graphs []aug.Graph
 	for i := range 24 {
-		g := randomCanonical(r, int64(i), 1+r.IntN(50), r.Float64())
+		g := testutil.DenseGraph(r, int64(i), 1+r.IntN(50), r.Float64(), 4)
 		g.Index = aug.BuildIndex(&g)
 		graphs = append(graphs, g)
 	}

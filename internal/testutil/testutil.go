@@ -5,10 +5,13 @@ package testutil
 import (
 	"bytes"
 	"flag"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/augloader/augloader/aug"
 )
 
 // Rewrite regenerates golden files: go test ./... -args -rewrite
@@ -114,4 +117,25 @@ func Components(n int32, edges []int32) int {
 		}
 	}
 	return c
+}
+
+// DenseGraph returns a graph of n nodes with each canonical pair (u < v)
+// present with probability p, sorted by (u, v) as ops emit them, and one
+// of dim codes per node (COLLAB-like shapes for collation tests and
+// benchmarks).
+func DenseGraph(r *rand.Rand, id int64, n int, p float64, dim int32) aug.Graph {
+	g := aug.Graph{ID: id, N: int32(n), Q: 1}
+	for u := 0; u < n; u++ {
+		for v := u + 1; v < n; v++ {
+			if r.Float64() < p {
+				g.Edges = append(g.Edges, int32(u), int32(v))
+			}
+		}
+	}
+	codes := make([]int32, n)
+	for i := range codes {
+		codes[i] = int32(r.IntN(int(dim)))
+	}
+	g.SetCodes(codes, dim)
+	return g
 }

@@ -79,40 +79,8 @@ func (l *lineReader) fastPair() (a, c int64, ok bool) {
 		l.win, _ = l.br.Peek(l.br.Buffered())
 		b = l.win
 	}
-	i, n := 0, len(b)
-	for i < n && b[i] == ' ' {
-		i++
-	}
-	s := i
-	for i < n && b[i]-'0' <= 9 {
-		a = a*10 + int64(b[i]-'0')
-		i++
-	}
-	if i == s || i-s > 15 {
-		return 0, 0, false
-	}
-	for i < n && b[i] == ' ' {
-		i++
-	}
-	if i == n || b[i] != ',' {
-		return 0, 0, false
-	}
-	i++
-	for i < n && b[i] == ' ' {
-		i++
-	}
-	s = i
-	for i < n && b[i]-'0' <= 9 {
-		c = c*10 + int64(b[i]-'0')
-		i++
-	}
-	if i == s || i-s > 15 {
-		return 0, 0, false
-	}
-	for i < n && b[i] == ' ' {
-		i++
-	}
-	if i == n || b[i] != '\n' {
+	a, c, i, ok := scanPair(b)
+	if !ok || i == len(b) || b[i] != '\n' {
 		return 0, 0, false
 	}
 	l.used += i + 1
@@ -132,7 +100,15 @@ func (l *lineReader) sync() {
 // false for anything else, and the caller takes the slow path that names
 // the fault.
 func pair(b []byte) (a, c int64, ok bool) {
-	i, n := 0, len(b)
+	a, c, i, ok := scanPair(b)
+	return a, c, ok && i == len(b)
+}
+
+// scanPair reads "a, b" at the start of b — blanks (spaces only) around
+// two unsigned integers of at most 15 digits and the comma between them —
+// and returns them and the index after the trailing spaces.
+func scanPair(b []byte) (a, c int64, i int, ok bool) {
+	n := len(b)
 	for i < n && b[i] == ' ' {
 		i++
 	}
@@ -142,13 +118,13 @@ func pair(b []byte) (a, c int64, ok bool) {
 		i++
 	}
 	if i == s || i-s > 15 {
-		return 0, 0, false
+		return 0, 0, i, false
 	}
 	for i < n && b[i] == ' ' {
 		i++
 	}
 	if i == n || b[i] != ',' {
-		return 0, 0, false
+		return 0, 0, i, false
 	}
 	i++
 	for i < n && b[i] == ' ' {
@@ -160,12 +136,12 @@ func pair(b []byte) (a, c int64, ok bool) {
 		i++
 	}
 	if i == s || i-s > 15 {
-		return 0, 0, false
+		return 0, 0, i, false
 	}
 	for i < n && b[i] == ' ' {
 		i++
 	}
-	return a, c, i == n
+	return a, c, i, true
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' }
