@@ -344,26 +344,14 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 	keys := s.touchedKeys(raw, sp, o, p, last, n2)
 
 	// K: the touched keys' adjacency over the output nodes, each list
-	// sorted (a node meets its smaller neighbours first, then its larger).
-	koff := grow(s.koff, int(nOut)+1)
-	clear(koff)
+	// sorted (buildCSR, from the keys as sorted canonical pairs).
+	pairs := s.kpairs[:0]
 	for _, k := range keys {
-		koff[k>>32+1]++
-		koff[uint32(k)+1]++
+		pairs = append(pairs, int32(k>>32), int32(uint32(k)))
 	}
-	for y := int32(0); y < nOut; y++ {
-		koff[y+1] += koff[y]
-	}
-	kadj, kpos := grow(s.kadj, 2*len(keys)), grow(s.kpos, int(nOut))
-	copy(kpos, koff[:nOut])
-	for _, k := range keys {
-		u, v := int32(k>>32), int32(uint32(k))
-		kadj[kpos[u]] = v
-		kpos[u]++
-		kadj[kpos[v]] = u
-		kpos[v]++
-	}
-	s.koff, s.kadj, s.kpos = koff, kadj, kpos
+	s.kpairs = pairs
+	s.koff, s.kadj = s.buildCSR(nOut, pairs, s.koff, s.kadj)
+	koff, kadj := s.koff, s.kadj
 
 	start, total := len(c.Src), 2*(clean+len(keys))
 	c.Src = slices.Grow(c.Src, total)[:start+total]

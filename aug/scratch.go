@@ -22,7 +22,7 @@ type Scratch struct {
 	tmp        []int32
 	touched    []uint8 // emit: 1 for the ≤ 4 nodes whose edges change (all 0 between calls)
 	koff, kadj []int32 // emitCoalesced: adjacency of the touched output edges
-	kpos       []int32
+	kpairs     []int32 // and those edges as (u, v) pairs
 
 	// SubMix
 	score, y, rr, pp, ap []float64

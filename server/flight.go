@@ -110,7 +110,8 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 	if res.err == nil {
 		res.err = sendErr
 	}
-	f.Metrics.done(res.batches, res.graphs, sent, streamTimes(st), res.err)
+	times, _ := streamTimes(st)
+	f.Metrics.done(res.batches, res.graphs, sent, times, res.err)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"transport", "flight", "epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", res.graphs, "batches", res.batches, "MB", float64(sent) / 1e6, "seconds", secs}

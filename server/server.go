@@ -182,15 +182,16 @@ const sendBuffer = 4 << 20
 // streamTimes returns a finished stream's waits on its workers and on its
 // client, and its workers' busy and idle time, when it measures them (live
 // streams do; replayed ones have no workers).
-func streamTimes(st Stream) (t workerTimes) {
-	if ws, ok := st.(interface {
+func streamTimes(st Stream) (t workerTimes, measured bool) {
+	ws, ok := st.(interface {
 		Waits() (time.Duration, time.Duration)
 		Busy() (time.Duration, time.Duration)
-	}); ok {
+	})
+	if ok {
 		t.waitWorkers, t.waitClient = ws.Waits()
 		t.busy, t.idle = ws.Busy()
 	}
-	return t
+	return t, ok
 }
 
 // workerTimes are a stream's timings that /metrics sums.
@@ -267,18 +268,16 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	}
 	// Counters settle before the trailer: a client that has read it sees
 	// its stream counted and no longer active.
-	s.opts.Metrics.done(batches, graphs, cw.N, streamTimes(st), err)
+	times, measured := streamTimes(st)
+	s.opts.Metrics.done(batches, graphs, cw.N, times, err)
 	s.served.Add(1)
 	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", graphs, "batches", batches, "MB", float64(cw.N) / 1e6,
 		"seconds", secs, "graphs_per_s", float64(graphs) / max(secs, 1e-9)}
-	if ws, ok := st.(interface {
-		Waits() (time.Duration, time.Duration)
-	}); ok {
-		workers, client := ws.Waits()
-		attrs = append(attrs, "wait_workers_s", workers.Seconds(), "wait_client_s", client.Seconds())
+	if measured {
+		attrs = append(attrs, "wait_workers_s", times.waitWorkers.Seconds(), "wait_client_s", times.waitClient.Seconds())
 	}
 	switch {
 	case err != nil:
