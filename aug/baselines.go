@@ -1,18 +1,5 @@
 package aug
 
-import (
-	"fmt"
-	"strconv"
-	"strings"
-)
-
-// Op is one augmentation. Apply writes the augmented in into out (reusing
-// out's buffers) drawing only from r; in is not modified.
-type Op interface {
-	Name() string
-	Apply(in, out *Graph, r Rand, s *Scratch) error
-}
-
 // None copies the graph (the identity policy).
 type None struct{}
 
@@ -31,21 +18,6 @@ type AddEdge struct{}
 // node gets a uniform random code (one-hot) of the dimension; a dense node
 // gets the feature row of another uniformly random node.
 type ChangeAttr struct{}
-
-// Name implements Op.
-func (None) Name() string { return "none" }
-
-// Name implements Op.
-func (DropEdge) Name() string { return "dropedge" }
-
-// Name implements Op.
-func (DropNode) Name() string { return "dropnode" }
-
-// Name implements Op.
-func (AddEdge) Name() string { return "addedge" }
-
-// Name implements Op.
-func (ChangeAttr) Name() string { return "changeattr" }
 
 // Apply implements Op.
 func (None) Apply(in, out *Graph, _ Rand, _ *Scratch) error {
@@ -192,78 +164,4 @@ func (ChangeAttr) Apply(in, out *Graph, r Rand, _ *Scratch) error {
 	}
 	out.FeatOff[in.N] = int32(len(out.Codes))
 	return nil
-}
-
-// Names lists the ops New accepts.
-var Names = []string{"none", "nodesam", "nodesam-base", "split-only", "merge-only",
-	"submix", "submix-base", "dropedge", "dropnode", "addedge", "changeattr"}
-
-// New returns the op called name with params (only submix and submix-base
-// take one: p, the target ratio). partners feeds SubMix.
-func New(name string, params map[string]string, partners Partners) (Op, error) {
-	name = strings.ToLower(name)
-	for k := range params {
-		if k != "p" || !strings.HasPrefix(name, "submix") {
-			return nil, fmt.Errorf("aug: %s takes no parameter %q", name, k)
-		}
-	}
-	switch name {
-	case "none":
-		return None{}, nil
-	case "nodesam":
-		return NodeSam{}, nil
-	case "nodesam-base":
-		return NodeSamBase{}, nil
-	case "split-only":
-		return SplitOnly{}, nil
-	case "merge-only":
-		return MergeOnly{}, nil
-	case "submix", "submix-base":
-		p := 0.4
-		if v, ok := params["p"]; ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || !(f > 0 && f < 1) {
-				return nil, fmt.Errorf("aug: submix p=%q is not a number in (0, 1)", v)
-			}
-			p = f
-		}
-		return SubMix{P: p, Partners: partners, Base: name == "submix-base"}, nil
-	case "dropedge":
-		return DropEdge{}, nil
-	case "dropnode":
-		return DropNode{}, nil
-	case "addedge":
-		return AddEdge{}, nil
-	case "changeattr":
-		return ChangeAttr{}, nil
-	}
-	return nil, fmt.Errorf("aug: unknown policy %q (want one of %s)", name, strings.Join(Names, ", "))
-}
-
-// OpID is the operation id that keys op's random stream.
-func OpID(op Op) uint64 {
-	switch o := op.(type) {
-	case NodeSam:
-		return OpNodeSam
-	case NodeSamBase:
-		return OpNodeSamBase
-	case SplitOnly:
-		return OpSplitOnly
-	case MergeOnly:
-		return OpMergeOnly
-	case SubMix:
-		if o.Base {
-			return OpSubMixBase
-		}
-		return OpSubMix
-	case DropEdge:
-		return OpDropEdge
-	case DropNode:
-		return OpDropNode
-	case AddEdge:
-		return OpAddEdge
-	case ChangeAttr:
-		return OpChangeAttr
-	}
-	return OpNone
 }

@@ -114,13 +114,13 @@ func BenchmarkPolicies(b *testing.B) {
 		ops := allOps(uniformPartners{shape.gs})
 		names := make([]string, len(ops))
 		for i, op := range ops {
-			names[i] = op.Name()
+			names[i] = op.Spec().Name
 		}
 		// NodeSam and its split-based ablations again on graphs carrying
 		// their Index, as the loader serves them.
 		for _, op := range []aug.Op{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}} {
 			ops = append(ops, op)
-			names = append(names, op.Name()+"+index")
+			names = append(names, op.Spec().Name+"+index")
 		}
 		for oi, op := range ops {
 			graphs := shape.gs
@@ -251,7 +251,7 @@ func BenchmarkScaling(b *testing.B) {
 		g := subgraph(b, target, 1)
 		partner := subgraph(b, target, 2)
 		for _, op := range []aug.Op{aug.NodeSam{}, aug.SubMix{P: 0.4, Partners: onePartner{partner}}} {
-			b.Run(fmt.Sprintf("policy=%s/edges=%d", op.Name(), target), func(b *testing.B) {
+			b.Run(fmt.Sprintf("policy=%s/edges=%d", op.Spec().Name, target), func(b *testing.B) {
 				var s aug.Scratch
 				var out aug.Graph
 				// Warm up: grow the scratch and output buffers once.

@@ -102,17 +102,17 @@ func coalescedEqual(t *testing.T, gs []aug.Graph, draws int) {
 				}
 				w := appended(&want, from)
 				if g := appended(&got, from); !slices.Equal(g, w) {
-					t.Fatalf("%s graph %d (n=%d, m=%d) draw %d, indexed: got %v, want %v", op.Name(), plain.ID, plain.N, len(plain.Edges)/2, k, g, w)
+					t.Fatalf("%s graph %d (n=%d, m=%d) draw %d, indexed: got %v, want %v", op.Spec().Name, plain.ID, plain.N, len(plain.Edges)/2, k, g, w)
 				}
 				if g := appended(&gotPlain, from); !slices.Equal(g, w) {
-					t.Fatalf("%s graph %d draw %d, unindexed: got %v, want %v", op.Name(), plain.ID, k, g, w)
+					t.Fatalf("%s graph %d draw %d, unindexed: got %v, want %v", op.Spec().Name, plain.ID, k, g, w)
 				}
 				if len(fused.Edges) != 0 || len(plainOut.Edges) != 0 {
-					t.Fatalf("%s: ApplyCoalesced left edges in out", op.Name())
+					t.Fatalf("%s: ApplyCoalesced left edges in out", op.Spec().Name)
 				}
 				ref.Edges = ref.Edges[:0]
 				if !bytes.Equal(ref.AppendBinary(nil), fused.AppendBinary(nil)) || !bytes.Equal(ref.AppendBinary(nil), plainOut.AppendBinary(nil)) {
-					t.Fatalf("%s graph %d (#%d, %v) draw %d: nodes, features or labels differ:\nApply          %+v\nindexed fused  %+v\nplain fused    %+v", op.Name(), plain.ID, i, plain.Edges, k, ref, fused, plainOut)
+					t.Fatalf("%s graph %d (#%d, %v) draw %d: nodes, features or labels differ:\nApply          %+v\nindexed fused  %+v\nplain fused    %+v", op.Spec().Name, plain.ID, i, plain.Edges, k, ref, fused, plainOut)
 				}
 				base += ref.N
 			}
@@ -206,7 +206,7 @@ func TestApplyLeavesInputAlone(t *testing.T) {
 		for i := range gs {
 			in := &gs[i]
 			before := in.AppendBinary(nil)
-			if err := op.Apply(in, &out, s.Rand(9, 0, in.ID, aug.OpID(op)), &s); err != nil && op.Name() != "submix" && op.Name() != "submix-base" {
+			if err := op.Apply(in, &out, s.Rand(9, 0, in.ID, aug.OpID(op)), &s); err != nil && op.Spec().Name != "submix" && op.Spec().Name != "submix-base" {
 				t.Fatal(err)
 			}
 			if ca, ok := op.(aug.CoalescedApplier); ok {
@@ -215,11 +215,11 @@ func TestApplyLeavesInputAlone(t *testing.T) {
 				}
 			}
 			if !bytes.Equal(before, in.AppendBinary(nil)) {
-				t.Fatalf("%s modified its input, graph %d", op.Name(), in.ID)
+				t.Fatalf("%s modified its input, graph %d", op.Spec().Name, in.ID)
 			}
 		}
 		if !bytes.Equal(partnerBytes, partner.g.AppendBinary(nil)) {
-			t.Fatalf("%s modified the partner", op.Name())
+			t.Fatalf("%s modified the partner", op.Spec().Name)
 		}
 	}
 }

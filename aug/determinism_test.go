@@ -87,7 +87,7 @@ func epochBytes(t *testing.T, gs []aug.Graph, op aug.Op, seed, epoch uint64, wor
 func TestDeterminism(t *testing.T) {
 	gs := corpus(300)
 	for _, op := range allOps(uniformPartners{gs}) {
-		t.Run(op.Name(), func(t *testing.T) {
+		t.Run(op.Spec().Name, func(t *testing.T) {
 			one := epochBytes(t, gs, op, 9, 3, 1)
 			if again := epochBytes(t, gs, op, 9, 3, 1); !bytes.Equal(one, again) {
 				t.Fatal("repeated run differs")
@@ -116,7 +116,7 @@ func TestGoldenStreams(t *testing.T) {
 	var buf bytes.Buffer
 	for _, op := range allOps(uniformPartners{gs}) {
 		sum := sha256.Sum256(epochBytes(t, gs, op, 42, 0, 1))
-		buf.WriteString(op.Name())
+		buf.WriteString(op.Spec().Name)
 		buf.WriteString(" ")
 		for _, b := range sum[:8] {
 			buf.WriteString(string("0123456789abcdef"[b>>4]) + string("0123456789abcdef"[b&15]))
@@ -181,7 +181,7 @@ func TestScratchHistoryIndependent(t *testing.T) {
 		history = append(history, randomGraph(r, int64(1000+i), n, int(n)*3))
 	}
 	for _, op := range allOps(uniformPartners{gs}) {
-		t.Run(op.Name(), func(t *testing.T) {
+		t.Run(op.Spec().Name, func(t *testing.T) {
 			for i := range gs {
 				var fresh, used aug.Scratch
 				var a, b, sink aug.Graph

@@ -63,19 +63,19 @@ func FuzzAugment(f *testing.F) {
 		coalescedEqual(t, []aug.Graph{in}, 2)
 		for _, op := range allOps(onePartner{partner}) {
 			if err := op.Apply(&in, &out, s.Rand(seed, 0, 0, aug.OpID(op)), &s); err != nil {
-				t.Fatalf("%s: %v", op.Name(), err)
+				t.Fatalf("%s: %v", op.Spec().Name, err)
 			}
 			if err := aug.Check(&out, 0); err != nil {
-				t.Fatalf("%s: %v\nin %+v", op.Name(), err, in)
+				t.Fatalf("%s: %v\nin %+v", op.Spec().Name, err, in)
 			}
 			switch o := op.(type) {
 			case aug.NodeSam, aug.NodeSamBase:
 				if out.N != in.N || components(&out) != comps {
-					t.Fatalf("%s: %d nodes %d components, input %d, %d", op.Name(), out.N, components(&out), in.N, comps)
+					t.Fatalf("%s: %d nodes %d components, input %d, %d", op.Spec().Name, out.N, components(&out), in.N, comps)
 				}
 			case aug.SubMix:
 				if out.N != in.N {
-					t.Fatalf("%s: %d nodes, input %d", op.Name(), out.N, in.N)
+					t.Fatalf("%s: %d nodes, input %d", op.Spec().Name, out.N, in.N)
 				}
 				if !o.Base && components(&out) != comps {
 					t.Fatalf("submix: %d components, input %d\nin %+v\npartner %+v\nout %+v", components(&out), comps, in, partner, out)

@@ -89,7 +89,7 @@ func indexEqual(t *testing.T, gs []aug.Graph, draws int) {
 				op.Apply(&plain, &a, s1.Rand(3, uint64(k), plain.ID, aug.OpID(op)), &s1)
 				op.Apply(&indexed, &b, s2.Rand(3, uint64(k), plain.ID, aug.OpID(op)), &s2)
 				if !bytes.Equal(a.AppendBinary(nil), b.AppendBinary(nil)) {
-					t.Fatalf("%s graph %d draw %d: the index changes the output", op.Name(), plain.ID, k)
+					t.Fatalf("%s graph %d draw %d: the index changes the output", op.Spec().Name, plain.ID, k)
 				}
 				if b.Index != nil {
 					t.Fatal("an output carries an index")

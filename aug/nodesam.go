@@ -29,18 +29,6 @@ type SplitOnly struct{}
 // when the graph has no edge).
 type MergeOnly struct{}
 
-// Name implements Op.
-func (NodeSam) Name() string { return "nodesam" }
-
-// Name implements Op.
-func (NodeSamBase) Name() string { return "nodesam-base" }
-
-// Name implements Op.
-func (SplitOnly) Name() string { return "split-only" }
-
-// Name implements Op.
-func (MergeOnly) Name() string { return "merge-only" }
-
 // Apply implements Op.
 func (NodeSam) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	return nodeSam(in, out, r, s, true, true, true, nil, 0)

@@ -148,13 +148,13 @@ func TestProperties(t *testing.T) {
 							t.Fatal(err)
 						}
 						if err := aug.Check(&out, d.classes); err != nil {
-							t.Fatalf("%s: %v", op.Name(), err)
+							t.Fatalf("%s: %v", op.Spec().Name, err)
 						}
 						if out.N != in.N {
-							t.Fatalf("%s graph %d: %d nodes, input %d", op.Name(), in.ID, out.N, in.N)
+							t.Fatalf("%s graph %d: %d nodes, input %d", op.Spec().Name, in.ID, out.N, in.N)
 						}
 						if c := components(&out); c != comps {
-							t.Fatalf("%s graph %d: %d components, input %d", op.Name(), in.ID, c, comps)
+							t.Fatalf("%s graph %d: %d components, input %d", op.Spec().Name, in.ID, c, comps)
 						}
 						dE := float64(out.NumEdges() - in.NumEdges())
 						stats[oi].add(dE)
@@ -169,7 +169,7 @@ func TestProperties(t *testing.T) {
 			}
 			for oi, op := range ops {
 				t.Logf("%-13s %-12s draws %6d  mean ΔE %+8.4f ± %.4f (SE)  mean ΔE/|E| %+.5f ± %.5f",
-					ds.name, op.Name(), stats[oi].n, stats[oi].mean(), stats[oi].se(), relStats[oi].mean(), relStats[oi].se())
+					ds.name, op.Spec().Name, stats[oi].n, stats[oi].mean(), stats[oi].se(), relStats[oi].mean(), relStats[oi].se())
 			}
 			var totalE int
 			for gi := range d.graphs {

@@ -11,9 +11,11 @@ type Rand interface {
 	Uint64() uint64
 }
 
-// Operation ids: the last element of the (seed, epoch, graph, operation)
-// tuple that keys every random stream. They are part of the determinism
-// contract: changing one changes every augmented epoch.
+// Stream ids: the last element of the (seed, epoch, graph, id) tuple that
+// keys every random stream. The ops' ids (the Op* constants) and the
+// draws made outside any op (the Stream* constants) share one space, so no
+// two draws share a stream. They are part of the determinism contract:
+// changing one changes every augmented epoch.
 const (
 	OpNone uint64 = iota + 1
 	OpNodeSam
@@ -26,8 +28,19 @@ const (
 	OpDropNode
 	OpAddEdge
 	OpChangeAttr
-	OpPolicyChoice // which policy of a mixture a graph gets
-	OpPartner      // SubMix partner draws in the loader
+	// StreamPolicyChoice keys which policy of a mixture a graph gets.
+	StreamPolicyChoice
+	// StreamPartner is reserved (SubMix draws its partner from the
+	// target's own stream).
+	StreamPartner
+)
+
+// Stream ids of the epoch-level draws (package epoch).
+const (
+	// StreamPermutation keys the per-epoch permutation of the served set.
+	StreamPermutation uint64 = 1000
+	// StreamFolds keys the k-fold shuffle.
+	StreamFolds uint64 = 1001
 )
 
 // mix64 is SplitMix64's finaliser: a bijection on uint64 with full avalanche.

@@ -48,14 +48,6 @@ type SubMix struct {
 	Base bool
 }
 
-// Name implements Op.
-func (m SubMix) Name() string {
-	if m.Base {
-		return "submix-base"
-	}
-	return "submix"
-}
-
 // Apply implements Op.
 func (m SubMix) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	p := m.P

@@ -197,7 +197,7 @@ func benchEpoch(b *testing.B, dataset string) {
 			b.Run(name+"/stage=augment", func(b *testing.B) { perGraph(b, true) })
 			b.Run(name+"/stage=loader", func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					p, _ := l.Plan(loader.Request{Epoch: uint64(i), World: 1})
+					p, _ := l.Plan(wire.Request{Epoch: uint64(i), World: 1})
 					if _, err := l.Stream(ctx, p, func(arrow.RecordBatch) error { return nil }); err != nil {
 						b.Fatal(err)
 					}
@@ -207,7 +207,7 @@ func benchEpoch(b *testing.B, dataset string) {
 			b.Run(name+"/stage=encode", func(b *testing.B) {
 				var cw countingWriter
 				for i := 0; i < b.N; i++ {
-					p, _ := l.Plan(loader.Request{Epoch: uint64(i), World: 1})
+					p, _ := l.Plan(wire.Request{Epoch: uint64(i), World: 1})
 					if _, err := l.WriteStream(ctx, p, &cw); err != nil {
 						b.Fatal(err)
 					}
@@ -263,7 +263,7 @@ func benchEpoch(b *testing.B, dataset string) {
 			}
 			b.Run(fmt.Sprintf("policy=%s/stage=client-decode", pol), func(b *testing.B) {
 				var buf bytes.Buffer
-				p, _ := l.Plan(loader.Request{Epoch: 0, World: 1})
+				p, _ := l.Plan(wire.Request{Epoch: 0, World: 1})
 				if _, err := l.WriteStream(ctx, p, &buf); err != nil {
 					b.Fatal(err)
 				}

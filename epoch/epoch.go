@@ -18,9 +18,6 @@ import (
 	"github.com/augloader/augloader/aug"
 )
 
-// OpPermutation keys the per-epoch permutation's random stream.
-const OpPermutation uint64 = 1000
-
 // ErrRange: a request outside what the configuration offers.
 var ErrRange = errors.New("epoch: out of range")
 
@@ -40,7 +37,7 @@ const (
 // Permutation returns the served ids in the order of epoch e: a
 // Fisher–Yates shuffle keyed by (seed, epoch).
 func Permutation(seed, e uint64, served []int64) []int64 {
-	a, b := aug.Stream(seed, e, -1, OpPermutation)
+	a, b := aug.Stream(seed, e, -1, aug.StreamPermutation)
 	r := rand.New(rand.NewPCG(a, b))
 	p := append([]int64(nil), served...)
 	for i := len(p) - 1; i > 0; i-- {

@@ -181,7 +181,7 @@ func TestMixtureChoice(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for id := range int64(20000) {
-		counts[p.Choose(1, 0, id).Name()]++
+		counts[p.Choose(1, 0, id).Spec().Name]++
 		if p.Choose(1, 0, id) != p.Choose(1, 0, id) {
 			t.Fatal("choice not deterministic")
 		}

@@ -26,9 +26,8 @@ var ErrSchedule = errors.New("epoch: bad schedule")
 //	mixture  := item { "," item }
 //	item     := NAME { ":" ( KEY "=" VALUE | WEIGHT ) }
 //
-// NAME is an aug policy (none, nodesam, nodesam-base, split-only,
-// merge-only, submix, submix-base, dropedge, dropnode, addedge, changeattr);
-// KEY=VALUE are its parameters (submix: p); WEIGHT is a positive number. In
+// NAME is an op of aug's op table (aug.Names); KEY=VALUE are its
+// parameters (aug.Spec.Params); WEIGHT is a positive number. In
 // a mixture either every item has a weight or none has (equal weights);
 // weights are relative. A segment without a range covers every epoch. The
 // first segment whose range holds the epoch applies. '#' starts a comment.
@@ -163,14 +162,19 @@ func parseSegment(seg string) (Segment, error) {
 	return g, nil
 }
 
-// Uses reports whether any segment names one of the policies.
-func (s *Schedule) Uses(names ...string) bool {
+// UsesIndex reports whether any op of the schedule reads a graph's
+// aug.Index (aug.Spec.UsesIndex).
+func (s *Schedule) UsesIndex() bool { return s.any(func(sp *aug.Spec) bool { return sp.UsesIndex }) }
+
+// Augments reports whether any op of the schedule changes graphs (every op
+// but none).
+func (s *Schedule) Augments() bool { return s.any(func(sp *aug.Spec) bool { return sp.Augments }) }
+
+func (s *Schedule) any(f func(*aug.Spec) bool) bool {
 	for _, g := range s.Segments {
 		for _, it := range g.Items {
-			for _, n := range names {
-				if it.Name == n {
-					return true
-				}
+			if sp := aug.Lookup(it.Name); sp != nil && f(sp) {
+				return true
 			}
 		}
 	}
@@ -242,12 +246,12 @@ func NewPolicy(ops []aug.Op, weights []float64) (*Policy, error) {
 }
 
 // Choose returns the op for graph id in epoch e: a draw keyed by (seed,
-// epoch, graph id, OpPolicyChoice), so independent of rank and worker.
+// epoch, graph id, aug.StreamPolicyChoice), so independent of rank and worker.
 func (p *Policy) Choose(seed, e uint64, id int64) aug.Op {
 	if len(p.Ops) == 1 {
 		return p.Ops[0]
 	}
-	_, h := aug.Stream(seed, e, id, aug.OpPolicyChoice)
+	_, h := aug.Stream(seed, e, id, aug.StreamPolicyChoice)
 	u := float64(h>>11) / (1 << 53) // the stream key is itself a uniform hash
 	i := sort.SearchFloat64s(p.cum, u)
 	if i < len(p.cum) && p.cum[i] == u {

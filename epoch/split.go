@@ -11,9 +11,6 @@ import (
 	"github.com/augloader/augloader/aug"
 )
 
-// OpFolds keys the k-fold shuffle's random stream.
-const OpFolds uint64 = 1001
-
 // Split is a split file: {"training": [...], "test": [...]}, graph ids.
 type Split struct {
 	Training []int64 `json:"training"`
@@ -66,7 +63,7 @@ func StratifiedKFold(labels []int32, k int, seed uint64) ([]Split, error) {
 		byClass[c] = append(byClass[c], int64(id))
 	}
 	slices.Sort(classes)
-	a, b := aug.Stream(seed, 0, -1, OpFolds)
+	a, b := aug.Stream(seed, 0, -1, aug.StreamFolds)
 	r := rand.New(rand.NewPCG(a, b))
 	test := make([][]int64, k)
 	next := 0

@@ -1,8 +1,6 @@
 package loader
 
 import (
-	"strconv"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -10,64 +8,14 @@ import (
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/internal/arrowx"
 	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/wire"
 )
 
-// Batch columns (docs/protocol.md, "Batch schema"). One row per graph;
-// every list column's values flatten, without a loop over graphs, into
-// the PyG batch: edge_src/edge_dst → edge_index (both directions,
-// batch-global node ids, coalesced per graph), num_nodes → ptr and batch,
-// x_node/x_code/x_weight → the sparse one-hot features (or x, dense).
-const (
-	ColGraphID  = "graph_id"
-	ColNumNodes = "num_nodes"
-	ColEdgeSrc  = "edge_src"
-	ColEdgeDst  = "edge_dst"
-	ColXNode    = "x_node"
-	ColXCode    = "x_code"
-	ColXWeight  = "x_weight"
-	ColX        = "x"
-	ColY        = "y"
-	ColYMix     = "y_mix"
-	ColYQ       = "y_q"
-	ColPolicy   = "policy"
-	ColPadded   = "padded"
-
-	// ProtocolVersion is the batch schema's version (schema metadata).
-	ProtocolVersion = 1
-)
-
-// BatchSchema is the schema of every record batch for a dataset.
-func BatchSchema(man *shard.Manifest, req Request) *arrow.Schema {
-	i32 := arrow.PrimitiveTypes.Int32
-	list := func(t arrow.DataType) arrow.DataType { return arrow.ListOfNonNullable(t) }
-	fields := []arrow.Field{
-		{Name: ColGraphID, Type: arrow.PrimitiveTypes.Int64},
-		{Name: ColNumNodes, Type: i32},
-		{Name: ColEdgeSrc, Type: list(i32)},
-		{Name: ColEdgeDst, Type: list(i32)},
-	}
-	if man.Features.Kind.Categorical() {
-		fields = append(fields,
-			arrow.Field{Name: ColXNode, Type: list(i32)},
-			arrow.Field{Name: ColXCode, Type: list(i32)},
-			arrow.Field{Name: ColXWeight, Type: list(arrow.PrimitiveTypes.Float32)})
-	} else {
-		fields = append(fields, arrow.Field{Name: ColX, Type: list(arrow.PrimitiveTypes.Float32)})
-	}
-	fields = append(fields,
-		arrow.Field{Name: ColY, Type: i32},
-		arrow.Field{Name: ColYMix, Type: i32},
-		arrow.Field{Name: ColYQ, Type: arrow.PrimitiveTypes.Float32},
-		arrow.Field{Name: ColPolicy, Type: arrow.BinaryTypes.String},
-		arrow.Field{Name: ColPadded, Type: arrow.FixedWidthTypes.Boolean},
-	)
-	md := arrow.NewMetadata(
-		[]string{"augloader.protocol_version", "augloader.dataset", "augloader.feature_kind", "augloader.feature_dim",
-			"augloader.classes", "augloader.epoch", "augloader.rank", "augloader.world"},
-		[]string{strconv.Itoa(ProtocolVersion), man.Dataset, string(man.Features.Kind), strconv.Itoa(man.Features.Dim),
-			strconv.Itoa(man.Classes), strconv.FormatUint(req.Epoch, 10), strconv.Itoa(req.Rank), strconv.Itoa(req.World)},
-	)
-	return arrow.NewSchema(fields, &md)
+// BatchSchema is the schema of every record batch the loader builds for
+// req: wire's batch columns, with the dataset's feature encoding.
+func BatchSchema(man *shard.Manifest, req wire.Request) *arrow.Schema {
+	return wire.BatchSchema(wire.SchemaInfo{Dataset: man.Dataset, FeatureKind: string(man.Features.Kind),
+		FeatureDim: man.Features.Dim, Classes: man.Classes, Epoch: req.Epoch, Rank: req.Rank, World: req.World})
 }
 
 // collator accumulates one batch's columns. Its slices back the record

@@ -15,16 +15,8 @@ import (
 
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/wire"
 )
-
-// Request selects one rank's part of one epoch.
-type Request struct {
-	Epoch      uint64 `json:"epoch"`
-	Rank       int    `json:"rank"`
-	World      int    `json:"world"`
-	BatchSize  int    `json:"batch_size"`  // 0: the server's default
-	StartBatch int    `json:"start_batch"` // resume: first batch to send
-}
 
 // Config configures a Loader. Zero values take the stated defaults.
 type Config struct {
@@ -99,7 +91,7 @@ func New(src *Source, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !cfg.NoIndex && cfg.Schedule.Uses("nodesam", "nodesam-base", "split-only") {
+	if !cfg.NoIndex && cfg.Schedule.UsesIndex() {
 		src.EnableIndex()
 	}
 	return &Loader{src: src, cfg: cfg}, nil
@@ -113,7 +105,7 @@ func (l *Loader) Source() *Source { return l.src }
 
 // Plan is a request's batches, from StartBatch on.
 type Plan struct {
-	Request Request
+	Request wire.Request
 	Batches [][]epoch.Item
 	Total   int // batches in the whole rank slice (before StartBatch)
 	Policy  *epoch.Policy
@@ -130,7 +122,7 @@ func (p *Plan) Graphs() int {
 }
 
 // Plan validates req (errors wrap epoch.ErrRange) and cuts its batches.
-func (l *Loader) Plan(req Request) (*Plan, error) {
+func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	if req.World == 0 {
 		req.World = 1
 	}
@@ -336,7 +328,7 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 		if err != nil {
 			return nil, err
 		}
-		col.add(&w.out, op.Name(), it.Padded, fused)
+		col.add(&w.out, op.Spec().Name, it.Padded, fused)
 	}
 	return col.record(w.p.Schema, w.l.cfg.Mem), nil
 }
@@ -347,11 +339,11 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 func (w *worker) augment(op aug.Op, id int64, seed, e uint64, col *collator) (fused bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &GraphError{Graph: id, Policy: op.Name(), Err: fmt.Errorf("panic: %v", p)}
+			err = &GraphError{Graph: id, Policy: op.Spec().Name, Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
 	if err := w.l.src.Load(id, &w.in); err != nil {
-		return false, &GraphError{Graph: id, Policy: op.Name(), Err: err}
+		return false, &GraphError{Graph: id, Policy: op.Spec().Name, Err: err}
 	}
 	r := w.scratch.Rand(seed, e, id, aug.OpID(op))
 	if ca, ok := op.(aug.CoalescedApplier); ok {
@@ -360,7 +352,7 @@ func (w *worker) augment(op aug.Op, id int64, seed, e uint64, col *collator) (fu
 		err = op.Apply(&w.in, &w.out, r, &w.scratch)
 	}
 	if err != nil {
-		return false, &GraphError{Graph: id, Policy: op.Name(), Err: err}
+		return false, &GraphError{Graph: id, Policy: op.Spec().Name, Err: err}
 	}
 	return fused, nil
 }

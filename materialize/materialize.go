@@ -34,6 +34,7 @@ import (
 	"github.com/augloader/augloader/internal/version"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/wire"
 )
 
 // Format constants (docs/protocol.md, "Materialized epochs").
@@ -219,30 +220,23 @@ func writeEpoch(ctx context.Context, o Options, e uint64, dir string) (*EpochMan
 }
 
 func writeRank(ctx context.Context, o Options, e uint64, rank int, dir string) (*FileInfo, error) {
-	p, err := o.Loader.Plan(loader.Request{Epoch: e, Rank: rank, World: o.World, BatchSize: o.BatchSize})
+	p, err := o.Loader.Plan(wire.Request{Epoch: e, Rank: rank, World: o.World, BatchSize: o.BatchSize})
 	if err != nil {
 		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
 	}
 	name := FileName(rank, o.World)
-	f, err := os.CreateTemp(dir, "."+name+".tmp-")
+	f, err := iox.CreateAtomic(filepath.Join(dir, name), 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("materialize: %w", err)
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
+	defer f.Abort() // a no-op once committed
 	tw := &iox.CountingWriter{W: f, Hash: sha256.New()}
 	st, err := o.Loader.WriteStream(ctx, p, tw)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
 	}
 	fi := &FileInfo{Rank: rank, File: name}
-	if fi.SchemaBytes, fi.Batches, err = scanStream(tmp); err != nil {
+	if fi.SchemaBytes, fi.Batches, err = scanStream(f.TempName()); err != nil {
 		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
 	}
 	if len(fi.Batches) != st.Batches || len(fi.Batches) != len(p.Batches) {
@@ -253,10 +247,10 @@ func writeRank(ctx context.Context, o Options, e uint64, rank int, dir string) (
 	}
 	fi.Bytes, fi.Graphs = tw.N, st.Graphs
 	fi.SHA256 = hex.EncodeToString(tw.Hash.Sum(nil))
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return nil, fmt.Errorf("materialize: %w", err)
+	if err := f.Commit(); err != nil {
+		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
 	}
-	return fi, syncDir(dir)
+	return fi, nil
 }
 
 // scanStream walks an Arrow IPC stream file message by message and returns
@@ -309,35 +303,10 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
+	if err := iox.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("materialize: write %s: %w", path, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 func fileDigest(path string) (string, error) {

@@ -34,7 +34,9 @@ import (
 // panicOp panics on one graph, as a bug in an augmentation would.
 type panicOp struct{ at int64 }
 
-func (panicOp) Name() string { return "panicky" }
+var panicSpec = aug.Spec{Name: "panicky", ID: 999, Augments: true}
+
+func (panicOp) Spec() *aug.Spec { return &panicSpec }
 func (p panicOp) Apply(in, out *aug.Graph, r aug.Rand, s *aug.Scratch) error {
 	if in.ID == p.at {
 		panic("augmentation bug")
@@ -64,7 +66,7 @@ func (s planStream) WriteTo(ctx context.Context, w io.Writer) (int, int, error) 
 }
 
 func (ps panicSource) Open(req wire.Request) (server.Stream, error) {
-	p, err := ps.l.Plan(loader.Request{Epoch: req.Epoch, Rank: req.Rank, World: req.World, BatchSize: req.BatchSize})
+	p, err := ps.l.Plan(wire.Request{Epoch: req.Epoch, Rank: req.Rank, World: req.World, BatchSize: req.BatchSize})
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +90,7 @@ func TestWorkerPanicRecovered(t *testing.T) {
 		t.Fatalf("panicking request: %v", err)
 	}
 	// The loader reports the graph as a *GraphError too.
-	p, _ := l.Plan(loader.Request{Epoch: 13, World: 1})
+	p, _ := l.Plan(wire.Request{Epoch: 13, World: 1})
 	p.Policy, _ = epoch.NewPolicy([]aug.Op{panicOp{7}}, nil)
 	_, err = l.WriteStream(context.Background(), p, io.Discard)
 	var ge *loader.GraphError

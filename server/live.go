@@ -14,8 +14,7 @@ type Live struct{ L *loader.Loader }
 
 // Open implements Source.
 func (v Live) Open(req wire.Request) (Stream, error) {
-	p, err := v.L.Plan(loader.Request{Epoch: req.Epoch, Rank: req.Rank, World: req.World,
-		BatchSize: req.BatchSize, StartBatch: req.StartBatch})
+	p, err := v.L.Plan(req)
 	if err != nil {
 		return nil, err
 	}

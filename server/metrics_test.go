@@ -14,7 +14,6 @@ import (
 
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/fixture"
-	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"
 )
@@ -91,7 +90,7 @@ func TestWorkerIdle(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	const workers = 2
 	l := newLoader(t, dir, "nodesam", workers)
-	p, err := l.Plan(loader.Request{Epoch: 1, World: 1, BatchSize: 2}) // 30 batches: more than the window
+	p, err := l.Plan(wire.Request{Epoch: 1, World: 1, BatchSize: 2}) // 30 batches: more than the window
 	if err != nil {
 		t.Fatal(err)
 	}

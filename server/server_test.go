@@ -120,16 +120,16 @@ func rows(t testing.TB, rec arrow.RecordBatch, out map[int64][]byte, padded map[
 		}
 		return rec.Column(idx[0])
 	}
-	ids := col(loader.ColGraphID).(*array.Int64).Int64Values()
-	nn := col(loader.ColNumNodes).(*array.Int32).Int32Values()
-	src, dst := col(loader.ColEdgeSrc).(*array.List), col(loader.ColEdgeDst).(*array.List)
+	ids := col(wire.ColGraphID).(*array.Int64).Int64Values()
+	nn := col(wire.ColNumNodes).(*array.Int32).Int32Values()
+	src, dst := col(wire.ColEdgeSrc).(*array.List), col(wire.ColEdgeDst).(*array.List)
 	sv, dv := src.ListValues().(*array.Int32).Int32Values(), dst.ListValues().(*array.Int32).Int32Values()
-	xn, xc := col(loader.ColXNode).(*array.List), col(loader.ColXCode).(*array.List)
+	xn, xc := col(wire.ColXNode).(*array.List), col(wire.ColXCode).(*array.List)
 	xnv, xcv := xn.ListValues().(*array.Int32).Int32Values(), xc.ListValues().(*array.Int32).Int32Values()
-	xwv := col(loader.ColXWeight).(*array.List).ListValues().(*array.Float32).Float32Values()
-	y, ym := col(loader.ColY).(*array.Int32).Int32Values(), col(loader.ColYMix).(*array.Int32).Int32Values()
-	yq := col(loader.ColYQ).(*array.Float32).Float32Values()
-	pol, pad := col(loader.ColPolicy).(*array.String), col(loader.ColPadded).(*array.Boolean)
+	xwv := col(wire.ColXWeight).(*array.List).ListValues().(*array.Float32).Float32Values()
+	y, ym := col(wire.ColY).(*array.Int32).Int32Values(), col(wire.ColYMix).(*array.Int32).Int32Values()
+	yq := col(wire.ColYQ).(*array.Float32).Float32Values()
+	pol, pad := col(wire.ColPolicy).(*array.String), col(wire.ColPadded).(*array.Boolean)
 	base := int32(0)
 	for r := range ids {
 		var b bytes.Buffer
@@ -372,7 +372,7 @@ func TestClientDisconnect(t *testing.T) {
 func TestSlowConsumerBounded(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	l := newLoader(t, dir, policy, 2)
-	p, err := l.Plan(loader.Request{Epoch: 0, World: 1, BatchSize: 2})
+	p, err := l.Plan(wire.Request{Epoch: 0, World: 1, BatchSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

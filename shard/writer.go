@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -88,6 +87,7 @@ func (o *WriterOptions) withDefaults() WriterOptions {
 // never leaves a folder that looks complete. Not safe for concurrent use.
 type Writer struct {
 	out, tmp string
+	td       *iox.TempDir
 	opts     WriterOptions
 	schema   *arrow.Schema
 
@@ -132,16 +132,12 @@ func NewWriter(out string, opts WriterOptions) (*Writer, error) {
 	if _, err := os.Lstat(out); err == nil && !o.Force {
 		return nil, fmt.Errorf("%w: %s (use --force to replace it)", ErrExists, out)
 	}
-	parent := filepath.Dir(filepath.Clean(out))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	td, err := iox.NewTempDir(out)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
 	w := &Writer{
-		out: out, tmp: tmp, opts: o,
+		out: out, tmp: td.Path, td: td, opts: o,
 		schema: Schema(o.Dataset, o.FeatureKind, o.FeatureDim, o.EdgeLabels),
 	}
 	w.resetBatch()
@@ -370,14 +366,11 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(filepath.Join(w.tmp, ManifestName), data); err != nil {
-		return nil, err
+	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, ManifestName), data, 0o644); err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
 	}
-	if err := syncDir(w.tmp); err != nil {
-		return nil, err
-	}
-	if err := replaceDir(w.tmp, w.out); err != nil {
-		return nil, err
+	if err := w.td.Commit(); err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
 	}
 	return &m, nil
 }
@@ -388,61 +381,5 @@ func (w *Writer) Abort() {
 		w.file.Close()
 		w.file = nil
 	}
-	os.RemoveAll(w.tmp)
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("shard: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("shard: write %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("shard: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("shard: sync %s: %w", dir, err)
-	}
-	return nil
-}
-
-// replaceDir renames tmp to out. An existing out is first moved aside and
-// removed only after the new folder is in place, so nothing the user had is
-// lost if the rename fails.
-func replaceDir(tmp, out string) error {
-	var aside string
-	if _, err := os.Lstat(out); err == nil {
-		aside = fmt.Sprintf("%s.old-%d", out, time.Now().UnixNano())
-		if err := os.Rename(out, aside); err != nil {
-			return fmt.Errorf("shard: move old output aside: %w", err)
-		}
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		if aside != "" {
-			_ = os.Rename(aside, out)
-		}
-		return fmt.Errorf("shard: rename into place: %w", err)
-	}
-	if err := syncDir(filepath.Dir(filepath.Clean(out))); err != nil {
-		return err
-	}
-	if aside != "" {
-		return os.RemoveAll(aside)
-	}
-	return nil
+	w.td.Abort()
 }

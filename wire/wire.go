@@ -1,13 +1,21 @@
-// Package wire frames augloader's socket protocol (docs/protocol.md): a
-// request frame from the client; a response frame from the server, then on
-// success an Arrow IPC stream of the batches, then a trailer frame.
+// Package wire is augloader's protocol, in one place (docs/protocol.md):
+// the frames of the Unix-socket conversation, the request, response,
+// trailer and error bodies both transports carry, the error codes, and the
+// Arrow schema of a served batch (columns and schema-metadata keys).
 //
-// Every frame is
+// A socket conversation is a request frame from the client; a response
+// frame from the server, then on success an Arrow IPC stream of the
+// batches, then a trailer frame. Every frame is
 //
 //	magic [4]byte | version u8 | status u8 | reserved u16 (0) | length u32 LE | JSON body
 //
-// with the body at most MaxBody bytes. These constants are part of the
-// protocol. Parsing never panics and never reads past MaxBody.
+// with the body at most MaxBody bytes. Arrow Flight carries the same
+// request as a ticket and the same IPC messages as FlightData.
+//
+// Contract: these constants are the protocol; they change only together
+// with docs/protocol.md and testdata/golden/protocol.json, which the Go and
+// Python tests both check. Parsing never panics and never reads past
+// MaxBody.
 package wire
 
 import (
@@ -17,12 +25,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/augloader/augloader/internal/ipcframe"
 )
 
 // Protocol constants.
 const (
+	// Version is the frame version.
 	Version = 1
+	// MaxBody caps a frame's JSON body.
 	MaxBody = 64 << 10
+	// HeaderSize is a frame header's length.
+	HeaderSize = 12
+	// MaxArrowMetadata and MaxArrowBody cap one Arrow IPC message's
+	// flatbuffer metadata and body, on every reader of the protocol.
+	MaxArrowMetadata = ipcframe.MaxMetadata
+	MaxArrowBody     = ipcframe.MaxBody
 )
 
 // Frame magics.
@@ -38,50 +56,8 @@ const (
 	StatusError = 1
 )
 
-// Error codes in an error body.
-const (
-	CodeBadRequest  = "bad_request"  // malformed frame or JSON
-	CodeOutOfRange  = "out_of_range" // epoch, rank, batch size, start batch
-	CodeUnavailable = "unavailable"  // shutting down, too many streams
-	CodeInternal    = "internal"     // augmentation or storage failure
-)
-
 // ErrProtocol is the category of framing errors.
 var ErrProtocol = errors.New("wire: protocol error")
-
-// Request is the request body.
-type Request struct {
-	Epoch      uint64 `json:"epoch"`
-	Rank       int    `json:"rank"`
-	World      int    `json:"world"`
-	BatchSize  int    `json:"batch_size,omitempty"`
-	StartBatch int    `json:"start_batch,omitempty"`
-}
-
-// Response is the body of a successful response frame.
-type Response struct {
-	Dataset      string `json:"dataset"`
-	Epoch        uint64 `json:"epoch"`
-	Batches      int    `json:"batches"`       // batches that follow
-	TotalBatches int    `json:"total_batches"` // batches of the whole rank slice
-	Graphs       int    `json:"graphs"`        // graphs that follow
-}
-
-// Error is the body of an error response or trailer.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"error"`
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("server: %s: %s", e.Code, e.Message) }
-
-// Trailer closes a stream.
-type Trailer struct {
-	Batches int    `json:"batches"`
-	Graphs  int    `json:"graphs"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"error,omitempty"`
-}
 
 // WriteFrame writes one frame with body v encoded as JSON.
 func WriteFrame(w io.Writer, magic [4]byte, status byte, v any) error {
@@ -92,7 +68,7 @@ func WriteFrame(w io.Writer, magic [4]byte, status byte, v any) error {
 	if len(body) > MaxBody {
 		return fmt.Errorf("%w: body of %d bytes", ErrProtocol, len(body))
 	}
-	hdr := make([]byte, 12, 12+len(body))
+	hdr := make([]byte, HeaderSize, HeaderSize+len(body))
 	copy(hdr, magic[:])
 	hdr[4], hdr[5] = Version, status
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(len(body)))
@@ -103,7 +79,7 @@ func WriteFrame(w io.Writer, magic [4]byte, status byte, v any) error {
 // ReadFrame reads one frame, checking magic, version and length, and
 // returns its status and body.
 func ReadFrame(r io.Reader, magic [4]byte) (byte, []byte, error) {
-	var hdr [12]byte
+	var hdr [HeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if err == io.EOF {
 			return 0, nil, fmt.Errorf("%w: connection closed before a %s frame", ErrProtocol, magic[:])
@@ -128,40 +104,4 @@ func ReadFrame(r io.Reader, magic [4]byte) (byte, []byte, error) {
 		return 0, nil, fmt.Errorf("%w: short body: %v", ErrProtocol, err)
 	}
 	return hdr[5], body, nil
-}
-
-// ParseRequest reads and validates a request frame: known fields only,
-// non-negative values. Range checks against the dataset are the server's.
-func ParseRequest(r io.Reader) (Request, error) {
-	var req Request
-	status, body, err := ReadFrame(r, MagicRequest)
-	if err != nil {
-		return req, err
-	}
-	if status != StatusOK {
-		return req, fmt.Errorf("%w: request status %d", ErrProtocol, status)
-	}
-	return DecodeRequest(body)
-}
-
-// DecodeRequest checks a request body (the JSON of a request frame, or a
-// Flight ticket): at most MaxBody bytes, known fields only, no trailing
-// data, non-negative values.
-func DecodeRequest(body []byte) (Request, error) {
-	var req Request
-	if len(body) > MaxBody {
-		return req, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrProtocol, len(body), MaxBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("%w: request body: %v", ErrProtocol, err)
-	}
-	if dec.More() {
-		return req, fmt.Errorf("%w: trailing data after the request body", ErrProtocol)
-	}
-	if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 {
-		return req, fmt.Errorf("%w: negative rank, world, batch_size or start_batch", ErrProtocol)
-	}
-	return req, nil
 }

@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/augloader/augloader/internal/iox"
 )
 
 func main() {
@@ -38,7 +40,7 @@ func main() {
 		log.Fatal(err)
 	}
 	out := filepath.Join(*docs, "bench.md")
-	if err := writeAtomic(out, buf.Bytes()); err != nil {
+	if err := iox.WriteFileAtomic(out, buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	for _, f := range pg.wrote {
@@ -131,29 +133,4 @@ func readMachine() machine {
 		}
 	}
 	return m
-}
-
-// writeAtomic writes path through a temporary file in the same folder.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".bench-*.md")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/augloader/augloader/internal/iox"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -79,7 +81,7 @@ func plotScaling(series map[string][]scalePoint, names []string, subtitle, timeP
 		if ref {
 			p.Legend.Add("dashed: linear (slope 1)")
 		}
-		return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+		return savePNG(p, 7*vg.Inch, 4.5*vg.Inch, path)
 	}
 	if err := draw2(timePath, "seconds per augmented graph", func(q scalePoint) float64 { return q.ns / 1e9 }, true, true); err != nil {
 		return err
@@ -134,7 +136,7 @@ func plotStages(dataset string, bars []stageBar, partNames []string, floorSec fl
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.NominalX(labels...)
-	return p.Save(8.5*vg.Inch, 4.8*vg.Inch, path)
+	return savePNG(p, 8.5*vg.Inch, 4.8*vg.Inch, path)
 }
 
 // plotBars draws one horizontal bar per measurement (seconds per epoch),
@@ -164,5 +166,18 @@ func plotBars(title, subtitle string, labels []string, secs []float64, path stri
 	p.Legend.Top = true
 	p.NominalY(labels...)
 	p.X.Min, p.X.Max = 0, 1.05*slices.Max(secs)
-	return p.Save(8*vg.Inch, vg.Length(1.2+0.32*float64(len(labels)))*vg.Inch, path)
+	return savePNG(p, 8*vg.Inch, vg.Length(1.2+0.32*float64(len(labels)))*vg.Inch, path)
+}
+
+// savePNG renders p and writes it crash-safely (iox.WriteFileAtomic).
+func savePNG(p *plot.Plot, w, h vg.Length, path string) error {
+	wt, err := p.WriterTo(w, h, "png")
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return err
+	}
+	return iox.WriteFileAtomic(path, buf.Bytes(), 0o644)
 }

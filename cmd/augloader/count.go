@@ -3,8 +3,7 @@ package main
 import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-
-	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/wire"
 )
 
 type arrowRecord = arrow.RecordBatch
@@ -15,13 +14,13 @@ func countBatch(rec arrow.RecordBatch) (nodes, edges int64, policies map[string]
 	s := rec.Schema()
 	for i, f := range s.Fields() {
 		switch f.Name {
-		case loader.ColNumNodes:
+		case wire.ColNumNodes:
 			for _, v := range rec.Column(i).(*array.Int32).Int32Values() {
 				nodes += int64(v)
 			}
-		case loader.ColEdgeSrc:
+		case wire.ColEdgeSrc:
 			edges += int64(rec.Column(i).(*array.List).ListValues().Len())
-		case loader.ColPolicy:
+		case wire.ColPolicy:
 			col := rec.Column(i).(*array.String)
 			for j := 0; j < col.Len(); j++ {
 				policies[col.Value(j)]++

@@ -28,6 +28,7 @@ import (
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/app"
+	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/server"
@@ -332,10 +333,7 @@ func splitCmd() *cli.Command {
 			for i, f := range folds {
 				b, _ := json.Marshal(f)
 				p := filepath.Join(c.String("out"), fmt.Sprintf("fold-%02d.json", i))
-				if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
-					return err
-				}
-				if err := os.Rename(p+".tmp", p); err != nil {
+				if err := iox.WriteFileAtomic(p, append(b, '\n'), 0o644); err != nil {
 					return err
 				}
 			}

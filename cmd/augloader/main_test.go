@@ -19,7 +19,6 @@ import (
 	"github.com/augloader/augloader/internal/convert"
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/internal/testutil"
-	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/wire"
 )
@@ -87,14 +86,14 @@ func stopServe(t *testing.T, cmd *exec.Cmd, sock string, logs *strings.Builder) 
 func checkBatch(t *testing.T, rec arrow.RecordBatch, classes int32) {
 	t.Helper()
 	get := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
-	nn := get(loader.ColNumNodes).(*array.Int32).Int32Values()
+	nn := get(wire.ColNumNodes).(*array.Int32).Int32Values()
 	ptr := []int32{0}
 	for _, n := range nn {
 		ptr = append(ptr, ptr[len(ptr)-1]+n)
 	}
-	src := get(loader.ColEdgeSrc).(*array.List)
+	src := get(wire.ColEdgeSrc).(*array.List)
 	sv := src.ListValues().(*array.Int32).Int32Values()
-	dv := get(loader.ColEdgeDst).(*array.List).ListValues().(*array.Int32).Int32Values()
+	dv := get(wire.ColEdgeDst).(*array.List).ListValues().(*array.Int32).Int32Values()
 	for r := range nn {
 		set := map[[2]int32]bool{}
 		for k := src.Offsets()[r]; k < src.Offsets()[r+1]; k++ {
@@ -109,8 +108,8 @@ func checkBatch(t *testing.T, rec arrow.RecordBatch, classes int32) {
 			}
 		}
 	}
-	xn := get(loader.ColXNode).(*array.List).ListValues().(*array.Int32).Int32Values()
-	xw := get(loader.ColXWeight).(*array.List).ListValues().(*array.Float32).Float32Values()
+	xn := get(wire.ColXNode).(*array.List).ListValues().(*array.Int32).Int32Values()
+	xw := get(wire.ColXWeight).(*array.List).ListValues().(*array.Float32).Float32Values()
 	sum := make([]float64, ptr[len(ptr)-1])
 	for k, v := range xn {
 		sum[v] += float64(xw[k])
@@ -120,8 +119,8 @@ func checkBatch(t *testing.T, rec arrow.RecordBatch, classes int32) {
 			t.Fatalf("node %d: feature weights sum to %g", v, s)
 		}
 	}
-	y, ym := get(loader.ColY).(*array.Int32).Int32Values(), get(loader.ColYMix).(*array.Int32).Int32Values()
-	q := get(loader.ColYQ).(*array.Float32).Float32Values()
+	y, ym := get(wire.ColY).(*array.Int32).Int32Values(), get(wire.ColYMix).(*array.Int32).Int32Values()
+	q := get(wire.ColYQ).(*array.Float32).Float32Values()
 	for r := range y {
 		if y[r] < 0 || y[r] >= classes || ym[r] < 0 || ym[r] >= classes || q[r] < 0 || q[r] > 1 {
 			t.Fatalf("row %d: label %d/%d q %g", r, y[r], ym[r], q[r])
@@ -150,7 +149,7 @@ func TestServeProcessMUTAG(t *testing.T) {
 					for k, v := range p {
 						policies[k] += v
 					}
-					for _, q := range rec.Column(rec.Schema().FieldIndices(loader.ColYQ)[0]).(*array.Float32).Float32Values() {
+					for _, q := range rec.Column(rec.Schema().FieldIndices(wire.ColYQ)[0]).(*array.Float32).Float32Values() {
 						if q < 1 {
 							soft++
 						}

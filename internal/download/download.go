@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/augloader/augloader/internal/iox"
 )
 
 // DefaultBaseURL is where the TUDataset collection publishes NAME.zip.
@@ -81,11 +83,11 @@ func Fetch(ctx context.Context, o Options) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("download: %s: HTTP %s", u, resp.Status)
 	}
-	tmp, err := os.CreateTemp(o.Cache, "."+o.Name+".zip.tmp-")
+	tmp, err := iox.CreateAtomic(dst, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("download: %w", err)
 	}
-	defer os.Remove(tmp.Name())
+	defer tmp.Abort() // a no-op once committed
 	n, err := io.Copy(tmp, io.LimitReader(resp.Body, MaxZipBytes+1))
 	if err == nil && n > MaxZipBytes {
 		err = fmt.Errorf("larger than %d bytes", int64(MaxZipBytes))
@@ -93,16 +95,13 @@ func Fetch(ctx context.Context, o Options) (string, error) {
 	if err == nil {
 		err = tmp.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return "", fmt.Errorf("download: %s: %w", u, err)
 	}
-	if err := Check(tmp.Name(), o.Name, o.SHA256); err != nil {
+	if err := Check(tmp.TempName(), o.Name, o.SHA256); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	if err := tmp.Commit(); err != nil {
 		return "", fmt.Errorf("download: %w", err)
 	}
 	log.Info("downloaded", "path", dst, "bytes", n)

@@ -1,5 +1,8 @@
-// Package iox holds the small io wrappers several packages need: counting
-// and hashing writers and readers.
+// Package iox holds the small io pieces several packages need: counting
+// and hashing writers and readers, and crash-safe output (WriteFileAtomic,
+// AtomicFile, TempDir): every file or folder augloader writes for a user
+// goes through them, so nothing partial ever looks complete and nothing
+// the user had is lost.
 package iox
 
 import (

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/augloader/augloader/internal/iox"
 )
 
 // Shape is the family of graphs a spec draws.
@@ -94,25 +96,20 @@ func Write(ctx context.Context, s Spec, seed uint64, out string, force bool) (St
 	if s.Graphs < 1 || s.Nodes < int64(s.Graphs) {
 		return Stats{}, fmt.Errorf("synth: %d graphs with %d nodes is not a dataset", s.Graphs, s.Nodes)
 	}
-	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
-		return Stats{}, err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), "."+filepath.Base(out)+".tmp-")
+	td, err := iox.NewTempDir(out)
 	if err != nil {
-		return Stats{}, err
+		return Stats{}, fmt.Errorf("synth: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer td.Abort() // a no-op once committed
 	g := newGen(s, seed)
-	st, err := g.write(ctx, tmp)
+	st, err := g.write(ctx, td.Path)
 	if err != nil {
 		return st, err
 	}
-	if force {
-		if err := os.RemoveAll(out); err != nil {
-			return st, err
-		}
+	if err := td.Commit(); err != nil {
+		return st, fmt.Errorf("synth: %w", err)
 	}
-	return st, os.Rename(tmp, out)
+	return st, nil
 }
 
 type gen struct {
@@ -309,10 +306,10 @@ func (g *gen) write(ctx context.Context, dir string) (Stats, error) {
 	if err := fa.Sync(); err != nil {
 		return st, err
 	}
-	if err := os.WriteFile(path("_graph_indicator.txt"), ind, 0o644); err != nil {
+	if err := iox.WriteFileAtomic(path("_graph_indicator.txt"), ind, 0o644); err != nil {
 		return st, err
 	}
-	if err := os.WriteFile(path("_graph_labels.txt"), lbl, 0o644); err != nil {
+	if err := iox.WriteFileAtomic(path("_graph_labels.txt"), lbl, 0o644); err != nil {
 		return st, err
 	}
 	readme := fmt.Sprintf("Synthetic %s-shaped dataset written by augloader's shardconv synth.\n"+
