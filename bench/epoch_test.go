@@ -241,7 +241,7 @@ func benchEpoch(b *testing.B, dataset string) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				gs := server.NewFlightServer(&server.Flight{Source: server.Live{L: l}}, "")
+				gs := server.NewFlightServer(&server.Flight{Source: server.Live{L: l}}, server.FlightOptions{})
 				sctx, cancel := context.WithCancel(ctx)
 				done := make(chan struct{})
 				go func() { server.ServeFlight(sctx, gs, ln, time.Second); close(done) }()

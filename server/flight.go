@@ -12,15 +12,20 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/ipcframe"
 	"github.com/augloader/augloader/wire"
 )
@@ -30,54 +35,86 @@ import (
 // message of the socket stream (metadata and body unchanged), so a Flight
 // client reads the same record batches byte for byte. The gRPC trailer
 // carries augloader-batches and augloader-graphs; a cut stream ends with a
-// gRPC error instead.
+// gRPC error instead. Streams count against the same Limits as the
+// socket's when both run in one daemon (Run).
 type Flight struct {
 	flight.BaseFlightServer
 	Source  Source
-	Dataset string
 	Logger  *slog.Logger
-	// Describe, when set, is the FlightInfo of a request (schema, counts);
-	// ListFlights lists epoch 0 for world size 1.
-	Describe func(req wire.Request) (*flight.FlightInfo, error)
-	// Metrics, when set, counts Flight streams with the socket's.
 	Metrics *Metrics
+	// Limits apply when the Flight endpoint runs alone; Run shares the
+	// socket's instead.
+	Limits    Limits
+	admission *admission
+	once      sync.Once
 }
 
-func grpcCode(err error) codes.Code {
-	var we *wire.Error
-	switch {
-	case errors.Is(err, wire.ErrProtocol):
-		return codes.InvalidArgument
-	case errors.Is(err, epoch.ErrRange):
-		return codes.OutOfRange
-	case errors.As(err, &we) && we.Code == wire.CodeUnavailable, errors.Is(err, context.Canceled):
-		return codes.Unavailable
+// grpcCodes maps the protocol's error codes to gRPC's (docs/protocol.md).
+var grpcCodes = map[string]codes.Code{
+	wire.CodeBadRequest:  codes.InvalidArgument,
+	wire.CodeOutOfRange:  codes.OutOfRange,
+	wire.CodeUnavailable: codes.Unavailable,
+	wire.CodeInternal:    codes.Internal,
+}
+
+// statusOf is err as a gRPC status error with the protocol code's mapping.
+func statusOf(code string, err error) error {
+	c, ok := grpcCodes[code]
+	if !ok {
+		c = codes.Internal
 	}
-	return codes.Internal
+	msg := err.Error()
+	var we *wire.Error
+	if errors.As(err, &we) {
+		msg = we.Message
+	}
+	return status.Error(c, msg)
 }
 
 // ParseTicket decodes a ticket: the JSON body of a request frame, with the
 // same checks as the socket's.
 func ParseTicket(t []byte) (wire.Request, error) { return wire.DecodeRequest(t) }
 
+func (f *Flight) log() *slog.Logger {
+	if f.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return f.Logger
+}
+
+func (f *Flight) adm() *admission {
+	f.once.Do(func() {
+		if f.admission == nil {
+			f.admission = newAdmission(f.Limits)
+		}
+	})
+	return f.admission
+}
+
+func (f *Flight) reject(code string, err error) error {
+	f.Metrics.reject(code)
+	f.log().Warn("request rejected", "transport", "flight", "code", code, "err", err)
+	return statusOf(code, err)
+}
+
 // DoGet streams one request.
 func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) error {
-	log := f.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	start := time.Now()
 	req, err := ParseTicket(t.GetTicket())
 	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return f.reject(wire.CodeBadRequest, err)
 	}
+	ctx := fs.Context()
+	release, err := f.adm().acquire(flightClient(ctx))
+	if err != nil {
+		return f.reject(wire.CodeUnavailable, err)
+	}
+	defer release()
 	st, err := f.Source.Open(req)
 	if err != nil {
-		f.Metrics.reject(wire.CodeOutOfRange)
-		return status.Error(grpcCode(err), err.Error())
+		return f.reject(codeOf(err), err)
 	}
 	f.Metrics.start()
-	ctx := fs.Context()
 	pr, pw := io.Pipe()
 	type result struct {
 		batches, graphs int
@@ -116,11 +153,15 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 	attrs := []any{"transport", "flight", "epoch", req.Epoch, "rank", req.Rank, "world", req.World,
 		"graphs", res.graphs, "batches", res.batches, "MB", float64(sent) / 1e6, "seconds", secs}
 	if res.err != nil {
-		log.Warn("stream cut", append(attrs, "err", res.err)...)
-		return status.Error(grpcCode(res.err), res.err.Error())
+		f.log().Warn("stream cut", append(attrs, "err", res.err)...)
+		code := codeOf(res.err)
+		if ctx.Err() != nil {
+			code = wire.CodeUnavailable
+		}
+		return statusOf(code, res.err)
 	}
 	fs.SetTrailer(metadata.Pairs("augloader-batches", strconv.Itoa(res.batches), "augloader-graphs", strconv.Itoa(res.graphs)))
-	log.Info("epoch served", attrs...)
+	f.log().Info("epoch served", attrs...)
 	return nil
 }
 
@@ -131,7 +172,7 @@ func (f *Flight) GetFlightInfo(_ context.Context, d *flight.FlightDescriptor) (*
 	}
 	req, err := ParseTicket(d.GetCmd())
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, statusOf(wire.CodeBadRequest, err)
 	}
 	return f.info(req)
 }
@@ -139,7 +180,7 @@ func (f *Flight) GetFlightInfo(_ context.Context, d *flight.FlightDescriptor) (*
 func (f *Flight) info(req wire.Request) (*flight.FlightInfo, error) {
 	st, err := f.Source.Open(req)
 	if err != nil {
-		return nil, status.Error(grpcCode(err), err.Error())
+		return nil, statusOf(codeOf(err), err)
 	}
 	in := st.Info()
 	tkt, _ := json.Marshal(req)
@@ -152,11 +193,7 @@ func (f *Flight) info(req wire.Request) (*flight.FlightInfo, error) {
 	}
 	meta, _ := json.Marshal(in)
 	fi.AppMetadata = meta
-	if f.Describe != nil {
-		if extra, err := f.Describe(req); err == nil && extra != nil {
-			fi.Schema = extra.Schema
-		}
-	}
+	fi.Schema = flight.SerializeSchema(st.Schema(), memory.DefaultAllocator)
 	return fi, nil
 }
 
@@ -170,7 +207,7 @@ func (f *Flight) ListFlights(_ *flight.Criteria, fs flight.FlightService_ListFli
 	return fs.Send(fi)
 }
 
-// FlightOptions configure ServeFlight.
+// FlightOptions configure the Flight endpoint's listener and gRPC server.
 type FlightOptions struct {
 	// Address: grpc://HOST:PORT or grpc+unix:///PATH.
 	Address string
@@ -179,6 +216,9 @@ type FlightOptions struct {
 	// Token, when set, must be presented as "authorization: Bearer TOKEN"
 	// on every call (compared in constant time).
 	Token string
+	// MaxConnections caps open connections; beyond it a new one is closed
+	// at once (the client sees unavailable). 0: no cap.
+	MaxConnections int
 }
 
 // ListenFlight checks the address policy and opens the listener.
@@ -187,9 +227,12 @@ func ListenFlight(o FlightOptions) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: --flight %q: %w", o.Address, err)
 	}
+	var ln net.Listener
 	switch u.Scheme {
 	case "grpc+unix":
-		return Listen(u.Path, 0o600)
+		if ln, err = Listen(u.Path, 0o600); err != nil {
+			return nil, err
+		}
 	case "grpc", "grpc+tcp":
 		host := u.Hostname()
 		ip := net.ParseIP(host)
@@ -202,17 +245,108 @@ func ListenFlight(o FlightOptions) (net.Listener, error) {
 				return nil, errors.New("server: a remote Flight bind needs a token (--flight-token-file)")
 			}
 		}
-		ln, err := net.Listen("tcp", u.Host)
-		if err != nil {
+		if ln, err = net.Listen("tcp", u.Host); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		return ln, nil
+	default:
+		return nil, fmt.Errorf("server: --flight %q: want grpc://HOST:PORT or grpc+unix:///PATH", o.Address)
 	}
-	return nil, fmt.Errorf("server: --flight %q: want grpc://HOST:PORT or grpc+unix:///PATH", o.Address)
+	if o.MaxConnections > 0 {
+		ln = &capListener{Listener: ln, slots: make(chan struct{}, o.MaxConnections)}
+	}
+	return ln, nil
 }
 
-// NewFlightServer builds the gRPC server with the token check.
-func NewFlightServer(f *Flight, token string) *grpc.Server {
+// capListener closes connections beyond its cap as soon as they are
+// accepted, and keeps accepting after a passing error (no descriptors
+// left) instead of failing: gRPC would otherwise stop serving.
+type capListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	var backoff time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if retryable(err) && !errors.Is(err, net.ErrClosed) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
+// peerCreds records the peer's user id on Unix-socket connections, so the
+// per-client stream limit counts Flight clients by user as the socket does.
+type peerCreds struct {
+	credentials.TransportCredentials
+}
+
+type peerInfo struct {
+	credentials.AuthInfo
+	uid uint32
+}
+
+func (p peerCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	uid, ok := peerUID(unwrapConn(c))
+	conn, ai, err := p.TransportCredentials.ServerHandshake(c)
+	if err == nil && ok {
+		ai = peerInfo{AuthInfo: ai, uid: uid}
+	}
+	return conn, ai, err
+}
+
+func (p peerCreds) Clone() credentials.TransportCredentials {
+	return peerCreds{p.TransportCredentials.Clone()}
+}
+
+func unwrapConn(c net.Conn) net.Conn {
+	if sc, ok := c.(*slotConn); ok {
+		return sc.Conn
+	}
+	return c
+}
+
+// flightClient names the peer of a call for the per-client limit.
+func flightClient(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	if pi, ok := p.AuthInfo.(peerInfo); ok {
+		return fmt.Sprintf("uid %d", pi.uid)
+	}
+	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		return "ip " + ta.IP.String()
+	}
+	return ""
+}
+
+// NewFlightServer builds the gRPC server: the token check on every call,
+// peer user ids on Unix sockets, idle connections closed after 5 minutes.
+func NewFlightServer(f *Flight, o FlightOptions) *grpc.Server {
+	token := o.Token
 	check := func(ctx context.Context) error {
 		if token == "" {
 			return nil
@@ -226,6 +360,8 @@ func NewFlightServer(f *Flight, token string) *grpc.Server {
 		return status.Error(codes.Unauthenticated, "augloader: missing or wrong bearer token")
 	}
 	gs := grpc.NewServer(
+		grpc.Creds(peerCreds{insecure.NewCredentials()}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := check(ctx); err != nil {
 				return nil, err

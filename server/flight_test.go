@@ -33,7 +33,7 @@ func serveFlight(t *testing.T, src server.Source, unix bool, token string) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := server.NewFlightServer(&server.Flight{Source: src}, token)
+	gs := server.NewFlightServer(&server.Flight{Source: src}, server.FlightOptions{Token: token})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- server.ServeFlight(ctx, gs, ln, time.Second) }()
@@ -58,7 +58,7 @@ func TestFlightEqualsSocket(t *testing.T) {
 	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, ShardsDir: dir, Out: out, From: 0, To: 2, World: 2, ScheduleText: policy}); err != nil {
 		t.Fatal(err)
 	}
-	rp, _ := materialize.OpenReplay(out)
+	rp, _ := server.OpenReplay(out)
 	sock := serve(t, server.Live{L: l})
 	for name, src := range map[string]server.Source{"live": server.Live{L: l}, "replay": rp} {
 		for _, unix := range []bool{false, true} {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/epoch"
@@ -59,6 +60,8 @@ type planStream struct {
 func (s planStream) Info() wire.Response {
 	return wire.Response{Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs()}
 }
+
+func (s planStream) Schema() *arrow.Schema { return s.p.Schema }
 
 func (s planStream) WriteTo(ctx context.Context, w io.Writer) (int, int, error) {
 	st, err := s.l.WriteStream(ctx, s.p, w)
@@ -109,7 +112,7 @@ func TestReplayCorruptionWhileServing(t *testing.T) {
 	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, ShardsDir: dir, Out: out, From: 0, To: 2, ScheduleText: policy}); err != nil {
 		t.Fatal(err)
 	}
-	rp, _ := materialize.OpenReplay(out)
+	rp, _ := server.OpenReplay(out)
 	sock := serve(t, rp)
 	before := fetch(t, sock, wire.Request{Epoch: 1, World: 1}, nil)
 	man, _ := materialize.ReadEpoch(out, 1)
@@ -317,7 +320,7 @@ func TestPerClientStreamLimit(t *testing.T) {
 	// 300 COLLAB-shaped graphs: ~12 MB per epoch, more than the socket's
 	// send buffer (4 MiB) holds.
 	dir := fixture.SynthShards(t, "COLLAB", 300, 1)
-	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, dir, policy, 1)}, MaxStreamsPerClient: 2, Drain: time.Second})
+	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, dir, policy, 1)}, Limits: server.Limits{MaxStreamsPerClient: 2, Drain: time.Second}})
 	// Two streams that are not read (batch size 1: many batches, the socket
 	// buffer fills and the streams stay open).
 	var held []net.Conn

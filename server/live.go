@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )
@@ -31,6 +32,8 @@ func (s *liveStream) Info() wire.Response {
 	return wire.Response{Dataset: s.l.Source().Manifest().Dataset, Epoch: s.p.Request.Epoch,
 		Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs()}
 }
+
+func (s *liveStream) Schema() *arrow.Schema { return s.p.Schema }
 
 func (s *liveStream) WriteTo(ctx context.Context, w io.Writer) (int, int, error) {
 	st, err := s.l.WriteStream(ctx, s.p, w)

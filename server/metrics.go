@@ -19,7 +19,7 @@ type Metrics struct {
 	waitWorkers, waitClient, busy, idle     atomic.Int64 // nanoseconds
 	mu                                      sync.Mutex
 	rejected                                map[string]int64 // by error code
-	cut                                     atomic.Int64
+	cut, acceptErrors                       atomic.Int64
 }
 
 // NewMetrics returns zeroed counters.
@@ -49,6 +49,12 @@ func (m *Metrics) done(batches, graphs int, bytes int64, t workerTimes, err erro
 	}
 }
 
+func (m *Metrics) acceptError() {
+	if m != nil {
+		m.acceptErrors.Add(1)
+	}
+}
+
 func (m *Metrics) reject(code string) {
 	if m == nil {
 		return
@@ -69,6 +75,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	count("augloader_server_streams_total", "Streams started.", "counter", m.streams.Load())
 	count("augloader_server_streams_active", "Streams being served.", "gauge", m.active.Load())
 	count("augloader_server_streams_cut_total", "Streams ended by an error or shutdown.", "counter", m.cut.Load())
+	count("augloader_server_accept_errors_total", "Accepts that failed and were retried (out of file descriptors, ...).", "counter", m.acceptErrors.Load())
 	count("augloader_server_graphs_total", "Graphs sent.", "counter", m.graphs.Load())
 	count("augloader_server_batches_total", "Batches sent.", "counter", m.batches.Load())
 	count("augloader_server_sent_bytes_total", "Arrow IPC bytes sent.", "counter", m.bytes.Load())

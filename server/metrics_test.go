@@ -21,7 +21,7 @@ import (
 func TestMetrics(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	m := server.NewMetrics()
-	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m, Drain: time.Second})
+	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m, Limits: server.Limits{Drain: time.Second}})
 	var bytes int64
 	for e := range uint64(3) {
 		bytes += fetch(t, sock, wire.Request{Epoch: e, World: 1}, nil).Bytes
@@ -63,7 +63,7 @@ func TestMetricsFlightWorkerTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := server.NewFlightServer(&server.Flight{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m}, "")
+	gs := server.NewFlightServer(&server.Flight{Source: server.Live{L: newLoader(t, dir, policy, 2)}, Metrics: m}, server.FlightOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- server.ServeFlight(ctx, gs, ln, time.Second) }()

@@ -1,13 +1,21 @@
-// Package server is augloader's Unix-socket daemon: each connection sends
-// one request (package wire) and receives that epoch's batches for its rank
-// as one Arrow IPC stream, then a trailer. Many connections are served at
-// once. Streams come from a live loader or from materialized epochs.
+// Package server is augloader's daemon: it serves streams of augmented
+// batches (Live, from a loader; Replay, from epochs materialized to disk)
+// over a Unix socket (package wire's frames around an Arrow IPC stream)
+// and Arrow Flight (the same request as a ticket, the same IPC messages as
+// FlightData), with Prometheus counters. Run starts all of it as one
+// daemon; Server and Flight are its two transports.
 //
-// Contract: the socket file is created with the given mode (0600 by default)
-// and removed on shutdown; an existing path that is not a socket, or a
-// symlink, is never replaced; a live socket is never stolen. Shutdown (ctx
-// cancelled) stops accepting, lets streams finish for the drain period,
-// then cuts them with an "unavailable" trailer.
+// Contract:
+//   - The socket file is created with the given mode (0600 by default) and
+//     removed on shutdown; an existing path that is not a socket, or a
+//     symlink, is never replaced; a live socket is never stolen.
+//   - Both transports share one set of Limits: streams in all and per
+//     client, connections waiting for their request; the excess is refused
+//     with "unavailable", never by dying (accept keeps going after
+//     running out of descriptors, backing off).
+//   - Shutdown (ctx cancelled) stops accepting, lets streams finish for
+//     the drain period, then cuts them with an "unavailable" trailer,
+//     within a bounded time even when a client has stopped reading.
 package server
 
 import (
@@ -15,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -25,58 +32,45 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/wire"
 )
-
-// Stream is one request's batches.
-type Stream interface {
-	Info() wire.Response
-	// WriteTo writes the Arrow IPC stream, schema to end-of-stream marker.
-	WriteTo(ctx context.Context, w io.Writer) (batches, graphs int, err error)
-}
-
-// Source opens streams; errors wrapping epoch.ErrRange are reported to the
-// client as out_of_range.
-type Source interface {
-	Open(req wire.Request) (Stream, error)
-}
 
 // Options configure a Server.
 type Options struct {
 	Source Source
 	Logger *slog.Logger // nil: discard
 	// Mode of the socket file; default 0600.
-	Mode fs.FileMode
-	// Drain is how long shutdown waits for running streams; default 5 s.
-	Drain time.Duration
-	// MaxStreams caps concurrent streams; default 256. Beyond it a client
-	// gets an "unavailable" error.
-	MaxStreams int
-	// RequestTimeout bounds reading the request; default 10 s.
-	RequestTimeout time.Duration
+	Mode   fs.FileMode
+	Limits Limits
 	// Metrics, when set, counts streams, graphs, bytes and waits.
 	Metrics *Metrics
-	// MaxStreamsPerClient caps concurrent streams per client, a client
-	// being the peer's user id on the Unix socket; 0: MaxStreams.
-	MaxStreamsPerClient int
+
+	// admission, when set (by Run), is shared with the Flight endpoint.
+	admission *admission
 }
 
 // Server serves streams on a Unix socket.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	active  atomic.Int64
-	served  atomic.Int64
-	wg      sync.WaitGroup
-	streams chan struct{}
+	opts   Options
+	lim    Limits
+	log    *slog.Logger
+	adm    *admission
+	active atomic.Int64
+	served atomic.Int64
+	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	perClient map[uint32]int // streams per peer uid
+	mu      sync.Mutex
+	pending []*pendingConn        // accepted, request not read yet; oldest first
+	conns   map[net.Conn]struct{} // streaming
 }
 
-// New returns a server; call ListenAndServe.
+type pendingConn struct {
+	net.Conn
+	evicted atomic.Bool
+}
+
+// New returns a server; call Serve.
 func New(o Options) (*Server, error) {
 	if o.Source == nil {
 		return nil, errors.New("server: a source is required")
@@ -84,23 +78,16 @@ func New(o Options) (*Server, error) {
 	if o.Mode == 0 {
 		o.Mode = 0o600
 	}
-	if o.Drain <= 0 {
-		o.Drain = 5 * time.Second
-	}
-	if o.MaxStreams <= 0 {
-		o.MaxStreams = 256
-	}
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = 10 * time.Second
-	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if o.MaxStreamsPerClient <= 0 {
-		o.MaxStreamsPerClient = o.MaxStreams
+	lim := o.Limits.withDefaults()
+	adm := o.admission
+	if adm == nil {
+		adm = newAdmission(lim)
 	}
-	return &Server{opts: o, log: log, streams: make(chan struct{}, o.MaxStreams), perClient: map[uint32]int{}}, nil
+	return &Server{opts: o, lim: lim, log: log, adm: adm, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Active is the number of streams being served.
@@ -145,93 +132,144 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	var backoff time.Duration
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if retryable(err) {
+				// Out of descriptors (or another passing failure): wait
+				// for streams to end, as net/http does, instead of dying.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+				s.opts.Metrics.acceptError()
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
 				continue
 			}
 			return fmt.Errorf("server: accept: %w", err)
 		}
+		backoff = 0
+		pc := s.admit(conn)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handle(streamCtx, conn)
+			s.handle(streamCtx, pc)
 		}()
 	}
-	s.log.Info("shutting down", "active_streams", s.Active(), "drain", s.opts.Drain)
+	s.log.Info("shutting down", "active_streams", s.Active(), "drain", s.lim.Drain)
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(s.opts.Drain):
+	case <-time.After(s.lim.Drain):
 		cut()
+		s.unblock()
 		<-done
 	}
 	s.log.Info("stopped", "streams_served", s.served.Load())
 	return nil
 }
 
+// retryable: accept errors that pass (EMFILE, ENFILE, ENOBUFS, ENOMEM,
+// ECONNABORTED, timeouts).
+func retryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit queues a new connection as waiting for its request, evicting the
+// oldest waiting one when MaxPending are already waiting.
+func (s *Server) admit(conn net.Conn) *pendingConn {
+	pc := &pendingConn{Conn: conn}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) >= s.lim.MaxPending {
+		old := s.pending[0]
+		s.pending = s.pending[1:]
+		old.evicted.Store(true)
+		old.SetReadDeadline(time.Now()) // unblocks its request read
+	}
+	s.pending = append(s.pending, pc)
+	return pc
+}
+
+// requestRead takes pc off the waiting list.
+func (s *Server) requestRead(pc *pendingConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.pending {
+		if p == pc {
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// unblock makes every stream's pending and future writes fail within
+// cutGrace, so that a cut stream whose client stopped reading still ends.
+func (s *Server) unblock() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.SetWriteDeadline(time.Now().Add(cutGrace))
+	}
+	for _, p := range s.pending {
+		p.SetReadDeadline(time.Now())
+	}
+}
+
+// cutGrace is how long a cut stream may take to deliver its trailer.
+const cutGrace = 200 * time.Millisecond
+
 // sendBuffer is the socket send buffer asked for each stream.
 const sendBuffer = 4 << 20
 
-// streamTimes returns a finished stream's waits on its workers and on its
-// client, and its workers' busy and idle time, when it measures them (live
-// streams do; replayed ones have no workers).
-func streamTimes(st Stream) (t workerTimes, measured bool) {
-	ws, ok := st.(interface {
-		Waits() (time.Duration, time.Duration)
-		Busy() (time.Duration, time.Duration)
-	})
-	if ok {
-		t.waitWorkers, t.waitClient = ws.Waits()
-		t.busy, t.idle = ws.Busy()
-	}
-	return t, ok
-}
-
-// workerTimes are a stream's timings that /metrics sums.
-type workerTimes struct{ waitWorkers, waitClient, busy, idle time.Duration }
-
-func (s *Server) handle(ctx context.Context, conn net.Conn) {
+func (s *Server) handle(ctx context.Context, pc *pendingConn) {
+	conn := pc.Conn
 	defer conn.Close()
 	start := time.Now()
-	conn.SetReadDeadline(time.Now().Add(s.opts.RequestTimeout))
+	conn.SetReadDeadline(start.Add(s.lim.RequestTimeout))
 	req, err := wire.ParseRequest(bufio.NewReaderSize(conn, 4096))
+	s.requestRead(pc)
 	conn.SetReadDeadline(time.Time{})
-	if err != nil {
+	switch {
+	case pc.evicted.Load():
+		s.reject(conn, wire.CodeUnavailable, fmt.Errorf("too many connections waiting to send a request (%d)", s.lim.MaxPending))
+		return
+	case err != nil:
 		s.reject(conn, wire.CodeBadRequest, err)
 		return
 	}
-	select {
-	case s.streams <- struct{}{}:
-		defer func() { <-s.streams }()
-	default:
-		s.reject(conn, wire.CodeUnavailable, fmt.Errorf("%d streams already running", s.opts.MaxStreams))
+	client := ""
+	if uid, ok := peerUID(conn); ok {
+		client = fmt.Sprintf("uid %d", uid)
+	}
+	release, err := s.adm.acquire(client)
+	if err != nil {
+		s.reject(conn, wire.CodeUnavailable, err)
 		return
 	}
-	if uid, ok := peerUID(conn); ok {
-		if !s.acquireClient(uid) {
-			s.reject(conn, wire.CodeUnavailable, fmt.Errorf("user %d already has %d streams running", uid, s.opts.MaxStreamsPerClient))
-			return
-		}
-		defer s.releaseClient(uid)
-	}
+	defer release()
 	if ctx.Err() != nil {
 		s.reject(conn, wire.CodeUnavailable, errors.New("server shutting down"))
 		return
 	}
 	st, err := s.opts.Source.Open(req)
 	if err != nil {
-		code := wire.CodeInternal
-		if errors.Is(err, epoch.ErrRange) {
-			code = wire.CodeOutOfRange
-		}
-		s.reject(conn, code, err)
+		s.reject(conn, codeOf(err), err)
 		return
 	}
 	if uc, ok := conn.(*net.UnixConn); ok {
@@ -240,11 +278,14 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		// The kernel caps this at net.core.wmem_max.
 		uc.SetWriteBuffer(sendBuffer)
 	}
+	s.track(conn, true)
+	defer s.track(conn, false)
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	s.opts.Metrics.start()
 	info := st.Info()
 	if err := wire.WriteFrame(conn, wire.MagicResponse, wire.StatusOK, info); err != nil {
+		s.opts.Metrics.done(0, 0, 0, workerTimes{}, err)
 		return
 	}
 	// A closed client connection cancels the stream: watch for EOF.
@@ -271,6 +312,9 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	times, measured := streamTimes(st)
 	s.opts.Metrics.done(batches, graphs, cw.N, times, err)
 	s.served.Add(1)
+	if ctx.Err() == nil {
+		conn.SetWriteDeadline(time.Now().Add(s.lim.RequestTimeout))
+	}
 	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
 	secs := time.Since(start).Seconds()
 	attrs := []any{"epoch", req.Epoch, "rank", req.Rank, "world", req.World,
@@ -289,31 +333,26 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	}
 }
 
-func (s *Server) acquireClient(uid uint32) bool {
+func (s *Server) track(c net.Conn, on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.perClient[uid] >= s.opts.MaxStreamsPerClient {
-		return false
-	}
-	s.perClient[uid]++
-	return true
-}
-
-func (s *Server) releaseClient(uid uint32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.perClient[uid]--; s.perClient[uid] <= 0 {
-		delete(s.perClient, uid)
+	if on {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
 	}
 }
 
 // peerUID reads the connecting process's user id (SO_PEERCRED).
 func peerUID(conn net.Conn) (uint32, bool) {
-	uc, ok := conn.(*net.UnixConn)
+	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return 0, false
 	}
-	raw, err := uc.SyscallConn()
+	if _, unix := conn.LocalAddr().(*net.UnixAddr); !unix {
+		return 0, false
+	}
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return 0, false
 	}
@@ -330,5 +369,11 @@ func peerUID(conn net.Conn) (uint32, bool) {
 func (s *Server) reject(conn net.Conn, code string, err error) {
 	s.opts.Metrics.reject(code)
 	s.log.Warn("request rejected", "code", code, "err", err)
-	wire.WriteFrame(conn, wire.MagicResponse, wire.StatusError, wire.Error{Code: code, Message: err.Error()})
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	msg := err.Error()
+	var we *wire.Error
+	if errors.As(err, &we) {
+		msg = we.Message
+	}
+	wire.WriteFrame(conn, wire.MagicResponse, wire.StatusError, wire.Error{Code: code, Message: msg})
 }

@@ -66,7 +66,7 @@ func newLoaderSeed(t testing.TB, dir, pol string, workers int, seed uint64) *loa
 // serve starts a server on a real socket in a temp folder.
 func serve(t testing.TB, src server.Source) string {
 	t.Helper()
-	return serveWith(t, server.Options{Source: src, Drain: time.Second})
+	return serveWith(t, server.Options{Source: src, Limits: server.Limits{Drain: time.Second}})
 }
 
 // serveWith starts a server with the given options; at cleanup it stops
@@ -248,7 +248,7 @@ func TestReplayEqualsLive(t *testing.T) {
 	if checked, inc, errs := materialize.Verify(context.Background(), out); len(errs) > 0 || len(checked) != 3 || len(inc) != 0 {
 		t.Fatalf("verify: %v %v %v", checked, inc, errs)
 	}
-	rp, err := materialize.OpenReplay(out)
+	rp, err := server.OpenReplay(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,7 +22,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/epoch"
@@ -96,8 +94,9 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
 			&cli.StringFlag{Name: "materialized", Usage: "replay the epochs materialized in this folder instead of augmenting"},
 			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish"},
-			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams; more are refused as unavailable"},
-			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on the socket)"},
+			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams, socket and Flight together; more are refused as unavailable"},
+			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP)"},
+			&cli.IntFlag{Name: "max-pending", Value: 64, Usage: "connections waiting to send their request; a new one evicts the oldest"},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics (loopback, e.g. 127.0.0.1:9090)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
@@ -106,9 +105,12 @@ func serveCmd() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("--socket-mode %q: %w", c.String("socket-mode"), err)
 			}
+			if c.String("socket") == "" && c.String("flight") == "" {
+				return errors.New("serve: give --socket, --flight or both")
+			}
 			var src server.Source
 			if dir := c.String("materialized"); dir != "" {
-				rp, err := materialize.OpenReplay(dir)
+				rp, err := server.OpenReplay(dir)
 				if err != nil {
 					return err
 				}
@@ -128,61 +130,33 @@ func serveCmd() *cli.Command {
 				log.Info("serving", "shards", c.String("shards"), "dataset", m.Dataset, "graphs", len(b.Loader.Source().Served()),
 					"policy", b.ScheduleText, "seed", c.Uint64("seed"), "workers", b.Loader.Config().Workers)
 			}
-			if c.String("socket") == "" && c.String("flight") == "" {
-				return errors.New("serve: give --socket, --flight or both")
-			}
-			g, ctx := errgroup.WithContext(c.Context)
-			metrics := server.NewMetrics()
-			if addr := c.String("metrics"); addr != "" {
-				ln, err := server.ListenMetrics(addr, false)
+			var token string
+			if tf := c.String("flight-token-file"); tf != "" {
+				b, err := os.ReadFile(tf)
 				if err != nil {
 					return err
 				}
-				hs := &http.Server{Handler: server.MetricsHandler(metrics), ReadHeaderTimeout: 5 * time.Second}
-				log.Info("listening", "metrics", "http://"+ln.Addr().String()+"/metrics")
-				g.Go(func() error {
-					go func() { <-ctx.Done(); hs.Close() }()
-					if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-						return err
-					}
-					return nil
-				})
+				if token = strings.TrimSpace(string(b)); token == "" {
+					return fmt.Errorf("%s: empty token", tf)
+				}
 			}
-			if path := c.String("socket"); path != "" {
-				srv, err := server.New(server.Options{Source: src, Logger: log, Mode: os.FileMode(mode),
-					Drain: c.Duration("drain"), MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client"),
-					Metrics: metrics})
-				if err != nil {
-					return err
-				}
-				ln, err := server.Listen(path, os.FileMode(mode))
-				if err != nil {
-					return err
-				}
-				log.Info("listening", "socket", path)
-				g.Go(func() error { return srv.Serve(ctx, ln) })
-			}
-			if addr := c.String("flight"); addr != "" {
-				var token string
-				if tf := c.String("flight-token-file"); tf != "" {
-					b, err := os.ReadFile(tf)
-					if err != nil {
-						return err
-					}
-					if token = strings.TrimSpace(string(b)); token == "" {
-						return fmt.Errorf("%s: empty token", tf)
-					}
-				}
-				ln, err := server.ListenFlight(server.FlightOptions{Address: addr, AllowRemote: c.Bool("flight-allow-remote"), Token: token})
-				if err != nil {
-					return err
-				}
-				fsrv := &server.Flight{Source: src, Logger: log, Metrics: metrics}
-				gs := server.NewFlightServer(fsrv, token)
-				log.Info("listening", "flight", addr, "addr", ln.Addr().String(), "token", token != "")
-				g.Go(func() error { return server.ServeFlight(ctx, gs, ln, c.Duration("drain")) })
-			}
-			return g.Wait()
+			return server.Run(c.Context, server.DaemonOptions{
+				Source: src, Logger: log,
+				Socket: c.String("socket"), SocketMode: os.FileMode(mode),
+				Flight:  server.FlightOptions{Address: c.String("flight"), AllowRemote: c.Bool("flight-allow-remote"), Token: token},
+				Metrics: c.String("metrics"),
+				Limits: server.Limits{MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client"),
+					MaxPending: c.Int("max-pending"), Drain: c.Duration("drain")},
+				Ready: func(ep server.Endpoints) {
+					// One JSON line on stdout once every endpoint listens:
+					// what a supervisor (augloader.Daemon) waits for.
+					b, _ := json.Marshal(struct {
+						Ready bool `json:"ready"`
+						server.Endpoints
+					}{true, ep})
+					fmt.Println(string(b))
+				},
+			})
 		},
 	}
 }

@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// DaemonOptions configure Run: which endpoints serve Source, and the
+// limits they share.
+type DaemonOptions struct {
+	Source Source
+	Logger *slog.Logger // nil: discard
+	// Socket, when set, is the Unix socket to create (SocketMode, 0600 by
+	// default).
+	Socket     string
+	SocketMode fs.FileMode
+	// Flight, when Flight.Address is set, serves Arrow Flight too.
+	Flight FlightOptions
+	// Metrics, when set, is the loopback address of the Prometheus
+	// endpoint (http://ADDR/metrics).
+	Metrics string
+	// Limits bound both transports together; FitFDs is applied.
+	Limits Limits
+	// Counters are the metrics the daemon updates; default a fresh set.
+	Counters *Metrics
+	// Ready, when set, is called once every endpoint listens.
+	Ready func(Endpoints)
+}
+
+// Endpoints are the addresses a running daemon listens on (a port asked
+// as 0 is the one the kernel chose).
+type Endpoints struct {
+	Socket  string `json:"socket,omitempty"`
+	Flight  string `json:"flight,omitempty"`
+	Metrics string `json:"metrics,omitempty"`
+}
+
+// Run serves until ctx is cancelled, then shuts every endpoint down (each
+// drains for Limits.Drain) and returns nil; or returns the first error of
+// any endpoint, having stopped the others. Nothing is served unless every
+// endpoint could listen.
+func Run(ctx context.Context, o DaemonOptions) error {
+	if o.Source == nil {
+		return errors.New("server: a source is required")
+	}
+	if o.Socket == "" && o.Flight.Address == "" {
+		return errors.New("server: give a socket, a Flight address or both")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lim, note := o.Limits.FitFDs()
+	if note != "" {
+		log.Warn("limits lowered to fit the open-file limit", "detail", note)
+	}
+	metrics := o.Counters
+	if metrics == nil {
+		metrics = NewMetrics()
+	}
+	adm := newAdmission(lim)
+
+	var closers []func()
+	fail := func(err error) error {
+		for _, c := range closers {
+			c()
+		}
+		return err
+	}
+	var ep Endpoints
+	var mln, sln, fln net.Listener
+	var err error
+	if o.Metrics != "" {
+		if mln, err = ListenMetrics(o.Metrics, false); err != nil {
+			return fail(err)
+		}
+		closers = append(closers, func() { mln.Close() })
+		ep.Metrics = "http://" + mln.Addr().String() + "/metrics"
+	}
+	if o.Socket != "" {
+		if sln, err = Listen(o.Socket, o.SocketMode|fsDefault(o.SocketMode)); err != nil {
+			return fail(err)
+		}
+		closers = append(closers, func() { sln.Close() })
+		ep.Socket = o.Socket
+	}
+	if o.Flight.Address != "" {
+		fo := o.Flight
+		if fo.MaxConnections == 0 {
+			fo.MaxConnections = lim.MaxConnections
+		}
+		if fln, err = ListenFlight(fo); err != nil {
+			return fail(err)
+		}
+		closers = append(closers, func() { fln.Close() })
+		ep.Flight = o.Flight.Address
+		if ta, ok := fln.Addr().(*net.TCPAddr); ok && strings.HasPrefix(o.Flight.Address, "grpc") && !strings.HasPrefix(o.Flight.Address, "grpc+unix") {
+			ep.Flight = "grpc://" + ta.String()
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if mln != nil {
+		hs := &http.Server{Handler: MetricsHandler(metrics), ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			go func() { <-gctx.Done(); hs.Close() }()
+			if err := hs.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		log.Info("listening", "metrics", ep.Metrics)
+	}
+	if sln != nil {
+		srv, err := New(Options{Source: o.Source, Logger: log, Mode: o.SocketMode, Limits: lim, Metrics: metrics, admission: adm})
+		if err != nil {
+			return fail(err)
+		}
+		g.Go(func() error { return srv.Serve(gctx, sln) })
+		log.Info("listening", "socket", ep.Socket)
+	}
+	if fln != nil {
+		fs := &Flight{Source: o.Source, Logger: log, Metrics: metrics, Limits: lim, admission: adm}
+		gs := NewFlightServer(fs, o.Flight)
+		g.Go(func() error { return ServeFlight(gctx, gs, fln, lim.Drain) })
+		log.Info("listening", "flight", ep.Flight, "token", o.Flight.Token != "")
+	}
+	if o.Ready != nil {
+		o.Ready(ep)
+	}
+	return g.Wait()
+}
+
+func fsDefault(m fs.FileMode) fs.FileMode {
+	if m == 0 {
+		return 0o600
+	}
+	return 0
+}
