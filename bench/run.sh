@@ -38,4 +38,7 @@ step collate "$GO" test -run XXX -bench BenchmarkCoalesce -count "$COUNT" ./aug
 step epoch "$GO" test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m ./bench
 step python bash bench/python_collab.sh "$OUT/python.jsonl"
 step convert bash bench/convert_collab.sh
-"$GO" run ./bench/report -in "$OUT" -docs docs
+# bench/report is a module of its own (its plotting library stays out of
+# the library's go.mod).
+ROOT=$PWD
+(cd bench/report && "$GO" run . -in "$ROOT/$OUT" -docs "$ROOT/docs")
