@@ -36,7 +36,6 @@ import os
 import signal
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -46,6 +45,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 import augloader
+from augloader import _wire
 
 
 def free_port():
@@ -118,8 +118,7 @@ def raw_epoch(url, epoch):
     if url.startswith("unix://"):
         s = socket.socket(socket.AF_UNIX)
         s.connect(url[len("unix://"):])
-        body = json.dumps({"epoch": epoch, "rank": 0, "world": 1}).encode()
-        s.sendall(struct.pack("<4sBBHI", b"AUGQ", 1, 0, 0, len(body)) + body)
+        s.sendall(_wire.encode_request({"epoch": epoch, "rank": 0, "world": 1}))
         buf = bytearray(1 << 20)
         while True:
             k = s.recv_into(buf)
@@ -165,11 +164,9 @@ def decode_only(unix, epochs):
     """Decode a recorded NodeSam epoch held in memory into views (no daemon)."""
     s = socket.socket(socket.AF_UNIX)
     s.connect(unix[len("unix://"):])
-    body = json.dumps({"epoch": 0, "rank": 0, "world": 1}).encode()
-    s.sendall(struct.pack("<4sBBHI", b"AUGQ", 1, 0, 0, len(body)) + body)
+    s.sendall(_wire.encode_request({"epoch": 0, "rank": 0, "world": 1}))
     f = s.makefile("rb")
-    hdr = f.read(12)
-    f.read(struct.unpack("<4sBBHI", hdr)[4])
+    _wire.read_frame(f, _wire.MAGIC_RESPONSE)
     stream = f.read()  # open_stream stops at the end-of-stream marker, before the AUGT trailer
     s.close()
     times = []

@@ -173,22 +173,6 @@ func rows(t testing.TB, rec arrow.RecordBatch, out map[int64][]byte, padded map[
 	}
 }
 
-func TestWorkersByteIdentical(t *testing.T) {
-	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
-	var digests [][32]byte
-	for _, w := range []int{1, 2, 8} {
-		sock := serve(t, server.Live{L: newLoader(t, dir, policy, w)})
-		res := fetch(t, sock, wire.Request{Epoch: 3, World: 1}, nil)
-		if res.Graphs != 60 || res.Batches != 4 {
-			t.Fatalf("workers %d: %d graphs in %d batches", w, res.Graphs, res.Batches)
-		}
-		digests = append(digests, res.Digest)
-	}
-	if digests[0] != digests[1] || digests[0] != digests[2] {
-		t.Fatalf("streams differ across 1, 2, 8 workers: %x", digests)
-	}
-}
-
 func TestRankUnion(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	sock := serve(t, server.Live{L: newLoader(t, dir, policy, 2)})
@@ -215,23 +199,6 @@ func TestRankUnion(t *testing.T) {
 		for id, b := range got {
 			if !bytes.Equal(b, ref[id]) {
 				t.Fatalf("world %d: graph %d augmented differently than with world 1", world, id)
-			}
-		}
-	}
-}
-
-func TestResume(t *testing.T) {
-	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
-	sock := serve(t, server.Live{L: newLoader(t, dir, policy, 2)})
-	full := fetch(t, sock, wire.Request{Epoch: 2, BatchSize: 7}, nil)
-	for _, k := range []int{0, 1, 4, full.Batches} {
-		tail := fetch(t, sock, wire.Request{Epoch: 2, BatchSize: 7, StartBatch: k}, nil)
-		if len(tail.BatchDigests) != full.Batches-k {
-			t.Fatalf("resume at %d: %d batches, want %d", k, len(tail.BatchDigests), full.Batches-k)
-		}
-		for i, d := range tail.BatchDigests {
-			if d != full.BatchDigests[k+i] {
-				t.Fatalf("resume at %d: batch %d differs from the full stream's", k, k+i)
 			}
 		}
 	}
@@ -368,29 +335,6 @@ func TestClientDisconnect(t *testing.T) {
 	}
 }
 
-// A slow consumer holds at most Window batches in flight.
-func TestSlowConsumerBounded(t *testing.T) {
-	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
-	l := newLoader(t, dir, policy, 2)
-	p, err := l.Plan(wire.Request{Epoch: 0, World: 1, BatchSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := l.Stream(context.Background(), p, func(arrow.RecordBatch) error {
-		time.Sleep(15 * time.Millisecond) // far slower than building 2 graphs, even under -race
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Batches != 30 || st.MaxInFlight > l.Config().Window {
-		t.Fatalf("%d batches, max in flight %d, window %d", st.Batches, st.MaxInFlight, l.Config().Window)
-	}
-	if st.WaitSink < st.WaitWorkers {
-		t.Errorf("slow sink: waited %s on the sink, %s on workers", st.WaitSink, st.WaitWorkers)
-	}
-}
-
 func TestSocketSafety(t *testing.T) {
 	dir := t.TempDir()
 	regular := filepath.Join(dir, "file")
@@ -426,32 +370,4 @@ func TestSocketSafety(t *testing.T) {
 		t.Fatalf("stale socket: %v", err)
 	}
 	ln2.Close()
-}
-
-// The per-graph NodeSam index is a cache: streams are byte-identical with
-// and without it.
-func TestIndexDoesNotChangeStreams(t *testing.T) {
-	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
-	build := func(noIndex bool) *loader.Loader {
-		r, err := shard.Open(context.Background(), dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		src, _ := loader.NewSource(r, nil)
-		sched, _ := epoch.ParseSchedule(policy)
-		l, err := loader.New(src, loader.Config{Seed: 11, Schedule: sched, Workers: 2, BatchSize: 16, NoIndex: noIndex})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	with, without := serve(t, server.Live{L: build(false)}), serve(t, server.Live{L: build(true)})
-	for e := range uint64(3) {
-		a := fetch(t, with, wire.Request{Epoch: e, World: 1}, nil)
-		b := fetch(t, without, wire.Request{Epoch: e, World: 1}, nil)
-		if a.Digest != b.Digest {
-			t.Fatalf("epoch %d: indexed stream differs", e)
-		}
-	}
 }

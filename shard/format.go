@@ -6,15 +6,10 @@
 // The byte-level specification is docs/format.md; the constants in this file
 // are part of the format and change only together with that document.
 //
-// Usage:
-//
-//	w, err := shard.NewWriter(dir, shard.WriterOptions{Dataset: "MUTAG", ...})
-//	for _, g := range graphs { err = w.Append(&g) }
-//	err = w.Close(manifestFields) // renames the folder into place
-//
-//	r, err := shard.Open(dir)     // verifies every shard's checksum
-//	defer r.Close()
-//	g, err := r.Graph(17)         // zero-copy view, safe for concurrent use
+// Usage (Example in example_test.go, compiled and run by go test): a
+// Writer appends graphs in id order and Finish renames the folder into
+// place; Open verifies every shard's checksum and Reader.Graph returns a
+// zero-copy view of one graph.
 //
 // A Reader is safe for concurrent use by many goroutines once Open returns.
 // A Writer is not.

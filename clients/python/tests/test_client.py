@@ -130,7 +130,7 @@ def test_socket_reader_chunks():
     import socket
     import threading
 
-    from augloader import _SocketReader
+    from augloader._socket import SocketReader as _SocketReader
 
     rng = np.random.default_rng(5)
     data = rng.integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()

@@ -1,0 +1,227 @@
+"""The augloader protocol (docs/protocol.md), the Python side: frame layout,
+limits, error codes, batch columns and the Arrow IPC message reader.
+
+Every constant here equals package wire's in Go; ``tests/test_wire.py``
+checks them against ``testdata/golden/protocol.json``, which a Go test
+writes from package wire, and parses the golden socket conversation
+``testdata/golden/stream-tiny.bin`` that a Go test pins.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from typing import Iterator, Optional
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+# Frames: magic [4]byte | version u8 | status u8 | reserved u16 | length u32 LE | JSON body.
+VERSION = 1
+HEADER = struct.Struct("<4sBBHI")
+HEADER_SIZE = HEADER.size
+MAX_BODY = 64 << 10
+MAGIC_REQUEST = b"AUGQ"
+MAGIC_RESPONSE = b"AUGR"
+MAGIC_TRAILER = b"AUGT"
+STATUS_OK = 0
+STATUS_ERROR = 1
+
+# Arrow IPC messages (each: FF FF FF FF | int32 metadata length | flatbuffer | body).
+MAX_ARROW_METADATA = 64 << 20
+MAX_ARROW_BODY = 1 << 30
+SCHEMA_VERSION = 1
+CONTINUATION = 0xFFFFFFFF
+
+CODES = ("bad_request", "out_of_range", "unavailable", "internal")
+
+COLUMNS = ("graph_id", "num_nodes", "edge_src", "edge_dst", "x_node", "x_code", "x_weight", "x",
+           "y", "y_mix", "y_q", "policy", "padded")
+METADATA_KEYS = ("augloader.protocol_version", "augloader.dataset", "augloader.feature_kind",
+                 "augloader.feature_dim", "augloader.classes", "augloader.epoch", "augloader.rank",
+                 "augloader.world")
+
+REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch")
+
+_I32, _I64, _F32 = pa.int32(), pa.int64(), pa.float32()
+
+
+def _expected_fields(dense: bool):
+    lst = lambda t: pa.list_(pa.field("item", t, nullable=False))  # noqa: E731
+    fields = [("graph_id", _I64), ("num_nodes", _I32), ("edge_src", lst(_I32)), ("edge_dst", lst(_I32))]
+    fields += [("x", lst(_F32))] if dense else [("x_node", lst(_I32)), ("x_code", lst(_I32)), ("x_weight", lst(_F32))]
+    return fields + [("y", _I32), ("y_mix", _I32), ("y_q", _F32), ("policy", pa.string()), ("padded", pa.bool_())]
+
+
+def check_schema(schema: pa.Schema) -> dict:
+    """Checks a stream's schema against the protocol (columns, types,
+    metadata) and returns its metadata as str -> str; ConnectionLost names
+    what is wrong, so a damaged stream never reaches the trainer."""
+    try:
+        md = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    except UnicodeDecodeError:
+        raise ConnectionLost("protocol error: schema metadata is not UTF-8") from None
+    missing = [k for k in METADATA_KEYS if k not in md]
+    if missing:
+        raise ConnectionLost(f"protocol error: schema metadata lacks {missing}")
+    kind = md["augloader.feature_kind"]
+    if kind not in ("labels", "degree", "attributes"):
+        raise ConnectionLost(f"protocol error: feature kind {kind!r}")
+    for k in ("augloader.protocol_version", "augloader.feature_dim", "augloader.classes", "augloader.epoch",
+              "augloader.rank", "augloader.world"):
+        v = md[k]
+        if not (v.isascii() and v.isdigit()) or len(v) > 20:
+            raise ConnectionLost(f"protocol error: schema metadata {k}={v!r} is not a count")
+    if int(md["augloader.protocol_version"]) != SCHEMA_VERSION:
+        raise ConnectionLost(f"protocol error: batch schema version {md['augloader.protocol_version']}, this client reads {SCHEMA_VERSION}")
+    got = [(f.name, f.type) for f in schema]
+    want = _expected_fields(kind == "attributes")
+    if [n for n, _ in got] != [n for n, _ in want] or any(not a.equals(b) for (_, a), (_, b) in zip(got, want)):
+        raise ConnectionLost(f"protocol error: batch columns {got}, want {want}")
+    return md
+
+
+class ServerError(Exception):
+    """The server refused or cut the request."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ConnectionLost(Exception):
+    """The connection closed, or broke the protocol, before the stream was
+    complete."""
+
+
+def encode_request(req: dict) -> bytes:
+    """A request frame for req (known fields only, non-negative ints)."""
+    unknown = set(req) - set(REQUEST_FIELDS)
+    if unknown:
+        raise ValueError(f"augloader: unknown request fields {sorted(unknown)}")
+    for k, v in req.items():
+        if not isinstance(v, int) or v < 0:
+            raise ValueError(f"augloader: request field {k}={v!r} is not a non-negative integer")
+    body = json.dumps(req, separators=(",", ":")).encode()
+    return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
+
+
+def read_exact(f, mv: memoryview) -> None:
+    """Fills mv from f (anything with readinto); ConnectionLost at EOF."""
+    got = 0
+    while got < len(mv):
+        k = f.readinto(mv[got:])
+        if not k:
+            raise ConnectionLost("connection closed inside an Arrow message")
+        got += k
+
+
+def read_frame(f, magic: bytes):
+    """Reads one frame from f (anything with read) and returns (status,
+    decoded JSON body)."""
+    hdr = f.read(HEADER_SIZE)
+    if len(hdr) != HEADER_SIZE:
+        raise ConnectionLost(f"connection closed before a {magic.decode()} frame")
+    m, version, status, reserved, n = HEADER.unpack(hdr)
+    if m != magic or version != VERSION or status > STATUS_ERROR or reserved != 0 or n > MAX_BODY:
+        raise ConnectionLost(f"protocol error: frame {m!r} v{version} status {status} length {n}")
+    body = f.read(n)
+    if len(body) != n:
+        raise ConnectionLost("connection closed inside a frame")
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise ConnectionLost(f"protocol error: frame body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConnectionLost("protocol error: frame body is not a JSON object")
+    return status, doc
+
+
+def body_length(meta) -> int:
+    """bodyLength of an Arrow IPC Message flatbuffer (field 3 of the root
+    table: version, header_type, header, bodyLength, custom_metadata)."""
+    try:
+        root = int.from_bytes(meta[0:4], "little")
+        vtable = root - int.from_bytes(meta[root:root + 4], "little", signed=True)
+        if vtable < 0 or root + 4 > len(meta):
+            raise IndexError
+        vt_size = int.from_bytes(meta[vtable:vtable + 2], "little")
+        slot = 4 + 2 * 3
+        if vtable + 2 > len(meta) or slot + 2 > vt_size:
+            return 0
+        if vtable + slot + 2 > len(meta):
+            raise IndexError
+        off = int.from_bytes(meta[vtable + slot:vtable + slot + 2], "little")
+        if off == 0:
+            return 0
+        if root + off + 8 > len(meta):
+            raise IndexError
+        return int.from_bytes(meta[root + off:root + off + 8], "little", signed=True)
+    except (IndexError, ValueError):
+        raise ConnectionLost("protocol error: malformed Arrow message header") from None
+
+
+class ArrowReader:
+    """Reads one Arrow IPC stream message by message. Each message lands,
+    with one copy from the transport, in a buffer from pyarrow's memory
+    pool (which recycles memory: no fresh pages per batch), and the record
+    batch's arrays are views of it. Counts, and with digest=True hashes,
+    every byte of the stream; ``batch_digests`` holds each record batch
+    message's SHA-256 (the Go client's per-batch digest)."""
+
+    def __init__(self, f, digest: bool):
+        self._f = f
+        self._h = hashlib.sha256() if digest else None
+        self.batch_digests: list = []
+        self.metadata: dict = {}
+        self.nbytes = 0
+
+    def _take(self, mv, batch: bool) -> None:
+        if self._h is not None:
+            self._h.update(mv)
+            if batch:
+                self.batch_digests.append(hashlib.sha256(mv).hexdigest())
+        self.nbytes += len(mv)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        schema = None
+        prefix = bytearray(8)
+        while True:
+            read_exact(self._f, memoryview(prefix))
+            cont, mlen = struct.unpack("<Ii", prefix)
+            if cont != CONTINUATION or not 0 <= mlen <= MAX_ARROW_METADATA or mlen % 8:
+                raise ConnectionLost(f"protocol error: Arrow message prefix {bytes(prefix).hex()}")
+            if mlen == 0:
+                self._take(prefix, False)
+                return  # end-of-stream marker
+            meta = bytearray(mlen)
+            read_exact(self._f, memoryview(meta))
+            body = body_length(meta)
+            if not 0 <= body <= MAX_ARROW_BODY or body % 8:
+                raise ConnectionLost(f"protocol error: Arrow message body of {body} bytes")
+            buf = pa.allocate_buffer(8 + mlen + body)
+            mv = memoryview(buf).cast("B")
+            mv[:8] = prefix
+            mv[8:8 + mlen] = meta
+            read_exact(self._f, mv[8 + mlen:])
+            try:
+                msg = ipc.read_message(buf)
+                if msg.type == "schema" and schema is None:
+                    self._take(mv, False)
+                    schema = ipc.read_schema(msg)
+                    self.metadata = check_schema(schema)
+                elif msg.type == "record batch" and schema is not None:
+                    self._take(mv, True)
+                    rb = ipc.read_record_batch(msg, schema)
+                    # Buffer sizes against lengths (O(columns)): a damaged
+                    # message must not give numpy a view past its buffer.
+                    rb.validate()
+                    yield rb
+                else:
+                    raise ConnectionLost(f"protocol error: unexpected Arrow {msg.type} message")
+            except (pa.ArrowException, ValueError, TypeError, OSError) as e:
+                raise ConnectionLost(f"arrow stream broke: {e}") from e
+
+    def hexdigest(self) -> Optional[str]:
+        return self._h.hexdigest() if self._h is not None else None

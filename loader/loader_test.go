@@ -1,0 +1,240 @@
+package loader_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/internal/ipcframe"
+	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/wire"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	fixture.Cleanup()
+	os.Exit(code)
+}
+
+const policy = "nodesam:0.4,submix:p=0.4:0.4,none:0.2"
+
+func newLoader(t testing.TB, dir string, cfg loader.Config, served []int64) *loader.Loader {
+	t.Helper()
+	r, err := shard.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	src, err := loader.NewSource(r, served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Schedule == nil {
+		if cfg.Schedule, err = epoch.ParseSchedule(policy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = 11
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 16
+	}
+	l, err := loader.New(src, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// stream writes req's plan as an Arrow IPC stream and returns its bytes
+// and each record batch message's SHA-256.
+func stream(t testing.TB, l *loader.Loader, req wire.Request) ([]byte, [][32]byte) {
+	t.Helper()
+	p, err := l.Plan(req)
+	if err != nil {
+		t.Fatalf("plan %+v: %v", req, err)
+	}
+	var buf bytes.Buffer
+	if _, err := l.WriteStream(context.Background(), p, &buf); err != nil {
+		t.Fatal(err)
+	}
+	var digests [][32]byte
+	mr := ipcframe.NewReader(bytes.NewReader(buf.Bytes()))
+	for i := 0; ; i++ {
+		meta, body, err := mr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 { // the schema message is not a batch
+			digests = append(digests, sha256.Sum256(ipcframe.Append(nil, meta, body)))
+		}
+	}
+	return buf.Bytes(), digests
+}
+
+// The contract's first line: a request's bytes do not depend on the
+// number of workers (nor on scheduling: 8 workers on 2 cores).
+func TestSameBytesAnyWorkers(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	var ref []byte
+	for _, w := range []int{1, 2, 8} {
+		got, batches := stream(t, newLoader(t, dir, loader.Config{Workers: w}, nil), wire.Request{Epoch: 3, World: 1})
+		if len(batches) != 4 {
+			t.Fatalf("workers %d: %d batches, want 4", w, len(batches))
+		}
+		if ref == nil {
+			ref = got
+		} else if !bytes.Equal(got, ref) {
+			t.Fatalf("workers %d: the stream differs from 1 worker's", w)
+		}
+	}
+}
+
+// A resumed request (start_batch k) is the tail of the full stream.
+func TestResumeIsTail(t *testing.T) {
+	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 2}, nil)
+	_, full := stream(t, l, wire.Request{Epoch: 2, BatchSize: 7})
+	for _, k := range []int{0, 1, 4, len(full)} {
+		_, tail := stream(t, l, wire.Request{Epoch: 2, BatchSize: 7, StartBatch: k})
+		if len(tail) != len(full)-k {
+			t.Fatalf("resume at %d: %d batches, want %d", k, len(tail), len(full)-k)
+		}
+		for i := range tail {
+			if tail[i] != full[k+i] {
+				t.Fatalf("resume at %d: batch %d differs from the full stream's", k, k+i)
+			}
+		}
+	}
+}
+
+// The per-graph NodeSam index is a cache: streams are byte-identical with
+// and without it.
+func TestIndexSameBytes(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	with := newLoader(t, dir, loader.Config{Workers: 2}, nil)
+	without := newLoader(t, dir, loader.Config{Workers: 2, NoIndex: true}, nil)
+	for e := range uint64(3) {
+		a, _ := stream(t, with, wire.Request{Epoch: e, World: 1})
+		b, _ := stream(t, without, wire.Request{Epoch: e, World: 1})
+		if !bytes.Equal(a, b) {
+			t.Fatalf("epoch %d: the indexed stream differs", e)
+		}
+	}
+}
+
+// A slow consumer holds at most Window batches in flight.
+func TestSlowConsumerBounded(t *testing.T) {
+	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 2}, nil)
+	p, err := l.Plan(wire.Request{Epoch: 0, World: 1, BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Stream(context.Background(), p, func(arrow.RecordBatch) error {
+		time.Sleep(15 * time.Millisecond) // far slower than building 2 graphs, even under -race
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Batches != 30 || st.MaxInFlight > l.Config().Window {
+		t.Fatalf("%d batches, max in flight %d, window %d", st.Batches, st.MaxInFlight, l.Config().Window)
+	}
+	if st.WaitSink < st.WaitWorkers {
+		t.Errorf("slow sink: waited %s on the sink, %s on workers", st.WaitSink, st.WaitWorkers)
+	}
+}
+
+// A cancelled context or a failing sink stops the pool: Stream returns the
+// error and leaves no goroutine behind.
+func TestStreamStops(t *testing.T) {
+	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 4}, nil)
+	g0 := runtime.NumGoroutine()
+	p, _ := l.Plan(wire.Request{Epoch: 0, World: 1, BatchSize: 1})
+	stop := errors.New("stop")
+	n := 0
+	if _, err := l.Stream(context.Background(), p, func(arrow.RecordBatch) error {
+		if n++; n == 3 {
+			return stop
+		}
+		return nil
+	}); !errors.Is(err, stop) {
+		t.Fatalf("sink error: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Stream(ctx, p, func(arrow.RecordBatch) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > g0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > g0 {
+		t.Fatalf("goroutines %d, were %d", g, g0)
+	}
+}
+
+// Plan refuses what the configuration does not offer, with epoch.ErrRange.
+func TestPlanRanges(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	l := newLoader(t, dir, loader.Config{Workers: 1, MaxEpoch: 10, MaxBatchSize: 100}, nil)
+	for _, c := range []struct {
+		name string
+		req  wire.Request
+	}{
+		{"rank ≥ world", wire.Request{Rank: 2, World: 2}},
+		{"world > served", wire.Request{World: 61}},
+		{"batch size above the max", wire.Request{World: 1, BatchSize: 101}},
+		{"epoch ≥ max", wire.Request{Epoch: 10, World: 1}},
+		{"start batch past the end", wire.Request{World: 1, StartBatch: 5}},
+	} {
+		if _, err := l.Plan(c.req); !errors.Is(err, epoch.ErrRange) {
+			t.Errorf("%s: %v, want ErrRange", c.name, err)
+		}
+	}
+	p, err := l.Plan(wire.Request{World: 1, StartBatch: 4}) // the empty tail is a valid request
+	if err != nil || len(p.Batches) != 0 || p.Total != 4 {
+		t.Fatalf("start at the end: %+v %v", p, err)
+	}
+}
+
+// A served subset: every rank's graphs come from it, and SubMix's partners
+// too (the partner's label shows in y_mix).
+func TestServedSubset(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	served := []int64{3, 5, 8, 13, 21, 34, 55}
+	l := newLoader(t, dir, loader.Config{Workers: 2}, served)
+	p, err := l.Plan(wire.Request{Epoch: 1, World: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]bool{}
+	for _, b := range p.Batches {
+		for _, it := range b {
+			got[it.Graph] = true
+		}
+	}
+	if len(got) != len(served) {
+		t.Fatalf("plan covers %v, want %v", got, served)
+	}
+	for _, id := range served {
+		if !got[id] {
+			t.Fatalf("graph %d missing", id)
+		}
+	}
+}
