@@ -103,18 +103,11 @@ func (d *Dataset) readIndicator() error {
 	d.GraphStart = []int64{0}
 	var prev int64
 	for {
-		b, err := l.next()
+		g, err := l.nextInt()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return err
-		}
-		g, i, err := l.parseInt(b, 0, 1)
-		if err != nil {
-			return err
-		}
-		if err := l.expectEnd(b, i, 1); err != nil {
 			return err
 		}
 		switch {
@@ -265,18 +258,11 @@ func (d *Dataset) scanEdgeLabels() error {
 	l := newLineReader(rc, file)
 	lo, hi, n := int64(1<<62), int64(-1<<62), 0
 	for {
-		b, err := l.next()
+		v, err := l.nextInt()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return err
-		}
-		v, i, err := l.parseInt(b, 0, 1)
-		if err != nil {
-			return err
-		}
-		if err := l.expectEnd(b, i, 1); err != nil {
 			return err
 		}
 		lo, hi, n = min(lo, v), max(hi, v), n+1

@@ -98,18 +98,11 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		}
 		var lab int32
 		if le != nil {
-			lb, err := le.next()
+			v, err := le.nextInt()
 			if err == io.EOF {
 				return st, formatErr(le.file, 0, 0, "%d edge labels for more edges in %s", le.line, fileA)
 			}
 			if err != nil {
-				return st, err
-			}
-			v, j, err := le.parseInt(lb, 0, 1)
-			if err != nil {
-				return st, err
-			}
-			if err := le.expectEnd(lb, j, 1); err != nil {
 				return st, err
 			}
 			lab = int32(v - d.EdgeLabelMin)

@@ -213,24 +213,31 @@ func (l *lineReader) expectEnd(b []byte, i, fields int) error {
 	return nil
 }
 
+// nextInt reads the next line as one integer (io.EOF after the last
+// line): the form of every one-value-per-line file of the format.
+func (l *lineReader) nextInt() (int64, error) {
+	b, err := l.next()
+	if err != nil {
+		return 0, err
+	}
+	v, i, err := l.parseInt(b, 0, 1)
+	if err != nil {
+		return 0, err
+	}
+	return v, l.expectEnd(b, i, 1)
+}
+
 // readInts reads a one-integer-per-line file (the first column of a
 // comma-separated file is an error) and returns the values.
 func readInts(r io.Reader, file string, hint int) ([]int64, error) {
 	l := newLineReader(r, file)
 	out := make([]int64, 0, hint)
 	for {
-		b, err := l.next()
+		v, err := l.nextInt()
 		if err == io.EOF {
 			return out, nil
 		}
 		if err != nil {
-			return nil, err
-		}
-		v, i, err := l.parseInt(b, 0, 1)
-		if err != nil {
-			return nil, err
-		}
-		if err := l.expectEnd(b, i, 1); err != nil {
 			return nil, err
 		}
 		out = append(out, v)
