@@ -53,10 +53,17 @@ func corpus(count int) []aug.Graph {
 	return gs
 }
 
+// allOps builds every op of the op table, in table order.
 func allOps(p aug.Partners) []aug.Op {
-	return []aug.Op{aug.None{}, aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}, aug.MergeOnly{},
-		aug.SubMix{P: 0.4, Partners: p}, aug.SubMix{P: 0.4, Partners: p, Base: true},
-		aug.DropEdge{}, aug.DropNode{}, aug.AddEdge{}, aug.ChangeAttr{}}
+	var ops []aug.Op
+	for _, name := range aug.Names() {
+		op, err := aug.New(name, nil, p)
+		if err != nil {
+			panic(err)
+		}
+		ops = append(ops, op)
+	}
+	return ops
 }
 
 // epochBytes augments every graph with op for (seed, epoch) using workers

@@ -43,7 +43,19 @@ func (p onePartner) Partner(_ int64, _ aug.Rand, into *aug.Graph) error {
 	return nil
 }
 
-// FuzzAugment runs every op on random graphs: the output must pass Check;
+// checkBound holds an op's output to aug.Bound (what batch budgets rely on).
+func checkBound(t *testing.T, op aug.Op, in, out *aug.Graph, partnerEdges int) {
+	t.Helper()
+	size, _ := aug.SizeOf(in.N, in.Edges, nil)
+	b := aug.Bound(op, size, partnerEdges)
+	got, _ := aug.SizeOf(out.N, out.Edges, nil)
+	if got.Nodes > b.Nodes || got.Edges > b.Edges {
+		t.Fatalf("%s: output %+v exceeds its bound %+v (input %+v, partner edges %d)", op.Spec().Name, got, b, size, partnerEdges)
+	}
+}
+
+// FuzzAugment runs every op on random graphs: the output must pass Check
+// and stay within aug.Bound;
 // NodeSam and SubMix keep the node count and the number of components.
 func FuzzAugment(f *testing.F) {
 	// Also: outputs are the same with and without the graph's index, and
@@ -68,6 +80,7 @@ func FuzzAugment(f *testing.F) {
 			if err := aug.Check(&out, 0); err != nil {
 				t.Fatalf("%s: %v\nin %+v", op.Spec().Name, err, in)
 			}
+			checkBound(t, op, &in, &out, partner.NumEdges())
 			switch o := op.(type) {
 			case aug.NodeSam, aug.NodeSamBase:
 				if out.N != in.N || components(&out) != comps {

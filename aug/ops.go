@@ -35,6 +35,8 @@ type Spec struct {
 	Doc string
 
 	build func(params map[string]string, partners Partners) (Op, error)
+	// bound is Bound for this op; nil: the output is no larger than the input.
+	bound func(op Op, in Size, partnerEdges int) Size
 }
 
 func fixed(op Op) func(map[string]string, Partners) (Op, error) {
@@ -43,15 +45,15 @@ func fixed(op Op) func(map[string]string, Partners) (Op, error) {
 
 var (
 	specNone        = Spec{Name: "none", ID: OpNone, Doc: "the graph unchanged", build: fixed(None{})}
-	specNodeSam     = Spec{Name: "nodesam", ID: OpNodeSam, UsesIndex: true, Augments: true, Doc: "split, adjust and merge (paper Alg. 1-4)", build: fixed(NodeSam{})}
+	specNodeSam     = Spec{Name: "nodesam", ID: OpNodeSam, UsesIndex: true, Augments: true, Doc: "split, adjust and merge (paper Alg. 1-4)", build: fixed(NodeSam{}), bound: boundNodeSam}
 	specNodeSamBase = Spec{Name: "nodesam-base", ID: OpNodeSamBase, UsesIndex: true, Augments: true, Doc: "NodeSam without the adjustment (ablation)", build: fixed(NodeSamBase{})}
-	specSplitOnly   = Spec{Name: "split-only", ID: OpSplitOnly, UsesIndex: true, Augments: true, Doc: "NodeSam's split alone: N+1 nodes", build: fixed(SplitOnly{})}
+	specSplitOnly   = Spec{Name: "split-only", ID: OpSplitOnly, UsesIndex: true, Augments: true, Doc: "NodeSam's split alone: N+1 nodes", build: fixed(SplitOnly{}), bound: boundSplitOnly}
 	specMergeOnly   = Spec{Name: "merge-only", ID: OpMergeOnly, Augments: true, Doc: "NodeSam's merge alone: N-1 nodes", build: fixed(MergeOnly{})}
-	specSubMix      = Spec{Name: "submix", ID: OpSubMix, Params: []string{"p"}, Augments: true, Doc: "PPR subgraph mix with a partner, soft label (paper Alg. 5-6); p: target ratio, default 0.4", build: subMix(false)}
-	specSubMixBase  = Spec{Name: "submix-base", ID: OpSubMixBase, Params: []string{"p"}, Augments: true, Doc: "SubMix with uniform random node sets (ablation)", build: subMix(true)}
+	specSubMix      = Spec{Name: "submix", ID: OpSubMix, Params: []string{"p"}, Augments: true, Doc: "PPR subgraph mix with a partner, soft label (paper Alg. 5-6); p: target ratio, default 0.4", build: subMix(false), bound: boundSubMix}
+	specSubMixBase  = Spec{Name: "submix-base", ID: OpSubMixBase, Params: []string{"p"}, Augments: true, Doc: "SubMix with uniform random node sets (ablation)", build: subMix(true), bound: boundSubMix}
 	specDropEdge    = Spec{Name: "dropedge", ID: OpDropEdge, Augments: true, Doc: "remove one uniform random edge", build: fixed(DropEdge{})}
 	specDropNode    = Spec{Name: "dropnode", ID: OpDropNode, Augments: true, Doc: "remove one uniform random node", build: fixed(DropNode{})}
-	specAddEdge     = Spec{Name: "addedge", ID: OpAddEdge, Augments: true, Doc: "add one edge uniform over the non-adjacent pairs", build: fixed(AddEdge{})}
+	specAddEdge     = Spec{Name: "addedge", ID: OpAddEdge, Augments: true, Doc: "add one edge uniform over the non-adjacent pairs", build: fixed(AddEdge{}), bound: boundAddEdge}
 	specChangeAttr  = Spec{Name: "changeattr", ID: OpChangeAttr, Augments: true, Doc: "change one uniform random node's feature", build: fixed(ChangeAttr{})}
 )
 

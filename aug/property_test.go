@@ -261,3 +261,31 @@ func TestNodeSamBaseDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestBoundsReal holds every op's outputs to aug.Bound on every graph of
+// every real dataset (what the loader's node and edge budgets rely on).
+func TestBoundsReal(t *testing.T) {
+	for _, ds := range propertyDatasets {
+		t.Run(ds.name, func(t *testing.T) {
+			if ds.heavy && (testutil.RaceEnabled || testing.Short()) {
+				t.Skip("large dataset: skipped under -race or -short (make test runs it without)")
+			}
+			d := loadDataset(t, ds.name, ds.path)
+			maxEdges := 0
+			for gi := range d.graphs {
+				maxEdges = max(maxEdges, d.graphs[gi].NumEdges())
+			}
+			var s aug.Scratch
+			var out aug.Graph
+			for _, op := range allOps(uniformPartners{d.graphs}) {
+				for gi := range d.graphs {
+					in := &d.graphs[gi]
+					if err := op.Apply(in, &out, s.Rand(3, 0, in.ID, aug.OpID(op)), &s); err != nil {
+						t.Fatal(err)
+					}
+					checkBound(t, op, in, &out, maxEdges)
+				}
+			}
+		})
+	}
+}

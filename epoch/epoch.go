@@ -76,33 +76,37 @@ func RankSlice(perm []int64, rank, world int, rem Remainder) ([]Item, error) {
 	return items, nil
 }
 
-// Sizes gives graph sizes for node- and edge-budgeted batches.
-type Sizes interface {
-	GraphSize(id int64) (nodes, edges int)
-}
-
 // Budget caps a batch: at most Graphs graphs, and (when non-zero) at most
-// Nodes nodes and Edges undirected edges; a graph larger than a budget
-// alone forms its own batch.
+// Nodes nodes and Edges undirected edges, counted as the size function
+// given to Batches says (the loader counts each graph at the bound of its
+// augmentation, so the budget holds for what is sent); a graph larger
+// than a budget alone forms its own batch.
 type Budget struct {
 	Graphs, Nodes, Edges int
 }
 
-// Batches cuts items into batches under the budget, in order.
-func Batches(items []Item, b Budget, sizes Sizes) ([][]Item, error) {
+// Over reports whether a batch of nodes and edges exceeds the budget.
+func (b Budget) Over(nodes, edges int) bool {
+	return (b.Nodes > 0 && nodes > b.Nodes) || (b.Edges > 0 && edges > b.Edges)
+}
+
+// Batches cuts items into batches under the budget, in order; size(i)
+// gives items[i]'s (nodes, edges) and is needed only with a node or edge
+// budget.
+func Batches(items []Item, b Budget, size func(i int) (nodes, edges int)) ([][]Item, error) {
 	if b.Graphs < 1 {
 		return nil, fmt.Errorf("epoch: batch size %d is not positive", b.Graphs)
 	}
-	if (b.Nodes > 0 || b.Edges > 0) && sizes == nil {
+	if (b.Nodes > 0 || b.Edges > 0) && size == nil {
 		return nil, errors.New("epoch: node or edge budget needs graph sizes")
 	}
 	var out [][]Item
 	var cur []Item
 	var nodes, edges int
-	for _, it := range items {
+	for i, it := range items {
 		var nn, ne int
-		if sizes != nil && (b.Nodes > 0 || b.Edges > 0) {
-			nn, ne = sizes.GraphSize(it.Graph)
+		if size != nil && (b.Nodes > 0 || b.Edges > 0) {
+			nn, ne = size(i)
 		}
 		full := len(cur) == b.Graphs ||
 			(len(cur) > 0 && b.Nodes > 0 && nodes+nn > b.Nodes) ||

@@ -77,7 +77,7 @@ func TestRankSlices(t *testing.T) {
 
 type sizes map[int64][2]int
 
-func (s sizes) GraphSize(id int64) (int, int) { return s[id][0], s[id][1] }
+func (s sizes) size(i int) (int, int) { return s[int64(i)][0], s[int64(i)][1] }
 
 func TestBatches(t *testing.T) {
 	items := make([]epoch.Item, 10)
@@ -98,7 +98,7 @@ func TestBatches(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			bs, err := epoch.Batches(items, c.b, sz)
+			bs, err := epoch.Batches(items, c.b, sz.size)
 			if err != nil {
 				t.Fatal(err)
 			}

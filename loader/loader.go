@@ -43,6 +43,9 @@ type Config struct {
 	// NoIndex keeps graphs unindexed even when the schedule uses NodeSam
 	// (saves up to 4 int32 per edge of memory; NodeSam then scans each draw).
 	NoIndex bool
+	// Memory bounds the bytes of batches in flight across every stream of
+	// every Loader sharing it; default a budget of DefaultMemory of its own.
+	Memory *Memory
 }
 
 // Validate applies defaults and checks the configuration.
@@ -73,6 +76,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Mem == nil {
 		c.Mem = memory.DefaultAllocator
+	}
+	if c.Memory == nil {
+		c.Memory = NewMemory(0)
 	}
 	return nil
 }
@@ -110,6 +116,11 @@ type Plan struct {
 	Total   int // batches in the whole rank slice (before StartBatch)
 	Policy  *epoch.Policy
 	Schema  *arrow.Schema
+	// Bytes[i] bounds batch i's collated size (the Memory it holds).
+	Bytes []int64
+	// OverBudget lists the batches (indices in the whole rank slice) made
+	// of one graph whose bound alone exceeds the node or edge budget.
+	OverBudget []int
 }
 
 // Graphs counts the graphs in the plan.
@@ -148,19 +159,34 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	var sizes epoch.Sizes
-	if l.cfg.NodeBudget > 0 || l.cfg.EdgeBudget > 0 {
-		sizes = l.src
+	// Every graph is counted at the bound of the op it will get, so the
+	// budgets hold for the augmented batch, and the memory estimate does.
+	bounds := make([]aug.Size, len(items))
+	for i, it := range items {
+		bounds[i] = l.src.Bound(pol.Choose(l.cfg.Seed, req.Epoch, it.Graph), it.Graph)
 	}
-	batches, err := epoch.Batches(items, epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}, sizes)
+	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
+	batches, err := epoch.Batches(items, budget, func(i int) (int, int) { return bounds[i].Nodes, bounds[i].Edges })
 	if err != nil {
 		return nil, err
 	}
 	if req.StartBatch > len(batches) {
 		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(batches))
 	}
-	return &Plan{Request: req, Batches: batches[req.StartBatch:], Total: len(batches), Policy: pol,
-		Schema: BatchSchema(l.src.man, req)}, nil
+	p := &Plan{Request: req, Batches: batches[req.StartBatch:], Total: len(batches), Policy: pol,
+		Schema: BatchSchema(l.src.Manifest(), req)}
+	man := l.src.Manifest()
+	first := 0
+	for bi, b := range batches {
+		if len(b) == 1 && budget.Over(bounds[first].Nodes, bounds[first].Edges) {
+			p.OverBudget = append(p.OverBudget, bi)
+		}
+		if bi >= req.StartBatch {
+			p.Bytes = append(p.Bytes, batchBytes(bounds[first:first+len(b)], !man.Features.Kind.Categorical(), man.Features.Dim))
+		}
+		first += len(b)
+	}
+	return p, nil
 }
 
 // Stats describe one streamed request.
@@ -211,6 +237,14 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	}
 	tokens := make(chan struct{}, window) // one per batch in flight
 	jobs := make(chan int)
+	mem := l.cfg.Memory
+	// held[b] is the Memory batch b holds, written by the dispatcher before
+	// b is dispatched, released by the sender once b is sent.
+	held := make([]int64, nb)
+	// wake ends a dispatcher's wait for Memory once the stream has nothing
+	// in flight: a stream may then always build its next batch, whatever
+	// other streams' clients hold.
+	var wake atomic.Pointer[context.CancelFunc]
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { // dispatcher
 		defer close(jobs)
@@ -219,6 +253,21 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			case tokens <- struct{}{}:
 			case <-gctx.Done():
 				return nil
+			}
+			if len(tokens) > 1 && b < len(p.Bytes) {
+				actx, cancel := context.WithCancel(gctx)
+				wake.Store(&cancel)
+				if len(tokens) > 1 { // checked again: the sender may have emptied it meanwhile
+					if n, err := mem.acquire(actx, p.Bytes[b]); err == nil {
+						held[b] = n
+					} else if gctx.Err() != nil {
+						wake.Store(nil)
+						cancel()
+						return nil
+					}
+				}
+				wake.Store(nil)
+				cancel()
 			}
 			select {
 			case jobs <- b:
@@ -279,12 +328,22 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 				return err
 			}
 			l.collators.Put(r.col) // the sink is done with its buffers
+			mem.release(held[b])
+			held[b] = 0
 			st.Batches++
 			<-tokens
+			if len(tokens) <= 1 {
+				if c := wake.Load(); c != nil {
+					(*c)()
+				}
+			}
 		}
 		return nil
 	})
 	err := g.Wait()
+	for _, n := range held { // batches built or dispatched, never sent
+		mem.release(n)
+	}
 	// Drain results built after a failure.
 	for _, s := range slots {
 		select {
@@ -320,7 +379,7 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 			rec, err = nil, fmt.Errorf("loader: batch starting at graph %d: panic: %v", items[0].Graph, p)
 		}
 	}()
-	col.reset(w.l.src.man.Features.Kind == "attributes")
+	col.reset(w.l.src.Manifest().Features.Kind == "attributes")
 	seed, e := w.l.cfg.Seed, w.p.Request.Epoch
 	for _, it := range items {
 		op := w.p.Policy.Choose(seed, e, it.Graph)

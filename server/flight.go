@@ -115,6 +115,7 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 		return f.reject(codeOf(err), err)
 	}
 	f.Metrics.start()
+	f.Metrics.overBudgetBatches(len(st.Info().OverBudget))
 	pr, pw := io.Pipe()
 	type result struct {
 		batches, graphs int

@@ -29,8 +29,14 @@ type liveStream struct {
 }
 
 func (s *liveStream) Info() wire.Response {
-	return wire.Response{Dataset: s.l.Source().Manifest().Dataset, Epoch: s.p.Request.Epoch,
+	r := wire.Response{Dataset: s.l.Source().Manifest().Dataset, Epoch: s.p.Request.Epoch,
 		Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs()}
+	for _, b := range s.p.OverBudget {
+		if b >= s.p.Request.StartBatch {
+			r.OverBudget = append(r.OverBudget, b)
+		}
+	}
+	return r
 }
 
 func (s *liveStream) Schema() *arrow.Schema { return s.p.Schema }

@@ -19,7 +19,7 @@ type Metrics struct {
 	waitWorkers, waitClient, busy, idle     atomic.Int64 // nanoseconds
 	mu                                      sync.Mutex
 	rejected                                map[string]int64 // by error code
-	cut, acceptErrors                       atomic.Int64
+	cut, acceptErrors, overBudget           atomic.Int64
 }
 
 // NewMetrics returns zeroed counters.
@@ -46,6 +46,12 @@ func (m *Metrics) done(batches, graphs int, bytes int64, t workerTimes, err erro
 	m.idle.Add(int64(t.idle))
 	if err != nil {
 		m.cut.Add(1)
+	}
+}
+
+func (m *Metrics) overBudgetBatches(n int) {
+	if m != nil {
+		m.overBudget.Add(int64(n))
 	}
 }
 
@@ -78,6 +84,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	count("augloader_server_accept_errors_total", "Accepts that failed and were retried (out of file descriptors, ...).", "counter", m.acceptErrors.Load())
 	count("augloader_server_graphs_total", "Graphs sent.", "counter", m.graphs.Load())
 	count("augloader_server_batches_total", "Batches sent.", "counter", m.batches.Load())
+	count("augloader_server_batches_over_budget_total", "Batches of one graph that may alone exceed the node or edge budget.", "counter", m.overBudget.Load())
 	count("augloader_server_sent_bytes_total", "Arrow IPC bytes sent.", "counter", m.bytes.Load())
 	counter("augloader_loader_worker_busy_seconds_total", "Time workers spent augmenting and collating.", time.Duration(m.busy.Load()).Seconds())
 	counter("augloader_loader_worker_idle_seconds_total", "Time workers spent waiting for a batch to build or for room in the window (the client is behind).", time.Duration(m.idle.Load()).Seconds())

@@ -284,6 +284,7 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 	defer s.active.Add(-1)
 	s.opts.Metrics.start()
 	info := st.Info()
+	s.opts.Metrics.overBudgetBatches(len(info.OverBudget))
 	if err := wire.WriteFrame(conn, wire.MagicResponse, wire.StatusOK, info); err != nil {
 		s.opts.Metrics.done(0, 0, 0, workerTimes{}, err)
 		return

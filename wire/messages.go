@@ -32,6 +32,10 @@ type Response struct {
 	Batches      int    `json:"batches"`       // batches that follow
 	TotalBatches int    `json:"total_batches"` // batches of the whole rank slice
 	Graphs       int    `json:"graphs"`        // graphs that follow
+	// OverBudget lists the batches (indices in the whole rank slice, from
+	// the request's start on) made of one graph that may alone exceed the
+	// server's node or edge budget.
+	OverBudget []int `json:"over_budget,omitempty"`
 }
 
 // Error is the body of an error response or trailer.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 
 // Options configure Run. Zero values take the stated defaults.
 type Options struct {
-	Input string // dataset folder or .zip (required)
+	Input string // dataset folder, .zip, .tar(.gz|.xz) or GIN .txt (required; see tu.Open)
 	Out   string // shard folder to create (required)
 	Name  string // dataset name; default: inferred from the single *_A.txt
 	// Features: auto (default), labels, attributes or degree.
@@ -54,7 +55,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if _, err := os.Lstat(o.Out); err == nil && !o.Force {
 		return nil, fmt.Errorf("%w: %s (use --force to replace it)", shard.ErrExists, o.Out)
 	}
-	src, err := tu.OpenSource(o.Input, o.Name)
+	// A tar's entries are spooled beside the output (where the shards will
+	// be, so there is room), never held in memory.
+	src, err := tu.Open(o.Input, tu.OpenOptions{Name: o.Name, SpoolDir: filepath.Dir(filepath.Clean(o.Out))})
 	if err != nil {
 		return nil, err
 	}

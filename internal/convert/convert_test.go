@@ -214,7 +214,7 @@ func TestBadInputCorpus(t *testing.T) {
 		{"empty_dataset", "empty_dataset", "", "TINY_graph_indicator.txt: empty dataset"},
 		{"blank_line", "blank_line", "", "TINY_A.txt:3: blank line inside the file"},
 		{"attributes_ragged", "attributes_ragged", "attributes", "TINY_node_attributes.txt:3: 1 values, the first line has 2"},
-		{"not_tu_zip", "not_tu.zip", "", "not a TU dataset"},
+		{"not_tu_zip", "not_tu.zip", "", "not a TU or GIN dataset"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -111,3 +111,48 @@ func roundTrip(t *testing.T, in, out string, m *shard.Manifest) {
 		t.Fatalf("compared %d graphs of %d", n, m.Stats.Graphs)
 	}
 }
+
+// TestRealArchives converts the archives people have — the TU text in a
+// .tar.xz, the GIN paper's text format in its .zip — and checks they give
+// the same dataset as the TU folder: graphs, nodes, edges, classes, and
+// for labelled datasets the GIN tags as the same one-hot node labels.
+func TestRealArchives(t *testing.T) {
+	cases := []struct {
+		name, folder string
+		archives     []string
+		labels       bool
+		heavy        bool
+	}{
+		{"MUTAG", "tu/MUTAG", []string{"gin/MUTAG.zip"}, true, false},
+		{"PROTEINS", "tu/PROTEINS", []string{"gin/PROTEINS.zip"}, true, false},
+		{"IMDB-BINARY", "tu/IMDB-BINARY", []string{"gin/IMDBBINARY.zip"}, false, false},
+		{"COLLAB", "tu/COLLAB/COLLAB_tu.tar.xz", []string{"tu/COLLAB/COLLAB_tu.tar.xz", "tu/COLLAB/COLLAB_gin.zip"}, false, true},
+		{"REDDIT-BINARY", "tu/REDDIT-BINARY/REDDIT-BINARY.zip", []string{"tu/REDDIT-BINARY/REDDIT-BINARY_gin.zip"}, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.heavy && testutil.RaceEnabled {
+				t.Skip("large dataset: skipped under -race (make test runs it without -race)")
+			}
+			in := testutil.Shared(t, c.folder)
+			if filepath.Ext(in) == ".xz" { // the folder, as `xz -dc | tar -x` gives it
+				in = filepath.Join(testutil.UnpackTarXZ(t, in), c.name)
+			}
+			want := convertTo(t, Options{Input: in, Out: filepath.Join(t.TempDir(), "folder")})
+			for _, a := range c.archives {
+				got := convertTo(t, Options{Input: testutil.Shared(t, a), Out: filepath.Join(t.TempDir(), "archive")})
+				if got.Stats.Graphs != want.Stats.Graphs || got.Stats.Nodes != want.Stats.Nodes ||
+					got.Stats.Edges != want.Stats.Edges || got.Classes != want.Classes {
+					t.Fatalf("%s: %d graphs, %d nodes, %d edges, %d classes; the folder gives %d, %d, %d, %d", a,
+						got.Stats.Graphs, got.Stats.Nodes, got.Stats.Edges, got.Classes,
+						want.Stats.Graphs, want.Stats.Nodes, want.Stats.Edges, want.Classes)
+				}
+				if got.Features.Kind != want.Features.Kind || (c.labels && got.Features.Dim != want.Features.Dim) {
+					t.Fatalf("%s: features %s×%d, the folder gives %s×%d", a, got.Features.Kind, got.Features.Dim, want.Features.Kind, want.Features.Dim)
+				}
+				t.Logf("%s: %d graphs, %d nodes, %d edges, %d classes, %s×%d: as the folder", a,
+					got.Stats.Graphs, got.Stats.Nodes, got.Stats.Edges, got.Classes, got.Features.Kind, got.Features.Dim)
+			}
+		})
+	}
+}

@@ -55,9 +55,13 @@ type Dataset struct {
 	nodeGraph []int32 // graph of each global node
 }
 
-// Load reads the indicator, graph labels and the chosen node features.
+// Load reads the indicator, graph labels and the chosen node features (a
+// GIN source: its graph sizes, labels and node tags).
 func Load(src *Source, mode FeatureMode) (*Dataset, error) {
 	d := &Dataset{Name: src.Name, src: src}
+	if src.Layout == LayoutGIN {
+		return d, d.loadGIN(mode)
+	}
 	if err := d.readIndicator(); err != nil {
 		return nil, err
 	}
@@ -157,6 +161,13 @@ func (d *Dataset) readGraphLabels() error {
 	if len(raw) != d.NumGraphs {
 		return formatErr(file, 0, 0, "%d labels for %d graphs (from %s)", len(raw), d.NumGraphs, d.src.FileName(SuffixGraphIndicator))
 	}
+	d.setGraphLabels(raw)
+	return nil
+}
+
+// setGraphLabels remaps raw graph labels to classes 0..C-1 in sorted order
+// of the raw values (PyG's TUDataset convention).
+func (d *Dataset) setGraphLabels(raw []int64) {
 	distinct := slices.Clone(raw)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)
@@ -169,7 +180,6 @@ func (d *Dataset) readGraphLabels() error {
 		c, _ := slices.BinarySearch(distinct, v)
 		d.Labels[i] = int32(c)
 	}
-	return nil
 }
 
 func (d *Dataset) readNodeLabels() error {
@@ -189,6 +199,12 @@ func (d *Dataset) readNodeLabels() error {
 	if int64(len(raw)) != d.NumNodes {
 		return formatErr(file, 0, 0, "%d node labels for %d nodes (from %s)", len(raw), d.NumNodes, d.src.FileName(SuffixGraphIndicator))
 	}
+	return d.setNodeLabels(file, raw)
+}
+
+// setNodeLabels makes each node's raw label its one-hot code (raw − min,
+// PyG's convention).
+func (d *Dataset) setNodeLabels(file string, raw []int64) error {
 	lo, hi := slices.Min(raw), slices.Max(raw)
 	if hi-lo >= 1<<24 {
 		return formatErr(file, 0, 0, "node labels span %d..%d: too wide for a one-hot feature", lo, hi)

@@ -38,6 +38,9 @@ func pack(u, v int64) entry {
 // graph stops with ErrUnordered; with buffered true, all entries are held
 // (O(edges) memory) and any order is accepted.
 func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Graph) error) (EdgeStats, error) {
+	if d.src.Layout == LayoutGIN {
+		return d.graphsGIN(ctx, fn) // graph by graph by construction
+	}
 	var st EdgeStats
 	fileA := d.src.FileName(SuffixA)
 	rc, err := d.src.Open(SuffixA)

@@ -1,8 +1,10 @@
 package tu_test
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"os"
 	"path/filepath"
@@ -77,5 +79,58 @@ func FuzzZipSource(f *testing.F) {
 		}
 		defer src.Close()
 		parseAll(t, src)
+	})
+}
+
+// FuzzGIN: any bytes given as a GIN text file are rejected cleanly (a
+// *tu.FormatError naming the line) or read.
+func FuzzGIN(f *testing.F) {
+	tiny, _ := os.ReadFile("../../testdata/gin/TINY/TINY.txt")
+	f.Add(tiny)
+	f.Add([]byte("1\n2 0\n0 1 1\n0 1 0\n"))
+	f.Add([]byte("2\n1 0\n0 0\n"))
+	f.Add([]byte("1\n1 5\n0 0 0.5 x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "G.txt")
+		os.WriteFile(p, data, 0o644)
+		src, err := tu.Open(p, tu.OpenOptions{})
+		if err != nil {
+			return
+		}
+		defer src.Close()
+		parseAll(t, src)
+	})
+}
+
+// FuzzTarSource: any bytes given as an archive (the container is sniffed)
+// are rejected cleanly or read, and leave no spool behind.
+func FuzzTarSource(f *testing.F) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range []struct{ name, body string }{{"Z/Z_A.txt", "1, 2\n2, 1\n"}, {"Z/Z_graph_indicator.txt", "1\n1\n"}, {"Z/Z_graph_labels.txt", "0\n"}} {
+		tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(e.body))
+	}
+	tw.Close()
+	f.Add(buf.Bytes())
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(buf.Bytes())
+	zw.Close()
+	f.Add(gz.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "in")
+		os.WriteFile(p, data, 0o644)
+		spool := filepath.Join(dir, "spool")
+		os.Mkdir(spool, 0o755)
+		src, err := tu.Open(p, tu.OpenOptions{SpoolDir: spool})
+		if err == nil {
+			parseAll(t, src)
+			src.Close()
+		}
+		if ents, _ := os.ReadDir(spool); len(ents) != 0 {
+			t.Fatalf("spool left behind: %v", ents)
+		}
 	})
 }

@@ -1,7 +1,9 @@
 // Package tu reads graph-classification datasets in the TUDataset text
 // format (chrsmrrs.github.io/datasets): DS_A.txt, DS_graph_indicator.txt,
 // DS_graph_labels.txt and the optional DS_node_labels.txt,
-// DS_node_attributes.txt and DS_edge_labels.txt, from a folder or a .zip.
+// DS_node_attributes.txt and DS_edge_labels.txt; and in the GIN paper's
+// text format (one DS.txt, see gin.go). Either from a folder, a .zip, a
+// .tar, .tar.gz or .tar.xz (recognised by content), or a bare GIN .txt.
 //
 // It applies PyTorch Geometric's TUDataset conventions: graphs are made
 // undirected, self-loops and duplicate entries are dropped and counted, graph
@@ -20,6 +22,7 @@ package tu
 
 import (
 	"archive/zip"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -29,6 +32,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -78,13 +82,38 @@ const (
 	SuffixEdgeLabels     = "_edge_labels.txt"
 )
 
-// Source is a TU dataset folder or zip archive.
+// Layout is how a dataset's graphs are written.
+type Layout string
+
+// Layouts.
+const (
+	// LayoutTU is the TUDataset text format: DS_A.txt, DS_graph_indicator.txt,
+	// DS_graph_labels.txt and the optional DS_node_labels.txt,
+	// DS_node_attributes.txt, DS_edge_labels.txt.
+	LayoutTU Layout = "tu"
+	// LayoutGIN is the GIN paper's text format: one NAME.txt holding every
+	// graph as a block of per-node lines (tag, neighbour count, neighbours,
+	// optional attributes); see gin.go.
+	LayoutGIN Layout = "gin"
+)
+
+// ginKey is the file key of a GIN dataset's one text file.
+const ginKey = ".txt"
+
+// lookedFor names what OpenSource accepts, for its errors.
+const lookedFor = "looked for the TU text format (NAME_A.txt, NAME_graph_indicator.txt, NAME_graph_labels.txt, ...) " +
+	"or the GIN text format (one NAME.txt), in a folder, a .zip, a .tar, .tar.gz or .tar.xz, or (GIN) a bare .txt file"
+
+// Source is a dataset's files, wherever they are: a folder, a zip, a tar
+// (plain, gzip or xz; its entries streamed once into a spool folder), or a
+// bare GIN text file.
 type Source struct {
-	Path string
-	Name string // dataset name, the prefix of every file
-	dir  string // folder holding the files (folder sources)
-	zr   *zip.ReadCloser
-	zf   map[string]*zip.File // suffix -> entry (zip sources); built once at open
+	Path   string
+	Name   string // dataset name, the prefix of every file
+	Layout Layout
+
+	open    map[string]func() (io.ReadCloser, error) // file key (a TU suffix, or ginKey) → opener
+	closers []func() error
 
 	mu     sync.Mutex
 	hashes map[string]SourceHash
@@ -97,106 +126,266 @@ type SourceHash struct {
 	SHA256 string
 }
 
-// OpenSource opens a folder or .zip. name may be empty when the input holds
-// exactly one *_A.txt; otherwise it selects the dataset.
-func OpenSource(p, name string) (*Source, error) {
+// OpenOptions tune OpenSource.
+type OpenOptions struct {
+	// Name selects the dataset when the input holds several (default: the
+	// only one).
+	Name string
+	// SpoolDir is where a tar archive's entries are written while it is
+	// read (default: the system's temporary folder). The spool is removed
+	// by Close, and by a later OpenSource when its process was killed.
+	SpoolDir string
+}
+
+// OpenSource opens a dataset in any layout OpenOptions.SpoolDir describes;
+// name may be empty when the input holds one dataset.
+func OpenSource(p, name string) (*Source, error) { return Open(p, OpenOptions{Name: name}) }
+
+// Open opens a dataset: a folder, a .zip, a .tar, .tar.gz or .tar.xz (by
+// content, not by extension), or a GIN .txt file.
+func Open(p string, o OpenOptions) (*Source, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("tu: %w", err)
 	}
-	s := &Source{Path: p, hashes: map[string]SourceHash{}}
 	if st.IsDir() {
-		s.dir = p
-		if name == "" {
-			m, _ := filepath.Glob(filepath.Join(p, "*"+SuffixA))
-			if len(m) != 1 {
-				return nil, formatErr(p, 0, 0, "found %d *%s files; name the dataset with --name", len(m), SuffixA)
-			}
-			name = strings.TrimSuffix(filepath.Base(m[0]), SuffixA)
+		return openFolder(p, p, o.Name)
+	}
+	if !st.Mode().IsRegular() {
+		// A FIFO or a device would block open or read forever (and a
+		// zip needs random access): only regular files are read.
+		return nil, formatErr(p, 0, 0, "not a regular file (%s): give a folder or a file", st.Mode().Type())
+	}
+	kind, err := sniff(p)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "zip":
+		return openZip(p, o.Name)
+	case "tar", "gzip", "xz":
+		return openTar(p, kind, o)
+	case "text":
+		s := &Source{Path: p, Name: strings.TrimSuffix(filepath.Base(p), ".txt"), Layout: LayoutGIN, hashes: map[string]SourceHash{}}
+		if o.Name != "" {
+			s.Name = o.Name
 		}
-		s.Name = name
-		if _, err := os.Stat(filepath.Join(p, name+SuffixA)); err != nil {
-			return nil, formatErr(filepath.Join(p, name+SuffixA), 0, 0, "missing required file")
-		}
+		s.open = map[string]func() (io.ReadCloser, error){ginKey: func() (io.ReadCloser, error) { return os.Open(p) }}
 		return s, nil
 	}
-	zr, err := zip.OpenReader(p)
+	return nil, formatErr(p, 0, 0, "not a TU or GIN dataset: %s", lookedFor)
+}
+
+// sniff names a file's container by its first bytes.
+func sniff(p string) (string, error) {
+	f, err := os.Open(p)
 	if err != nil {
-		return nil, formatErr(p, 0, 0, "neither a folder nor a readable zip: %v", err)
+		return "", fmt.Errorf("tu: %w", err)
 	}
-	s.zr = zr
-	if name == "" {
-		var found []string
-		for _, f := range zr.File {
-			if b := path.Base(f.Name); strings.HasSuffix(b, SuffixA) && !strings.HasPrefix(b, "._") {
-				found = append(found, strings.TrimSuffix(b, SuffixA))
+	defer f.Close()
+	var b [512]byte
+	n, _ := io.ReadFull(f, b[:])
+	h := b[:n]
+	switch {
+	case bytes.HasPrefix(h, []byte("PK\x03\x04")), bytes.HasPrefix(h, []byte("PK\x05\x06")):
+		return "zip", nil
+	case bytes.HasPrefix(h, []byte{0x1f, 0x8b}):
+		return "gzip", nil
+	case bytes.HasPrefix(h, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		return "xz", nil
+	case n >= 263 && string(h[257:262]) == "ustar":
+		return "tar", nil
+	}
+	// A GIN file opens with its graph count alone on a line.
+	line, _, _ := bytes.Cut(h, []byte("\n"))
+	if t := bytes.TrimSpace(line); len(t) > 0 && len(t) < 20 && allDigits(t) {
+		return "text", nil
+	}
+	return "", nil
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ginCandidate says whether a file name may be a GIN dataset's text (the
+// GIN distribution's zips also hold 10fold_idx/*.txt and macOS junk).
+func ginCandidate(full string) bool {
+	base := path.Base(full)
+	return strings.HasSuffix(base, ".txt") && !strings.HasPrefix(base, "._") && !strings.HasPrefix(base, ".") &&
+		!strings.Contains(full, "10fold_idx") && !strings.Contains(full, "__MACOSX") &&
+		!strings.EqualFold(base, "README.txt") && !strings.HasSuffix(base, "_label_readme.txt")
+}
+
+// pick chooses the dataset among file names (base names): TU when some
+// NAME_A.txt is there, else GIN when one NAME.txt is. where names the
+// input in errors.
+func pick(where string, names []string, name string) (Layout, string, error) {
+	var tu, gin []string
+	for _, full := range names {
+		b := path.Base(full)
+		if strings.HasPrefix(b, "._") {
+			continue
+		}
+		if strings.HasSuffix(b, SuffixA) {
+			tu = append(tu, strings.TrimSuffix(b, SuffixA))
+		} else if ginCandidate(full) {
+			gin = append(gin, strings.TrimSuffix(b, ".txt"))
+		}
+	}
+	if name != "" {
+		if slices.Contains(tu, name) {
+			return LayoutTU, name, nil
+		}
+		if slices.Contains(gin, name) {
+			return LayoutGIN, name, nil
+		}
+		for _, full := range names {
+			if strings.HasPrefix(path.Base(full), name+"_") {
+				return "", "", formatErr(name+SuffixA, 0, 0, "missing required file")
 			}
 		}
-		if len(found) != 1 {
-			zr.Close()
-			return nil, formatErr(p, 0, 0, "zip holds %d *%s entries, want 1: not a TU dataset (or name it with --name)", len(found), SuffixA)
-		}
-		name = found[0]
+		return "", "", formatErr(where, 0, 0, "no dataset %q here (%s)", name, lookedFor)
 	}
-	s.Name = name
-	s.zf = map[string]*zip.File{}
-	for _, f := range zr.File {
-		b := path.Base(f.Name)
-		if strings.HasPrefix(b, name+"_") && !f.FileInfo().IsDir() {
-			s.zf[strings.TrimPrefix(b, name)] = f
+	switch {
+	case len(tu) == 1:
+		return LayoutTU, tu[0], nil
+	case len(tu) > 1:
+		return "", "", formatErr(where, 0, 0, "holds %d TU datasets (%s): name one with --name", len(tu), strings.Join(tu, ", "))
+	case len(gin) == 1:
+		return LayoutGIN, gin[0], nil
+	case len(gin) > 1:
+		return "", "", formatErr(where, 0, 0, "holds %d candidate GIN files (%s): name one with --name", len(gin), strings.Join(gin, ", "))
+	}
+	return "", "", formatErr(where, 0, 0, "not a TU or GIN dataset: %s", lookedFor)
+}
+
+// openFolder opens a TU or GIN folder; shown is the path errors name (the
+// archive for a spooled tar).
+func openFolder(dir, shown, name string) (*Source, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tu: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			names = append(names, e.Name())
 		}
 	}
-	if s.zf[SuffixA] == nil {
-		zr.Close()
-		return nil, formatErr(p, 0, 0, "zip has no %s%s entry: not a TU dataset", name, SuffixA)
+	layout, name, err := pick(shown, names, name)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{Path: shown, Name: name, Layout: layout, hashes: map[string]SourceHash{}, open: map[string]func() (io.ReadCloser, error){}}
+	add := func(key, file string) {
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			s.open[key] = func() (io.ReadCloser, error) { return os.Open(p) }
+		}
+	}
+	if layout == LayoutGIN {
+		add(ginKey, name+".txt")
+		return s, nil
+	}
+	for _, suf := range suffixes {
+		add(suf, name+suf)
 	}
 	return s, nil
 }
 
-// Close releases the zip reader, if any.
-func (s *Source) Close() error {
-	if s.zr != nil {
-		return s.zr.Close()
+// suffixes are the TU files, in the order a reader needs them.
+var suffixes = []string{SuffixGraphIndicator, SuffixGraphLabels, SuffixNodeLabels, SuffixNodeAttributes, SuffixEdgeLabels, SuffixA}
+
+func openZip(p, name string) (*Source, error) {
+	zr, err := zip.OpenReader(p)
+	if err != nil {
+		return nil, formatErr(p, 0, 0, "not a readable zip: %v", err)
 	}
-	return nil
+	var names []string
+	seen := map[string]bool{}
+	for _, f := range zr.File {
+		if f.FileInfo().IsDir() {
+			continue
+		}
+		if seen[f.Name] {
+			zr.Close()
+			return nil, formatErr(p, 0, 0, "the zip holds %q twice: refusing to guess which one is the dataset", f.Name)
+		}
+		seen[f.Name] = true
+		names = append(names, f.Name)
+	}
+	layout, name, err := pick(p, names, name)
+	if err != nil {
+		zr.Close()
+		return nil, err
+	}
+	s := &Source{Path: p, Name: name, Layout: layout, hashes: map[string]SourceHash{}, open: map[string]func() (io.ReadCloser, error){},
+		closers: []func() error{zr.Close}}
+	for _, f := range zr.File {
+		b := path.Base(f.Name)
+		if f.FileInfo().IsDir() || strings.HasPrefix(b, "._") || strings.Contains(f.Name, "__MACOSX") {
+			continue
+		}
+		key := ""
+		switch {
+		case layout == LayoutGIN && b == name+".txt" && ginCandidate(f.Name):
+			key = ginKey
+		case layout == LayoutTU && strings.HasPrefix(b, name+"_"):
+			key = strings.TrimPrefix(b, name)
+		}
+		if key == "" {
+			continue
+		}
+		if s.open[key] != nil {
+			zr.Close()
+			return nil, formatErr(p, 0, 0, "the zip holds two %s%s entries: refusing to guess which one is the dataset", name, key)
+		}
+		f := f
+		s.open[key] = func() (io.ReadCloser, error) { return f.Open() }
+	}
+	return s, nil
+}
+
+// Close releases the archive and removes a tar's spool.
+func (s *Source) Close() error {
+	var err error
+	for _, c := range s.closers {
+		if cerr := c(); err == nil {
+			err = cerr
+		}
+	}
+	s.closers = nil
+	return err
 }
 
 // FileName is the display name of a dataset file (used in errors).
-func (s *Source) FileName(suffix string) string { return s.Name + suffix }
-
-// Has reports whether the dataset has the file with this suffix.
-func (s *Source) Has(suffix string) bool {
-	if s.zr != nil {
-		return s.zf[suffix] != nil
+func (s *Source) FileName(key string) string {
+	if key == ginKey {
+		return s.Name + ".txt"
 	}
-	_, err := os.Stat(filepath.Join(s.dir, s.Name+suffix))
-	return err == nil
+	return s.Name + key
 }
 
+// Has reports whether the dataset has the file with this key (a TU suffix).
+func (s *Source) Has(key string) bool { return s.open[key] != nil }
+
 // Open opens a dataset file; reading it to EOF records its SHA-256 (see Hashes).
-func (s *Source) Open(suffix string) (io.ReadCloser, error) {
-	var rc io.ReadCloser
-	if s.zr != nil {
-		f := s.zf[suffix]
-		if f == nil {
-			return nil, formatErr(s.FileName(suffix), 0, 0, "missing required file")
-		}
-		r, err := f.Open()
-		if err != nil {
-			return nil, formatErr(s.FileName(suffix), 0, 0, "cannot open in zip: %v", err)
-		}
-		rc = r
-	} else {
-		f, err := os.Open(filepath.Join(s.dir, s.Name+suffix))
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, formatErr(s.FileName(suffix), 0, 0, "missing required file")
-			}
-			return nil, fmt.Errorf("tu: %w", err)
-		}
-		rc = f
+func (s *Source) Open(key string) (io.ReadCloser, error) {
+	op := s.open[key]
+	if op == nil {
+		return nil, formatErr(s.FileName(key), 0, 0, "missing required file")
 	}
-	return newPrefetcher(&hashingReader{rc: rc, h: sha256.New(), name: s.FileName(suffix), src: s}), nil
+	rc, err := op()
+	if err != nil {
+		return nil, formatErr(s.FileName(key), 0, 0, "cannot open: %v", err)
+	}
+	return newPrefetcher(&hashingReader{rc: rc, h: sha256.New(), name: s.FileName(key), src: s}), nil
 }
 
 // prefetcher reads (and so hashes) its source in a goroutine, one block

@@ -1,0 +1,69 @@
+package loader
+
+import (
+	"context"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/augloader/augloader/aug"
+)
+
+// Memory bounds the bytes of the batches in flight (being built, or built
+// and waiting for their client) across every stream of every Loader that
+// shares it: one budget for a daemon's socket and Flight streams and all
+// its views. A batch is counted at an upper bound of its size, taken
+// before it is built; a stream with nothing in flight may always build its
+// next batch, so no stream waits on another's slow client forever. Memory
+// held by batches is therefore at most the budget plus one batch per
+// running stream.
+type Memory struct {
+	sem   *semaphore.Weighted
+	limit int64
+}
+
+// DefaultMemory is the budget a Loader gets when given none.
+const DefaultMemory = 1 << 30
+
+// NewMemory returns a budget of limit bytes (limit ≤ 0: DefaultMemory).
+func NewMemory(limit int64) *Memory {
+	if limit <= 0 {
+		limit = DefaultMemory
+	}
+	return &Memory{sem: semaphore.NewWeighted(limit), limit: limit}
+}
+
+// Limit is the budget in bytes.
+func (m *Memory) Limit() int64 { return m.limit }
+
+// acquire takes n bytes (at most the whole budget), waiting for them.
+func (m *Memory) acquire(ctx context.Context, n int64) (int64, error) {
+	n = min(n, m.limit)
+	if err := m.sem.Acquire(ctx, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (m *Memory) release(n int64) {
+	if n > 0 {
+		m.sem.Release(n)
+	}
+}
+
+// batchBytes bounds the bytes of a collated batch of graphs whose sizes
+// are bounded by sizes (see collator): both directions of every edge in
+// two int32 columns, up to two feature codes per node (a merged node's
+// mix) with their node id and weight, or dim float32 per node, and a few
+// fixed-size columns per graph.
+func batchBytes(sizes []aug.Size, dense bool, dim int) int64 {
+	var b int64
+	for _, s := range sizes {
+		b += 48 + 16*int64(s.Edges)
+		if dense {
+			b += 4 * int64(dim) * int64(s.Nodes)
+		} else {
+			b += 24 * int64(s.Nodes)
+		}
+	}
+	return b
+}
