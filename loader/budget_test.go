@@ -101,4 +101,3 @@ func TestBudgetsHold(t *testing.T) {
 		})
 	}
 }
-
