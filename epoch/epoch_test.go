@@ -248,3 +248,38 @@ func FuzzSchedule(f *testing.F) {
 		}
 	})
 }
+
+// Texts that give the same draws have one canonical form; texts that do
+// not, different ones; and a canonical form parses back to itself.
+func TestScheduleCanonical(t *testing.T) {
+	same := [][]string{
+		{"nodesam", "NodeSam", "nodesam:1", "0..|nodesam", " nodesam # comment"},
+		{"nodesam,none", "nodesam:2,none:2", "0..|nodesam:0.5,none:0.5"},
+		{"submix:p=0.4", "submix:p=0.40", "submix:p=.4:3"},
+		{"0..50|none;50..|nodesam", "0..50|none\n50..|nodesam"},
+	}
+	seen := map[string]string{}
+	for _, group := range same {
+		var canon string
+		for _, text := range group {
+			s, err := epoch.ParseSchedule(strings.ReplaceAll(text, "\\n", "\n"))
+			if err != nil {
+				t.Fatalf("%q: %v", text, err)
+			}
+			c := s.Canonical()
+			if canon == "" {
+				canon = c
+			} else if c != canon {
+				t.Errorf("%q: canonical %q, want %q (as %q)", text, c, canon, group[0])
+			}
+			again, err := epoch.ParseSchedule(c)
+			if err != nil || again.Canonical() != c {
+				t.Errorf("%q: canonical %q does not parse back to itself: %v", text, c, err)
+			}
+		}
+		if other, dup := seen[canon]; dup {
+			t.Errorf("%q and %q share the canonical form %q", group[0], other, canon)
+		}
+		seen[canon] = group[0]
+	}
+}

@@ -55,6 +55,45 @@ type Choice struct {
 // String returns the schedule's source text.
 func (s *Schedule) String() string { return s.text }
 
+// Canonical is one spelling of the schedule for every text that gives the
+// same draws: each segment with its range, each policy with its
+// parameters (numbers in shortest form, keys sorted) and its normalised
+// weight. "nodesam,none" and "0..|nodesam:2,none:2" are both
+// "0..|nodesam:0.5,none:0.5". Part of a configuration's identity.
+func (s *Schedule) Canonical() string {
+	var b strings.Builder
+	for i, g := range s.Segments {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, "%d..", g.From)
+		if g.To >= 0 {
+			fmt.Fprintf(&b, "%d", g.To)
+		}
+		b.WriteByte('|')
+		for j, it := range g.Items {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(it.Name)
+			keys := make([]string, 0, len(it.Params))
+			for k := range it.Params {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				v := it.Params[k]
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					v = strconv.FormatFloat(f, 'g', -1, 64)
+				}
+				fmt.Fprintf(&b, ":%s=%s", k, v)
+			}
+			fmt.Fprintf(&b, ":%s", strconv.FormatFloat(it.Weight, 'g', -1, 64))
+		}
+	}
+	return b.String()
+}
+
 // ParseSchedule parses the grammar above and checks every policy name and
 // parameter (the ops are built by Resolve).
 func ParseSchedule(text string) (*Schedule, error) {

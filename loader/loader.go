@@ -18,6 +18,9 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
+// MaxBatchSize is the default cap on graphs per batch.
+const MaxBatchSize = 1 << 16
+
 // Config configures a Loader. Zero values take the stated defaults.
 type Config struct {
 	Seed     uint64
@@ -53,6 +56,17 @@ func (c *Config) Validate() error {
 	if c.Schedule == nil {
 		return errors.New("loader: a schedule is required")
 	}
+	// Zero means the default; a negative value is a caller's mistake, not
+	// a request for the default.
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"workers", c.Workers}, {"window", c.Window}, {"batch size", c.BatchSize}, {"max batch size", c.MaxBatchSize},
+		{"node budget", c.NodeBudget}, {"edge budget", c.EdgeBudget}} {
+		if f.v < 0 {
+			return fmt.Errorf("loader: %s %d is negative", f.name, f.v)
+		}
+	}
 	if c.Workers <= 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -63,7 +77,7 @@ func (c *Config) Validate() error {
 		c.BatchSize = 32
 	}
 	if c.MaxBatchSize <= 0 {
-		c.MaxBatchSize = 1 << 16
+		c.MaxBatchSize = MaxBatchSize
 	}
 	if c.BatchSize > c.MaxBatchSize {
 		return fmt.Errorf("loader: batch size %d above the maximum %d", c.BatchSize, c.MaxBatchSize)
@@ -87,6 +101,7 @@ func (c *Config) Validate() error {
 type Loader struct {
 	src *Source
 	cfg Config
+	id  wire.Config
 	// collators holds batch buffers between batches and requests (see
 	// collator): a steady stream allocates none.
 	collators sync.Pool
@@ -100,8 +115,19 @@ func New(src *Source, cfg Config) (*Loader, error) {
 	if !cfg.NoIndex && cfg.Schedule.UsesIndex() {
 		src.EnableIndex()
 	}
-	return &Loader{src: src, cfg: cfg}, nil
+	l := &Loader{src: src, cfg: cfg}
+	l.id = wire.Config{
+		Dataset: src.Manifest().Dataset, ShardsSHA256: src.ds.r.Digest(),
+		Served: len(src.served), ServedSHA256: src.digest,
+		Seed: cfg.Seed, Schedule: cfg.Schedule.Canonical(), BatchSize: cfg.BatchSize,
+		NodeBudget: cfg.NodeBudget, EdgeBudget: cfg.EdgeBudget, Remainder: string(cfg.Remainder),
+	}.WithID()
+	return l, nil
 }
+
+// Identity is the configuration's identity: every setting that changes
+// the bytes of a request (wire.Config), echoed in every response.
+func (l *Loader) Identity() wire.Config { return l.id }
 
 // Config returns the validated configuration.
 func (l *Loader) Config() Config { return l.cfg }

@@ -29,8 +29,9 @@ type liveStream struct {
 }
 
 func (s *liveStream) Info() wire.Response {
+	id := s.l.Identity()
 	r := wire.Response{Dataset: s.l.Source().Manifest().Dataset, Epoch: s.p.Request.Epoch,
-		Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs()}
+		Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs(), Config: &id}
 	for _, b := range s.p.OverBudget {
 		if b >= s.p.Request.StartBatch {
 			r.OverBudget = append(r.OverBudget, b)

@@ -33,9 +33,13 @@ const (
 	// or x (dense float32 features), optionally edge_label; whole-file
 	// CRC-32C per shard in the manifest.
 	FormatV1 FormatVersion = 1
+	// FormatV2 seals the manifest: its "checksum" is the SHA-256 of its
+	// own content (internal/jsonseal), so an edited label map, name or
+	// count is refused by Open and Verify. Shards are as in V1.
+	FormatV2 FormatVersion = 2
 
 	// CurrentVersion is what this code writes.
-	CurrentVersion = FormatV1
+	CurrentVersion = FormatV2
 	// MinSupportedVersion is the oldest format this code reads.
 	MinSupportedVersion = FormatV1
 )

@@ -2,11 +2,15 @@ package shard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/augloader/augloader/internal/jsonseal"
 )
 
 // Manifest is manifest.json: everything a reader needs besides the shards.
@@ -27,7 +31,13 @@ type Manifest struct {
 	Compression   Compression `json:"compression"`
 	Shards        []ShardInfo `json:"shards"`
 	Sources       []Source    `json:"sources"`
+	// Checksum seals the manifest (FormatV2 on): "sha256:" and the hex
+	// SHA-256 of its canonical JSON without this field (internal/jsonseal).
+	Checksum string `json:"checksum,omitempty"`
 }
+
+// ChecksumField implements jsonseal.Sealed.
+func (m *Manifest) ChecksumField() *string { return &m.Checksum }
 
 // Stats are dataset totals after the PyG conventions.
 type Stats struct {
@@ -80,20 +90,31 @@ type Source struct {
 
 // ReadManifest reads and validates dir/manifest.json.
 func ReadManifest(dir string) (*Manifest, error) {
+	m, _, err := readManifest(dir)
+	return m, err
+}
+
+// readManifest also returns the SHA-256 of the file's bytes.
+func readManifest(dir string) (*Manifest, string, error) {
 	path := filepath.Join(dir, ManifestName)
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, "", fmt.Errorf("shard: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("shard: read %s: %w", path, err)
+		return nil, "", fmt.Errorf("shard: read %s: %w", path, err)
 	}
 	if len(data) > MaxManifestBytes {
-		return nil, corrupt(ManifestName, "", "larger than %d bytes", MaxManifestBytes)
+		return nil, "", corrupt(ManifestName, "", "larger than %d bytes", MaxManifestBytes)
 	}
-	return ParseManifest(data)
+	m, err := ParseManifest(data)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(data)
+	return m, hex.EncodeToString(sum[:]), nil
 }
 
 // ParseManifest decodes and validates a manifest. It never panics on any
@@ -116,6 +137,13 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
+	if m.FormatVersion >= FormatV2 {
+		if err := jsonseal.Check(&m); err != nil {
+			return nil, corrupt(ManifestName, "checksum", "%v", err)
+		}
+	} else if m.Checksum != "" {
+		return nil, corrupt(ManifestName, "checksum", "a version 1 manifest has no checksum")
+	}
 	return &m, nil
 }
 
@@ -127,6 +155,7 @@ func (m *Manifest) validate() error {
 		return fmt.Errorf("%w: manifest is version %d, this build reads %d..%d",
 			ErrVersion, m.FormatVersion, MinSupportedVersion, CurrentVersion)
 	}
+
 	if !m.Features.Kind.Valid() {
 		return corrupt(ManifestName, "features.kind", "unknown kind %q", m.Features.Kind)
 	}
@@ -177,8 +206,13 @@ func (m *Manifest) validate() error {
 	return nil
 }
 
-// Encode returns the manifest as indented JSON with a final newline.
+// Encode returns the manifest as indented JSON with a final newline,
+// sealed (Checksum set) from FormatV2 on.
 func (m *Manifest) Encode() ([]byte, error) {
+	if m.FormatVersion >= FormatV2 {
+		return jsonseal.Seal(m)
+	}
+	m.Checksum = ""
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err

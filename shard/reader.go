@@ -26,6 +26,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Reader struct {
 	dir     string
 	man     *Manifest
+	digest  string  // SHA-256 of manifest.json
 	batches []batch // all record batches of all shards, in graph order
 	first   []int64 // first[i] is the first graph id of batches[i]
 	recs    []arrow.RecordBatch
@@ -66,7 +67,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	man, err := ReadManifest(dir)
+	man, digest, err := readManifest(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 		})
 	}
 	err = g.Wait()
-	r := &Reader{dir: dir, man: man}
+	r := &Reader{dir: dir, man: man, digest: digest}
 	for i := range perShard {
 		r.recs = append(r.recs, perRecs[i]...)
 		for _, b := range perShard[i] {
@@ -107,6 +108,10 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 
 // Manifest returns the folder's manifest. Callers must not modify it.
 func (r *Reader) Manifest() *Manifest { return r.man }
+
+// Digest is the SHA-256 (hex) of the manifest.json bytes read: with the
+// shards' checksums in it, it identifies the whole folder.
+func (r *Reader) Digest() string { return r.digest }
 
 // NumGraphs is the number of graphs, with ids 0..NumGraphs-1.
 func (r *Reader) NumGraphs() int { return int(r.man.Stats.Graphs) }

@@ -66,11 +66,31 @@ func TestCorruption(t *testing.T) {
 			os.Remove(filepath.Join(dir, shardFile))
 		}, "no such file", false},
 		{"newer version", func(t *testing.T, dir string) {
-			editManifest(t, dir, `"format_version": 1`, `"format_version": 2`)
-		}, "manifest is version 2", true},
+			editManifest(t, dir, `"format_version": 2`, `"format_version": 3`)
+		}, "manifest is version 3", true},
 		{"newer version with new keys", func(t *testing.T, dir string) {
-			editManifest(t, dir, `"format_version": 1,`, `"format_version": 9, "future_key": true,`)
+			editManifest(t, dir, `"format_version": 2,`, `"format_version": 9, "future_key": true,`)
 		}, "manifest is version 9", true},
+		// Edits that keep the manifest consistent with itself and with the
+		// shards are caught by its seal (they passed verify before it).
+		{"label map reversed", func(t *testing.T, dir string) {
+			editManifest(t, dir, `"label_map": [
+    "-1",
+    "1"
+  ]`, `"label_map": [
+    "1",
+    "-1"
+  ]`)
+		}, "checksum mismatch", false},
+		{"dataset renamed", func(t *testing.T, dir string) {
+			editManifest(t, dir, `"dataset": "TINY"`, `"dataset": "MUTAG"`)
+		}, "checksum mismatch", false},
+		{"edge label dim", func(t *testing.T, dir string) {
+			editManifest(t, dir, `"edge_label_dim": 3`, `"edge_label_dim": 9`)
+		}, "checksum mismatch", false},
+		{"seal altered", func(t *testing.T, dir string) {
+			editManifestRegexp(t, dir, `"checksum": "sha256:`, `"checksum": "sha256:`)
+		}, "checksum mismatch", false},
 		{"counts disagree", func(t *testing.T, dir string) {
 			editManifest(t, dir, `"graphs": 3`, `"graphs": 4`)
 		}, "manifest.json: stats", false},

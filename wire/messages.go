@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +27,39 @@ type Request struct {
 	StartBatch int    `json:"start_batch,omitempty"` // resume: first batch to send
 }
 
+// Config identifies a stream configuration: every setting that changes
+// the bytes a request gets (not the workers, the index or the transport).
+// The server echoes it in every response; materialize stores it and
+// refuses to mix two; a client reading one epoch from several daemons
+// refuses a daemon whose ID differs from the first one's.
+type Config struct {
+	// ID is the first 16 hex digits of the SHA-256 of the other fields'
+	// JSON (WithID): equal IDs, equal configurations.
+	ID      string `json:"id"`
+	Dataset string `json:"dataset"`
+	// ShardsSHA256 is the SHA-256 of the shard folder's manifest.json
+	// (which holds every shard's CRC).
+	ShardsSHA256 string `json:"shards_sha256"`
+	Served       int    `json:"served"` // graphs in the served set
+	// ServedSHA256 is the SHA-256 of the served graph ids (int64 LE).
+	ServedSHA256 string `json:"served_sha256"`
+	Seed         uint64 `json:"seed"`
+	Schedule     string `json:"schedule"`   // canonical form (epoch.Schedule.Canonical)
+	BatchSize    int    `json:"batch_size"` // the default for requests that give none
+	NodeBudget   int    `json:"node_budget"`
+	EdgeBudget   int    `json:"edge_budget"`
+	Remainder    string `json:"remainder"`
+}
+
+// WithID returns c with its ID computed from the other fields.
+func (c Config) WithID() Config {
+	c.ID = ""
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	c.ID = hex.EncodeToString(sum[:8])
+	return c
+}
+
 // Response is the body of a successful response frame.
 type Response struct {
 	Dataset      string `json:"dataset"`
@@ -36,6 +71,8 @@ type Response struct {
 	// the request's start on) made of one graph that may alone exceed the
 	// server's node or edge budget.
 	OverBudget []int `json:"over_budget,omitempty"`
+	// Config identifies what produced the batches.
+	Config *Config `json:"config,omitempty"`
 }
 
 // Error is the body of an error response or trailer.

@@ -6,19 +6,16 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -26,20 +23,24 @@ import (
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/app"
+	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"
+	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newApp().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "augloader:", err)
-		os.Exit(1)
+func main() { cliutil.Main(newApp()) }
+
+func positiveDuration(name string) func(*cli.Context, time.Duration) error {
+	return func(_ *cli.Context, d time.Duration) error {
+		if d <= 0 {
+			return fmt.Errorf("--%s %s: want a positive duration", name, d)
+		}
+		return nil
 	}
 }
 
@@ -61,13 +62,13 @@ var loaderFlags = []cli.Flag{
 	&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "seed of every permutation and augmentation draw"},
 	&cli.StringFlag{Name: "policy", Value: "nodesam", Usage: "augmentation schedule, e.g. nodesam | submix:p=0.4 | nodesam:0.5,none:0.5 | 0..50|none;50..|nodesam (docs/schedule.md)"},
 	&cli.StringFlag{Name: "schedule", Usage: "read the schedule from this file instead of --policy"},
-	&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "augmentation workers"},
-	&cli.IntFlag{Name: "batch-size", Value: 32, Usage: "graphs per batch (a request may ask for another)"},
+	&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "augmentation workers (1..1024)", Action: cliutil.IntRange("workers", 1, 1024)},
+	&cli.IntFlag{Name: "batch-size", Value: 32, Usage: "graphs per batch (1..65536; a request may ask for another)", Action: cliutil.IntRange("batch-size", 1, loader.MaxBatchSize)},
 	&cli.StringFlag{Name: "split", Usage: "split file {\"training\": [...], \"test\": [...]}: serve only one of its sets"},
-	&cli.StringFlag{Name: "split-set", Value: "training", Usage: "which set of --split to serve: training or test"},
-	&cli.StringFlag{Name: "remainder", Value: "pad", Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop"},
-	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's total nodes (0: no cap)"},
-	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's total edges (0: no cap)"},
+	&cli.StringFlag{Name: "split-set", Value: "training", Usage: "which set of --split to serve: training or test", Action: cliutil.OneOf("split-set", "training", "test")},
+	&cli.StringFlag{Name: "remainder", Value: "pad", Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop", Action: cliutil.OneOf("remainder", "pad", "drop")},
+	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's nodes, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)", Action: cliutil.IntRange("node-budget", 0, -1)},
+	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)", Action: cliutil.IntRange("edge-budget", 0, -1)},
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
 }
@@ -93,10 +94,10 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "flight-token-file", Usage: "file holding the bearer token Flight clients must present"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
 			&cli.StringFlag{Name: "materialized", Usage: "replay the epochs materialized in this folder instead of augmenting"},
-			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish"},
-			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams, socket and Flight together; more are refused as unavailable"},
-			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP)"},
-			&cli.IntFlag{Name: "max-pending", Value: 64, Usage: "connections waiting to send their request; a new one evicts the oldest"},
+			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish (> 0)", Action: positiveDuration("drain")},
+			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams, socket and Flight together; more are refused as unavailable (1..65536)", Action: cliutil.IntRange("max-streams", 1, 65536)},
+			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP; 1..65536)", Action: cliutil.IntRange("max-streams-per-client", 1, 65536)},
+			&cli.IntFlag{Name: "max-pending", Value: 64, Usage: "connections waiting to send their request; a new one evicts the oldest (1..65536)", Action: cliutil.IntRange("max-pending", 1, 65536)},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics (loopback, e.g. 127.0.0.1:9090)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
@@ -178,7 +179,7 @@ func materializeCmd() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "epochs", Value: "0:1", Usage: "epochs FROM:TO (TO excluded)"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "output folder"},
-			&cli.IntFlag{Name: "world", Value: 1, Usage: "write one file per rank for this world size"},
+			&cli.IntFlag{Name: "world", Value: 1, Usage: "write one file per rank for this world size (1..65536)", Action: cliutil.IntRange("world", 1, 65536)},
 			&cli.BoolFlag{Name: "force", Usage: "redo an output folder made with another configuration"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
@@ -235,10 +236,10 @@ func fetchCmd() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket", Required: true, Usage: "server socket"},
 			&cli.Uint64Flag{Name: "epoch", Usage: "epoch to read"},
-			&cli.IntFlag{Name: "rank", Usage: "this reader's rank"},
-			&cli.IntFlag{Name: "world", Value: 1, Usage: "world size"},
-			&cli.IntFlag{Name: "batch-size", Usage: "graphs per batch (0: the server's default)"},
-			&cli.IntFlag{Name: "start-batch", Usage: "resume from this batch"},
+			&cli.IntFlag{Name: "rank", Usage: "this reader's rank (0..world-1)", Action: cliutil.IntRange("rank", 0, -1)},
+			&cli.IntFlag{Name: "world", Value: 1, Usage: "world size (≥ 1)", Action: cliutil.IntRange("world", 1, -1)},
+			&cli.IntFlag{Name: "batch-size", Usage: "graphs per batch (0: the server's default; 0..65536)", Action: cliutil.IntRange("batch-size", 0, loader.MaxBatchSize)},
+			&cli.IntFlag{Name: "start-batch", Usage: "resume from this batch (≥ 0)", Action: cliutil.IntRange("start-batch", 0, -1)},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
 		Action: func(c *cli.Context) error {
@@ -282,7 +283,7 @@ func splitCmd() *cli.Command {
 		Usage: "write stratified k-fold split files {\"training\": [...], \"test\": [...]}",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "shards", Required: true, Usage: "shard folder (labels are read from it)"},
-			&cli.IntFlag{Name: "folds", Value: 10, Usage: "number of folds"},
+			&cli.IntFlag{Name: "folds", Value: 10, Usage: "number of folds (≥ 2)", Action: cliutil.IntRange("folds", 2, -1)},
 			&cli.Uint64Flag{Name: "seed", Usage: "shuffle seed"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "folder for fold-00.json, fold-01.json, ..."},
 		},

@@ -5,19 +5,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/convert"
 	"github.com/augloader/augloader/internal/download"
 	"github.com/augloader/augloader/internal/synth"
@@ -26,14 +24,7 @@ import (
 	"github.com/augloader/augloader/shard/tu"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := app().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "shardconv:", err)
-		os.Exit(1)
-	}
-}
+func main() { cliutil.Main(app()) }
 
 func app() *cli.App {
 	return &cli.App{
@@ -47,10 +38,10 @@ func app() *cli.App {
 }
 
 var convertFlags = []cli.Flag{
-	&cli.StringFlag{Name: "name", Usage: "dataset name, the prefix of its files (default: inferred from the single *_A.txt)"},
-	&cli.StringFlag{Name: "features", Value: "auto", Usage: "node features: auto (node labels if present, else degree), labels, attributes or degree"},
-	&cli.StringFlag{Name: "compression", Value: "zstd", Usage: "record batch compression: zstd, lz4 or none"},
-	&cli.Int64Flag{Name: "shard-size", Value: 64 << 20, Usage: "target shard file size in bytes"},
+	&cli.StringFlag{Name: "name", Usage: "dataset name, the prefix of its files (default: the input's only dataset)"},
+	&cli.StringFlag{Name: "features", Value: "auto", Usage: "node features: auto (node labels if present, else degree), labels, attributes or degree", Action: cliutil.OneOf("features", "auto", "labels", "attributes", "degree")},
+	&cli.StringFlag{Name: "compression", Value: "zstd", Usage: "record batch compression: zstd, lz4 or none", Action: cliutil.OneOf("compression", "zstd", "lz4", "none")},
+	&cli.Int64Flag{Name: "shard-size", Value: 64 << 20, Usage: "target shard file size in bytes (64 KiB..16 GiB)", Action: cliutil.Int64Range("shard-size", 64<<10, 16<<30)},
 	&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder (only once the new one is complete)"},
 	&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress or summary"},
 }
@@ -58,10 +49,10 @@ var convertFlags = []cli.Flag{
 func convertCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "convert",
-		Usage:     "convert a TU dataset folder or .zip into a shard folder",
+		Usage:     "convert a dataset (TU or GIN text; folder, .zip, .tar, .tar.gz, .tar.xz or .txt) into a shard folder",
 		ArgsUsage: " ",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "TU dataset folder or .zip"},
+			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "dataset: a TU folder, .zip, .tar, .tar.gz or .tar.xz, or the GIN text format (folder, .txt or .zip)"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "shard folder to create"},
 		}, convertFlags...),
 		Action: func(c *cli.Context) error {
@@ -195,7 +186,7 @@ func synthCmd() *cli.Command {
 			&cli.StringFlag{Name: "like", Required: true, Usage: "COLLAB, REDDIT-BINARY or reddit"},
 			&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "generator seed; the same seed writes the same bytes"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "folder to write DS_*.txt files into (created)"},
-			&cli.IntFlag{Name: "graphs", Usage: "number of graphs (default: the real dataset's count)"},
+			&cli.IntFlag{Name: "graphs", Usage: "number of graphs (default: the real dataset's count; ≥ 1)", Action: cliutil.IntRange("graphs", 1, -1)},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
 		},
 		Action: func(c *cli.Context) error {
