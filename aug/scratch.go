@@ -31,6 +31,16 @@ type Scratch struct {
 	set, set2            []int32 // S and S' in rank order
 	pos                  []int32 // position in S or S' (valid where stamped)
 	partner              Graph
+	unchanged            int // SubMix draws that left their graph unchanged (Ē empty)
+}
+
+// TakeUnchanged returns how many SubMix draws with this scratch left their
+// graph unchanged, with its hard label, because the mix would have had no
+// edge (Ē empty), and resets the count. The loader reports it per stream.
+func (s *Scratch) TakeUnchanged() int {
+	n := s.unchanged
+	s.unchanged = 0
+	return n
 }
 
 // nextGen returns a fresh stamp for s.stamp sized ≥ n (no clearing needed).

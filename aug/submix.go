@@ -272,6 +272,7 @@ func (s *Scratch) mix(in, g2, out *Graph) {
 	}
 	total := len(out.Edges) / 2
 	if total == 0 {
+		s.unchanged++
 		out.CopyFrom(in)
 		return
 	}

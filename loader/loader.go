@@ -227,6 +227,9 @@ type Stats struct {
 	// sink is behind).
 	WorkerBusy, WorkerIdle time.Duration
 	MaxInFlight            int
+	// SubMixUnchanged counts graphs of the batches sent that SubMix left
+	// unchanged, with their hard label, because the mix had no edge.
+	SubMixUnchanged int
 }
 
 // GraphError names the graph whose augmentation failed (or panicked).
@@ -243,9 +246,10 @@ func (e *GraphError) Error() string {
 func (e *GraphError) Unwrap() error { return e.Err }
 
 type result struct {
-	rec arrow.RecordBatch
-	col *collator // backs rec; reusable once the sink has returned
-	err error
+	rec       arrow.RecordBatch
+	col       *collator // backs rec; reusable once the sink has returned
+	err       error
+	unchanged int // SubMix fallbacks in the batch
 }
 
 // Stream builds the plan's batches with the worker pool and hands them to
@@ -320,7 +324,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 				waiting = time.Now()
 				busy.Add(int64(waiting.Sub(t0)))
 				select {
-				case slots[b%window] <- result{rec, col, err}:
+				case slots[b%window] <- result{rec, col, err, w.scratch.TakeUnchanged()}:
 				case <-gctx.Done():
 					if rec != nil {
 						rec.Release()
@@ -349,6 +353,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			err := sink(r.rec)
 			st.WaitSink += time.Since(t1)
 			st.Graphs += int(r.rec.NumRows())
+			st.SubMixUnchanged += r.unchanged
 			r.rec.Release()
 			if err != nil {
 				return err

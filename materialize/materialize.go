@@ -31,9 +31,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/internal/jsonseal"
 	"github.com/augloader/augloader/internal/version"
 	"github.com/augloader/augloader/loader"
-	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -42,7 +42,10 @@ const (
 	ConfigName   = "materialize.json"
 	ManifestName = "manifest.json"
 	FormatName   = "augloader-epochs"
-	Version      = 1
+	// Version 2 stores the configuration's whole identity and seals
+	// materialize.json and every epoch manifest (internal/jsonseal); a
+	// version 1 folder is refused (rerun with --force to redo it).
+	Version = 2
 )
 
 // Config is materialize.json: what the epochs were made from.
@@ -50,32 +53,42 @@ type Config struct {
 	Format        string `json:"format"`
 	FormatVersion int    `json:"format_version"`
 	ToolVersion   string `json:"tool_version"`
-	Dataset       string `json:"dataset"`
-	// ShardsDigest is the SHA-256 of the shard folder's manifest.json.
-	ShardsDigest string `json:"shards_digest"`
-	Seed         uint64 `json:"seed"`
-	Schedule     string `json:"schedule"`
-	BatchSize    int    `json:"batch_size"`
-	World        int    `json:"world"`
-	Remainder    string `json:"remainder"`
-	Served       int    `json:"served"` // graphs in the served set
+	World         int    `json:"world"`
+	// Stream is the identity of the configuration every file was made
+	// with (seed, canonical schedule, batch size, budgets, remainder,
+	// served-set and shards digests): a rerun with any other is refused.
+	Stream   wire.Config `json:"config"`
+	Checksum string      `json:"checksum"`
 }
+
+// ChecksumField implements jsonseal.Sealed.
+func (c *Config) ChecksumField() *string { return &c.Checksum }
+
+// Dataset is the dataset the epochs were made from.
+func (c *Config) Dataset() string { return c.Stream.Dataset }
 
 // EpochManifest is epoch-NNNNNN/manifest.json.
 type EpochManifest struct {
-	Epoch uint64     `json:"epoch"`
-	Files []FileInfo `json:"files"`
+	Epoch    uint64     `json:"epoch"`
+	Files    []FileInfo `json:"files"`
+	Checksum string     `json:"checksum"`
 }
+
+// ChecksumField implements jsonseal.Sealed.
+func (m *EpochManifest) ChecksumField() *string { return &m.Checksum }
 
 // FileInfo describes one rank's stream file.
 type FileInfo struct {
-	Rank        int         `json:"rank"`
-	File        string      `json:"file"`
-	Bytes       int64       `json:"bytes"`
-	SHA256      string      `json:"sha256"`
-	SchemaBytes int64       `json:"schema_bytes"` // the schema message opening the stream
-	Graphs      int         `json:"graphs"`
-	Batches     []BatchInfo `json:"batches"`
+	Rank        int    `json:"rank"`
+	File        string `json:"file"`
+	Bytes       int64  `json:"bytes"`
+	SHA256      string `json:"sha256"`
+	SchemaBytes int64  `json:"schema_bytes"` // the schema message opening the stream
+	// SchemaSHA256 is the schema message's digest: replay checks it before
+	// sending a byte, as it checks every batch's.
+	SchemaSHA256 string      `json:"schema_sha256"`
+	Graphs       int         `json:"graphs"`
+	Batches      []BatchInfo `json:"batches"`
 }
 
 // BatchInfo locates one record batch message in its file.
@@ -88,15 +101,13 @@ type BatchInfo struct {
 
 // Options configure Run.
 type Options struct {
-	Loader       *loader.Loader
-	ShardsDir    string // for the shards digest
-	Out          string
-	From, To     uint64 // epochs [From, To)
-	World        int    // default 1
-	BatchSize    int    // default: the loader's
-	Force        bool   // accept an OUT made with another configuration (its epochs are redone)
-	Logger       *slog.Logger
-	ScheduleText string
+	Loader    *loader.Loader
+	Out       string
+	From, To  uint64 // epochs [From, To)
+	World     int    // default 1
+	BatchSize int    // default: the loader's
+	Force     bool   // redo an OUT made with another configuration (all its epochs are removed)
+	Logger    *slog.Logger
 }
 
 // Run materializes epochs [From, To) for every rank, skipping complete ones.
@@ -115,30 +126,30 @@ func Run(ctx context.Context, o Options) error {
 	if o.To <= o.From {
 		return fmt.Errorf("materialize: empty epoch range %d:%d", o.From, o.To)
 	}
-	digest, err := fileDigest(filepath.Join(o.ShardsDir, shard.ManifestName))
-	if err != nil {
-		return err
-	}
+	id := o.Loader.Identity()
+	id.BatchSize = o.BatchSize // the size every file is cut with
 	cfg := Config{Format: FormatName, FormatVersion: Version, ToolVersion: version.Version,
-		Dataset: o.Loader.Source().Manifest().Dataset, ShardsDigest: digest, Seed: lc.Seed,
-		Schedule: o.ScheduleText, BatchSize: o.BatchSize, World: o.World, Remainder: string(lc.Remainder),
-		Served: len(o.Loader.Source().Served())}
+		World: o.World, Stream: id.WithID()}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	if old, err := ReadConfig(o.Out); err == nil {
-		if !sameConfig(*old, cfg) {
-			if !o.Force {
-				return fmt.Errorf("materialize: %s was made with another configuration (%+v); use --force to redo it", o.Out, *old)
-			}
-			if err := removeEpochs(o.Out); err != nil {
-				return err
-			}
+	switch old, err := ReadConfig(o.Out); {
+	case errors.Is(err, os.ErrNotExist):
+		if err := removeEpochs(o.Out); err != nil { // epochs without a config are nobody's
+			return err
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
+	case err != nil && !o.Force:
+		return fmt.Errorf("%w (use --force to redo the folder)", err)
+	case err != nil || old.World != cfg.World || old.Stream.ID != cfg.Stream.ID:
+		if !o.Force {
+			return fmt.Errorf("materialize: %s was made with another configuration: %s; use --force to redo it", o.Out, configDiff(old, &cfg))
+		}
+		log.Warn("--force: removing the epochs made with another configuration", "out", o.Out)
+		if err := removeEpochs(o.Out); err != nil {
+			return err
+		}
 	}
-	if err := writeJSON(filepath.Join(o.Out, ConfigName), cfg); err != nil {
+	if err := writeSealed(filepath.Join(o.Out, ConfigName), &cfg); err != nil {
 		return err
 	}
 	for e := o.From; e < o.To; e++ {
@@ -174,9 +185,29 @@ func EpochDir(e uint64) string { return fmt.Sprintf("epoch-%06d", e) }
 // FileName names a rank's stream file.
 func FileName(rank, world int) string { return fmt.Sprintf("rank-%03d-of-%03d.arrows", rank, world) }
 
-func sameConfig(a, b Config) bool {
-	a.ToolVersion, b.ToolVersion = "", ""
-	return a == b
+// configDiff names the settings two configurations differ in.
+func configDiff(old, cur *Config) string {
+	var d []string
+	a, b := old.Stream, cur.Stream
+	add := func(name string, x, y any) {
+		if x != y {
+			d = append(d, fmt.Sprintf("%s %v, now %v", name, x, y))
+		}
+	}
+	add("world", old.World, cur.World)
+	add("dataset", a.Dataset, b.Dataset)
+	add("shards", a.ShardsSHA256, b.ShardsSHA256)
+	add("served set", a.ServedSHA256, b.ServedSHA256)
+	add("seed", a.Seed, b.Seed)
+	add("schedule", a.Schedule, b.Schedule)
+	add("batch size", a.BatchSize, b.BatchSize)
+	add("node budget", a.NodeBudget, b.NodeBudget)
+	add("edge budget", a.EdgeBudget, b.EdgeBudget)
+	add("remainder", a.Remainder, b.Remainder)
+	if len(d) == 0 {
+		return "identity " + a.ID + ", now " + b.ID
+	}
+	return strings.Join(d, "; ")
 }
 
 func removeEpochs(out string) error {
@@ -213,7 +244,7 @@ func writeEpoch(ctx context.Context, o Options, e uint64, dir string) (*EpochMan
 		}
 		man.Files = append(man.Files, *fi)
 	}
-	if err := writeJSON(filepath.Join(dir, ManifestName), man); err != nil {
+	if err := writeSealed(filepath.Join(dir, ManifestName), man); err != nil {
 		return nil, err
 	}
 	return man, nil
@@ -236,7 +267,7 @@ func writeRank(ctx context.Context, o Options, e uint64, rank int, dir string) (
 		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
 	}
 	fi := &FileInfo{Rank: rank, File: name}
-	if fi.SchemaBytes, fi.Batches, err = scanStream(f.TempName()); err != nil {
+	if fi.SchemaBytes, fi.SchemaSHA256, fi.Batches, err = scanStream(f.TempName()); err != nil {
 		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
 	}
 	if len(fi.Batches) != st.Batches || len(fi.Batches) != len(p.Batches) {
@@ -254,12 +285,12 @@ func writeRank(ctx context.Context, o Options, e uint64, rank int, dir string) (
 }
 
 // scanStream walks an Arrow IPC stream file message by message and returns
-// the schema message's length and each record batch message's offset,
-// length and SHA-256 (the bytes a client hashes per batch).
-func scanStream(path string) (int64, []BatchInfo, error) {
+// the schema message's length and SHA-256, and each record batch message's
+// offset, length and SHA-256 (the bytes a client hashes per batch).
+func scanStream(path string) (int64, string, []BatchInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
 	defer f.Close()
 	cr := &iox.CountingReader{R: bufio.NewReaderSize(f, 1<<20)}
@@ -273,7 +304,7 @@ func scanStream(path string) (int64, []BatchInfo, error) {
 			break
 		}
 		if err != nil {
-			return 0, nil, fmt.Errorf("message %d: %w", i, err)
+			return 0, "", nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		typ := msg.Type()
 		msg.Release()
@@ -283,39 +314,42 @@ func scanStream(path string) (int64, []BatchInfo, error) {
 		case typ == ipc.MessageRecordBatch:
 			out = append(out, BatchInfo{Offset: prev, Bytes: cr.N - prev})
 		default:
-			return 0, nil, fmt.Errorf("message %d: unexpected %s", i, typ)
+			return 0, "", nil, fmt.Errorf("message %d: unexpected %s", i, typ)
 		}
 		prev = cr.N
 	}
+	schemaSum, err := sectionDigest(f, 0, schemaBytes)
+	if err != nil {
+		return 0, "", nil, err
+	}
 	for i := range out {
 		b := &out[i]
-		h := sha256.New()
-		if _, err := io.Copy(h, io.NewSectionReader(f, b.Offset, b.Bytes)); err != nil {
-			return 0, nil, err
+		if b.SHA256, err = sectionDigest(f, b.Offset, b.Bytes); err != nil {
+			return 0, "", nil, err
 		}
-		b.SHA256 = hex.EncodeToString(h.Sum(nil))
 	}
-	return schemaBytes, out, nil
+	return schemaBytes, schemaSum, out, nil
 }
 
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+// sectionDigest is the hex SHA-256 of n bytes of f at off.
+func sectionDigest(f io.ReaderAt, off, n int64) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, off, n)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeSealed writes a sealed document crash-safely.
+func writeSealed(path string, v jsonseal.Sealed) error {
+	b, err := jsonseal.Seal(v)
 	if err != nil {
 		return err
 	}
-	if err := iox.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
+	if err := iox.WriteFileAtomic(path, b, 0o644); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
 	return nil
-}
-
-func fileDigest(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("materialize: %w", err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:]), nil
 }
 
 // ReadConfig reads OUT/materialize.json.
@@ -326,10 +360,16 @@ func ReadConfig(out string) (*Config, error) {
 	}
 	var c Config
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("materialize: %s: %w", ConfigName, err)
+		return nil, fmt.Errorf("materialize: %s: %w", filepath.Join(out, ConfigName), err)
 	}
 	if c.Format != FormatName || c.FormatVersion != Version {
-		return nil, fmt.Errorf("materialize: %s: format %q version %d, this build reads %q version %d", ConfigName, c.Format, c.FormatVersion, FormatName, Version)
+		return nil, fmt.Errorf("materialize: %s: format %q version %d, this build reads %q version %d", filepath.Join(out, ConfigName), c.Format, c.FormatVersion, FormatName, Version)
+	}
+	if err := jsonseal.Check(&c); err != nil {
+		return nil, fmt.Errorf("materialize: %s: %w", filepath.Join(out, ConfigName), err)
+	}
+	if c.World < 1 {
+		return nil, fmt.Errorf("materialize: %s: world size %d", filepath.Join(out, ConfigName), c.World)
 	}
 	return &c, nil
 }
@@ -341,8 +381,15 @@ func ReadEpoch(out string, e uint64) (*EpochManifest, error) {
 		return nil, err
 	}
 	var m EpochManifest
+	path := filepath.Join(out, EpochDir(e), ManifestName)
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("materialize: %s: %w", EpochDir(e), err)
+		return nil, fmt.Errorf("materialize: %s: %w", path, err)
+	}
+	if err := jsonseal.Check(&m); err != nil {
+		return nil, fmt.Errorf("materialize: %s: %w", path, err)
+	}
+	if m.Epoch != e {
+		return nil, fmt.Errorf("materialize: %s: says epoch %d", path, m.Epoch)
 	}
 	return &m, nil
 }

@@ -52,7 +52,11 @@ func Verify(ctx context.Context, out string) (checked []uint64, incomplete []str
 		if len(man.Files) != cfg.World {
 			errs = append(errs, fmt.Errorf("materialize: %s: %d files for world size %d", name, len(man.Files), cfg.World))
 		}
-		for _, fi := range man.Files {
+		for i, fi := range man.Files {
+			if fi.Rank != i || fi.File != FileName(i, cfg.World) {
+				errs = append(errs, fmt.Errorf("materialize: %s: file %d is rank %d, %q; want rank %d, %q", name, i, fi.Rank, fi.File, i, FileName(i, cfg.World)))
+				continue
+			}
 			if err := verifyFile(filepath.Join(out, name, fi.File), fi); err != nil {
 				errs = append(errs, fmt.Errorf("materialize: %s/%s: %w", name, fi.File, err))
 			}
@@ -83,6 +87,12 @@ func verifyFile(path string, fi FileInfo) error {
 	if got := hex.EncodeToString(h.Sum(nil)); got != fi.SHA256 {
 		return fmt.Errorf("sha256 %s, manifest says %s", got, fi.SHA256)
 	}
+	if got, err := sectionDigest(f, 0, fi.SchemaBytes); err != nil {
+		return err
+	} else if got != fi.SchemaSHA256 {
+		return fmt.Errorf("schema message: sha256 %s, manifest says %s", got, fi.SchemaSHA256)
+	}
+	graphs := 0
 	next := fi.SchemaBytes
 	for i, b := range fi.Batches {
 		if b.Offset != next {
@@ -95,7 +105,14 @@ func verifyFile(path string, fi FileInfo) error {
 		if got := hex.EncodeToString(h.Sum(nil)); got != b.SHA256 {
 			return fmt.Errorf("batch %d: sha256 %s, manifest says %s", i, got, b.SHA256)
 		}
+		if b.Graphs < 1 {
+			return fmt.Errorf("batch %d: %d graphs", i, b.Graphs)
+		}
+		graphs += b.Graphs
 		next += b.Bytes
+	}
+	if graphs != fi.Graphs {
+		return fmt.Errorf("batches hold %d graphs, manifest says %d", graphs, fi.Graphs)
 	}
 	if next+8 != fi.Bytes {
 		return fmt.Errorf("batches end at %d, the end-of-stream marker should follow at %d", next, fi.Bytes-8)

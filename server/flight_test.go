@@ -55,7 +55,7 @@ func TestFlightEqualsSocket(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	l := newLoader(t, dir, policy, 2)
 	out := t.TempDir()
-	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, ShardsDir: dir, Out: out, From: 0, To: 2, World: 2, ScheduleText: policy}); err != nil {
+	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, Out: out, From: 0, To: 2, World: 2}); err != nil {
 		t.Fatal(err)
 	}
 	rp, _ := server.OpenReplay(out)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -109,7 +110,7 @@ func TestReplayCorruptionWhileServing(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	l := newLoader(t, dir, policy, 2)
 	out := t.TempDir()
-	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, ShardsDir: dir, Out: out, From: 0, To: 2, ScheduleText: policy}); err != nil {
+	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, Out: out, From: 0, To: 2}); err != nil {
 		t.Fatal(err)
 	}
 	rp, _ := server.OpenReplay(out)
@@ -134,6 +135,49 @@ func TestReplayCorruptionWhileServing(t *testing.T) {
 		t.Fatalf("verify after damage: %v", errs)
 	}
 	_ = before
+}
+
+// Replay refuses, before sending a batch, what verify refuses: a flipped
+// byte in a file's schema message (pyarrow decoded a column "edge_srb" from
+// such a file, with a complete trailer) and an edited epoch manifest (it
+// announced 2,100 graphs and sent 500). Both are internal errors naming
+// the file; the other epochs are served.
+func TestReplayRefusesDamage(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	l := newLoader(t, dir, policy, 2)
+	out := t.TempDir()
+	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, Out: out, From: 0, To: 3}); err != nil {
+		t.Fatal(err)
+	}
+	rp, err := server.OpenReplay(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serve(t, rp)
+	// Epoch 1: one byte of the schema message flipped (edge_src → edge_srb).
+	file := filepath.Join(out, materialize.EpochDir(1), materialize.FileName(0, 1))
+	b, _ := os.ReadFile(file)
+	i := bytes.Index(b, []byte("edge_src"))
+	b[i+7] ^= 1
+	os.WriteFile(file, b, 0o644)
+	// Epoch 2: its manifest's graph counts edited.
+	mp := filepath.Join(out, materialize.EpochDir(2), materialize.ManifestName)
+	mb, _ := os.ReadFile(mp)
+	os.WriteFile(mp, bytes.ReplaceAll(mb, []byte(`"graphs": 60`), []byte(`"graphs": 2100`)), 0o644)
+	for e, want := range map[uint64]string{1: "schema message fails its SHA-256", 2: "checksum mismatch"} {
+		var batches int
+		_, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: e, World: 1}, client.Options{},
+			func(arrow.RecordBatch) error { batches++; return nil })
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != wire.CodeInternal || !strings.Contains(we.Message, want) || batches != 0 {
+			t.Errorf("epoch %d: %v after %d batches, want an internal error %q before any batch", e, err, batches, want)
+		}
+	}
+	fetch(t, sock, wire.Request{Epoch: 0, World: 1}, nil)
+	_, _, errs := materialize.Verify(context.Background(), out)
+	if len(errs) != 2 {
+		t.Fatalf("verify: %v, want the two damages", errs)
+	}
 }
 
 // Shards are checksummed and held in memory at start: damage on disk
@@ -209,7 +253,7 @@ func TestDiskFullMaterialize(t *testing.T) {
 	l := newLoader(t, dir, policy, 2)
 	small := mountTmpfs(t, "6m")
 	out := filepath.Join(small, "epochs")
-	o := materialize.Options{Loader: l, ShardsDir: dir, Out: out, From: 0, To: 12, ScheduleText: policy}
+	o := materialize.Options{Loader: l, Out: out, From: 0, To: 12}
 	err := materialize.Run(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("materialize onto a full disk: %v", err)

@@ -37,7 +37,7 @@ type Limits struct {
 
 // reserveFDs is what the process keeps for itself beyond the connections
 // (listeners, shard and materialized files, the metrics endpoint).
-const reserveFDs = 64
+const reserveFDs = 16
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxStreams <= 0 {

@@ -48,6 +48,10 @@ func (s *liveStream) WriteTo(ctx context.Context, w io.Writer) (int, int, error)
 	return st.Batches, st.Graphs, err
 }
 
+// SubMixUnchanged reports the graphs SubMix left unchanged (no edge in
+// the mix).
+func (s *liveStream) SubMixUnchanged() int { return s.st.SubMixUnchanged }
+
 // Busy reports the workers' time spent building batches, and waiting.
 func (s *liveStream) Busy() (busy, idle time.Duration) { return s.st.WorkerBusy, s.st.WorkerIdle }
 

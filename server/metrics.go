@@ -20,6 +20,7 @@ type Metrics struct {
 	mu                                      sync.Mutex
 	rejected                                map[string]int64 // by error code
 	cut, acceptErrors, overBudget           atomic.Int64
+	unchanged                               atomic.Int64
 }
 
 // NewMetrics returns zeroed counters.
@@ -44,6 +45,7 @@ func (m *Metrics) done(batches, graphs int, bytes int64, t workerTimes, err erro
 	m.waitClient.Add(int64(t.waitClient))
 	m.busy.Add(int64(t.busy))
 	m.idle.Add(int64(t.idle))
+	m.unchanged.Add(int64(t.unchanged))
 	if err != nil {
 		m.cut.Add(1)
 	}
@@ -86,6 +88,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	count("augloader_server_batches_total", "Batches sent.", "counter", m.batches.Load())
 	count("augloader_server_batches_over_budget_total", "Batches of one graph that may alone exceed the node or edge budget.", "counter", m.overBudget.Load())
 	count("augloader_server_sent_bytes_total", "Arrow IPC bytes sent.", "counter", m.bytes.Load())
+	count("augloader_aug_submix_unchanged_total", "Graphs SubMix sent unchanged, with their hard label, because the mix had no edge (docs/schedule.md).", "counter", m.unchanged.Load())
 	counter("augloader_loader_worker_busy_seconds_total", "Time workers spent augmenting and collating.", time.Duration(m.busy.Load()).Seconds())
 	counter("augloader_loader_worker_idle_seconds_total", "Time workers spent waiting for a batch to build or for room in the window (the client is behind).", time.Duration(m.idle.Load()).Seconds())
 	counter("augloader_loader_wait_workers_seconds_total", "Time senders waited for the next batch to be built.", time.Duration(m.waitWorkers.Load()).Seconds())

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/server"
+	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -109,5 +111,32 @@ func TestWorkerIdle(t *testing.T) {
 	}
 	if total := st.WorkerBusy + st.WorkerIdle; total > workers*st.Elapsed {
 		t.Errorf("busy %v + idle %v > %d workers × %v", st.WorkerBusy, st.WorkerIdle, workers, st.Elapsed)
+	}
+}
+
+// SubMix sends a graph unchanged, with its hard label, when the mix would
+// have no edge (docs/schedule.md): /metrics counts those graphs. Here every
+// graph is edgeless, so every SubMix draw is one.
+func TestMetricsSubMixUnchanged(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "edgeless")
+	w, err := shard.NewWriter(out, shard.WriterOptions{Dataset: "EDGELESS", FeatureKind: shard.FeatureLabels, FeatureDim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(6) {
+		if err := w.Append(&shard.Graph{ID: i, Label: int32(i % 2), NumNodes: 3, Codes: []int32{0, 1, 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Finish(shard.Manifest{Classes: 2, LabelMap: []string{"0", "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := server.NewMetrics()
+	sock := serveWith(t, server.Options{Source: server.Live{L: newLoader(t, out, "submix", 2)}, Metrics: m, Limits: server.Limits{Drain: time.Second}})
+	fetch(t, sock, wire.Request{Epoch: 0, World: 1}, nil)
+	var b strings.Builder
+	m.WriteText(&b)
+	if !strings.Contains(b.String(), "augloader_aug_submix_unchanged_total 6\n") {
+		t.Fatalf("metrics:\n%s", b.String())
 	}
 }

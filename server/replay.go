@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -45,15 +46,18 @@ func (r *Replay) Open(req wire.Request) (Stream, error) {
 	if world != r.cfg.World {
 		return nil, fmt.Errorf("%w: world size %d, the epochs were materialized for %d", epoch.ErrRange, world, r.cfg.World)
 	}
-	if req.BatchSize != 0 && req.BatchSize != r.cfg.BatchSize {
-		return nil, fmt.Errorf("%w: batch size %d, the epochs were materialized with %d", epoch.ErrRange, req.BatchSize, r.cfg.BatchSize)
+	if req.BatchSize != 0 && req.BatchSize != r.cfg.Stream.BatchSize {
+		return nil, fmt.Errorf("%w: batch size %d, the epochs were materialized with %d", epoch.ErrRange, req.BatchSize, r.cfg.Stream.BatchSize)
 	}
 	if req.Rank < 0 || req.Rank >= world {
 		return nil, fmt.Errorf("%w: rank %d of world size %d", epoch.ErrRange, req.Rank, world)
 	}
 	man, err := materialize.ReadEpoch(r.Out, req.Epoch)
-	if err != nil {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: epoch %d is not materialized", epoch.ErrRange, req.Epoch)
+	}
+	if err != nil {
+		return nil, err // a damaged or edited manifest: internal, naming it
 	}
 	var fi *materialize.FileInfo
 	for i := range man.Files {
@@ -67,34 +71,45 @@ func (r *Replay) Open(req wire.Request) (Stream, error) {
 	if req.StartBatch > len(fi.Batches) {
 		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(fi.Batches))
 	}
-	st := &replayStream{path: filepath.Join(r.Out, materialize.EpochDir(req.Epoch), fi.File), fi: fi, req: req, dataset: r.cfg.Dataset}
-	if st.schema, err = readSchema(st.path, fi.SchemaBytes); err != nil {
+	st := &replayStream{path: filepath.Join(r.Out, materialize.EpochDir(req.Epoch), fi.File), fi: fi, req: req, cfg: r.cfg.Stream}
+	if st.schemaMsg, st.schema, err = readSchema(st.path, fi); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
-// readSchema decodes the schema message opening a materialized stream.
-func readSchema(path string, n int64) (*arrow.Schema, error) {
+// readSchema reads the schema message opening a materialized stream,
+// checks it against its digest (a damaged schema would otherwise reach
+// the client as a valid stream with a wrong column name or count) and
+// decodes it.
+func readSchema(path string, fi *materialize.FileInfo) ([]byte, *arrow.Schema, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	defer f.Close()
-	ir, err := ipc.NewReader(io.MultiReader(io.NewSectionReader(f, 0, n), bytes.NewReader(ipcframe.EOS)))
+	msg := make([]byte, fi.SchemaBytes)
+	if _, err := f.ReadAt(msg, 0); err != nil {
+		return nil, nil, fmt.Errorf("server: %s: schema message: %w", path, err)
+	}
+	if sum := sha256.Sum256(msg); hex.EncodeToString(sum[:]) != fi.SchemaSHA256 {
+		return nil, nil, fmt.Errorf("server: %s: the schema message fails its SHA-256: the file is corrupt (run augloader verify)", path)
+	}
+	ir, err := ipc.NewReader(io.MultiReader(bytes.NewReader(msg), bytes.NewReader(ipcframe.EOS)))
 	if err != nil {
-		return nil, fmt.Errorf("server: %s: schema: %w", path, err)
+		return nil, nil, fmt.Errorf("server: %s: schema: %w", path, err)
 	}
 	defer ir.Release()
-	return ir.Schema(), nil
+	return msg, ir.Schema(), nil
 }
 
 type replayStream struct {
-	schema  *arrow.Schema
-	path    string
-	fi      *materialize.FileInfo
-	req     wire.Request
-	dataset string
+	schema    *arrow.Schema
+	schemaMsg []byte // checked against its digest
+	path      string
+	fi        *materialize.FileInfo
+	req       wire.Request
+	cfg       wire.Config
 }
 
 func (s *replayStream) Info() wire.Response {
@@ -102,8 +117,8 @@ func (s *replayStream) Info() wire.Response {
 	for _, b := range s.fi.Batches[s.req.StartBatch:] {
 		g += b.Graphs
 	}
-	return wire.Response{Dataset: s.dataset, Epoch: s.req.Epoch, Batches: len(s.fi.Batches) - s.req.StartBatch,
-		TotalBatches: len(s.fi.Batches), Graphs: g}
+	return wire.Response{Dataset: s.cfg.Dataset, Epoch: s.req.Epoch, Batches: len(s.fi.Batches) - s.req.StartBatch,
+		TotalBatches: len(s.fi.Batches), Graphs: g, Config: &s.cfg}
 }
 
 func (s *replayStream) Schema() *arrow.Schema { return s.schema }
@@ -117,7 +132,7 @@ func (s *replayStream) WriteTo(ctx context.Context, w io.Writer) (int, int, erro
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(w, 1<<20)
-	if _, err := io.Copy(bw, io.NewSectionReader(f, 0, s.fi.SchemaBytes)); err != nil {
+	if _, err := bw.Write(s.schemaMsg); err != nil {
 		return 0, 0, err
 	}
 	batches, graphs := 0, 0

@@ -162,6 +162,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}()
 	}
 	s.log.Info("shutting down", "active_streams", s.Active(), "drain", s.lim.Drain)
+	// Connections still waiting to send a request hold no stream: refuse
+	// them now rather than wait for them through the drain.
+	s.mu.Lock()
+	for _, p := range s.pending {
+		p.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -194,6 +201,9 @@ func retryable(err error) bool {
 // oldest waiting one when MaxPending are already waiting.
 func (s *Server) admit(conn net.Conn) *pendingConn {
 	pc := &pendingConn{Conn: conn}
+	// The request deadline is set here, before the handler runs, so an
+	// eviction (which moves it to now) can never be overwritten by it.
+	conn.SetReadDeadline(time.Now().Add(s.lim.RequestTimeout))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) >= s.lim.MaxPending {
@@ -241,7 +251,6 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 	conn := pc.Conn
 	defer conn.Close()
 	start := time.Now()
-	conn.SetReadDeadline(start.Add(s.lim.RequestTimeout))
 	req, err := wire.ParseRequest(bufio.NewReaderSize(conn, 4096))
 	s.requestRead(pc)
 	conn.SetReadDeadline(time.Time{})

@@ -208,8 +208,8 @@ func TestReplayEqualsLive(t *testing.T) {
 	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
 	l := newLoader(t, dir, policy, 2)
 	out := t.TempDir()
-	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, ShardsDir: dir, Out: out,
-		From: 0, To: 3, World: 2, ScheduleText: policy}); err != nil {
+	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, Out: out,
+		From: 0, To: 3, World: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if checked, inc, errs := materialize.Verify(context.Background(), out); len(errs) > 0 || len(checked) != 3 || len(inc) != 0 {
@@ -233,8 +233,8 @@ func TestReplayEqualsLive(t *testing.T) {
 	}
 	// A rerun skips complete epochs and leaves the bytes alone.
 	before, _ := os.ReadFile(filepath.Join(out, materialize.EpochDir(1), materialize.FileName(0, 2)))
-	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, ShardsDir: dir, Out: out,
-		From: 0, To: 4, World: 2, ScheduleText: policy}); err != nil {
+	if err := materialize.Run(context.Background(), materialize.Options{Loader: l, Out: out,
+		From: 0, To: 4, World: 2}); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.ReadFile(filepath.Join(out, materialize.EpochDir(1), materialize.FileName(0, 2)))

@@ -46,8 +46,11 @@ func codeOf(err error) string {
 	return wire.CodeInternal
 }
 
-// workerTimes are a stream's timings that /metrics sums.
-type workerTimes struct{ waitWorkers, waitClient, busy, idle time.Duration }
+// workerTimes are a stream's timings and counts that /metrics sums.
+type workerTimes struct {
+	waitWorkers, waitClient, busy, idle time.Duration
+	unchanged                           int
+}
 
 // streamTimes returns a finished stream's waits on its workers and on its
 // client, and its workers' busy and idle time, when it measures them (live
@@ -60,6 +63,9 @@ func streamTimes(st Stream) (t workerTimes, measured bool) {
 	if ok {
 		t.waitWorkers, t.waitClient = ws.Waits()
 		t.busy, t.idle = ws.Busy()
+	}
+	if u, ok := st.(interface{ SubMixUnchanged() int }); ok {
+		t.unchanged = u.SubMixUnchanged()
 	}
 	return t, ok
 }

@@ -116,7 +116,7 @@ func serveCmd() *cli.Command {
 					return err
 				}
 				src = rp
-				log.Info("replaying", "materialized", dir, "dataset", rp.Config().Dataset, "world", rp.Config().World)
+				log.Info("replaying", "materialized", dir, "dataset", rp.Config().Dataset(), "world", rp.Config().World, "config", rp.Config().Stream.ID)
 			} else {
 				if c.String("shards") == "" {
 					return errors.New("serve: --shards or --materialized is required")
@@ -131,15 +131,9 @@ func serveCmd() *cli.Command {
 				log.Info("serving", "shards", c.String("shards"), "dataset", m.Dataset, "graphs", len(b.Loader.Source().Served()),
 					"policy", b.ScheduleText, "seed", c.Uint64("seed"), "workers", b.Loader.Config().Workers)
 			}
-			var token string
-			if tf := c.String("flight-token-file"); tf != "" {
-				b, err := os.ReadFile(tf)
-				if err != nil {
-					return err
-				}
-				if token = strings.TrimSpace(string(b)); token == "" {
-					return fmt.Errorf("%s: empty token", tf)
-				}
+			token, err := readToken(log, c.String("flight-token-file"))
+			if err != nil {
+				return err
 			}
 			return server.Run(c.Context, server.DaemonOptions{
 				Source: src, Logger: log,
@@ -160,6 +154,33 @@ func serveCmd() *cli.Command {
 			})
 		},
 	}
+}
+
+// readToken reads a Flight bearer token, warning when the file is readable
+// by other users or the token is short enough to guess.
+func readToken(log *slog.Logger, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%s: empty token", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the Flight token file is readable by other users: chmod 600 it", "file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
+	if len(token) < 16 {
+		log.Warn("the Flight token is shorter than 16 bytes: use a long random one (e.g. openssl rand -hex 32)", "file", path, "bytes", len(token))
+	}
+	return token, nil
 }
 
 func parseEpochs(s string) (uint64, uint64, error) {
@@ -196,9 +217,9 @@ func materializeCmd() *cli.Command {
 			}
 			defer b.Close()
 			return materialize.Run(c.Context, materialize.Options{
-				Loader: b.Loader, ShardsDir: c.String("shards"), Out: c.String("out"), From: from, To: to,
+				Loader: b.Loader, Out: c.String("out"), From: from, To: to,
 				World: c.Int("world"), BatchSize: c.Int("batch-size"), Force: c.Bool("force"),
-				Logger: logger(), ScheduleText: b.ScheduleText,
+				Logger: logger(),
 			})
 		},
 	}
@@ -207,8 +228,11 @@ func materializeCmd() *cli.Command {
 func verifyCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
-		Usage:     "check materialized epochs: every file's SHA-256 and every batch's digest",
+		Usage:     "check materialized epochs: every file's SHA-256, the schema's and every batch's digest, the sealed manifests",
 		ArgsUsage: "OUT",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "allow-incomplete", Usage: "exit 0 when some epochs are incomplete (a run still going, or interrupted)"},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return errors.New("verify: want exactly one materialized folder")
@@ -220,8 +244,11 @@ func verifyCmd() *cli.Command {
 			for _, name := range incomplete {
 				fmt.Fprintf(os.Stderr, "augloader: verify: %s is incomplete (no manifest): rerun materialize\n", name)
 			}
-			if len(errs) > 0 {
+			switch {
+			case len(errs) > 0:
 				return cli.Exit(fmt.Sprintf("augloader: verify: %d problem(s)", len(errs)), 1)
+			case len(incomplete) > 0 && !c.Bool("allow-incomplete"):
+				return cli.Exit(fmt.Sprintf("augloader: verify: %d incomplete epoch(s) (--allow-incomplete to accept them)", len(incomplete)), 1)
 			}
 			fmt.Printf("%s: ok (%d complete epochs, %d incomplete)\n", c.Args().First(), len(checked), len(incomplete))
 			return nil

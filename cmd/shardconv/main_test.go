@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/augloader/augloader/internal/testutil"
 )
@@ -90,5 +92,87 @@ func TestCLI(t *testing.T) {
 	}
 	if so, _, code := run(t, "convert", "--help"); code != 0 || !strings.Contains(so, "--shard-size") {
 		t.Fatalf("help: %d %s", code, so)
+	}
+}
+
+// Flags are accepted after positionals (urfave/cli v2 alone stops at the
+// first one: `stats DIR --json` failed), and a value out of range is an
+// error naming the flag.
+func TestFlagsAnywhere(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "tiny.shards")
+	if _, e, code := run(t, "convert", "-o", out, "--quiet", "-i", testutil.Testdata(t, "tu", "TINY.zip")); code != 0 {
+		t.Fatalf("convert: %s", e)
+	}
+	so, e, code := run(t, "stats", out, "--json")
+	var st map[string]any
+	if code != 0 || json.Unmarshal([]byte(so), &st) != nil {
+		t.Fatalf("stats DIR --json: exit %d, %q %s", code, so, e)
+	}
+	if _, e, code := run(t, "verify", out); code != 0 {
+		t.Fatalf("verify: %s", e)
+	}
+	for _, c := range [][]string{
+		{"convert", "-i", out, "-o", out + "2", "--shard-size", "0", "--shard-size 0: want 65536..17179869184"},
+		{"convert", "-i", out, "-o", out + "2", "--features", "colour", `--features "colour": want one of auto, labels, attributes, degree`},
+		{"convert", "-i", out, "-o", out + "2", "--compression", "brotli", `--compression "brotli"`},
+		{"synth", "--like", "COLLAB", "--out", out + "3", "--graphs", "-2", "--graphs -2: want an integer ≥ 1"},
+	} {
+		_, e, code := run(t, c[:len(c)-1]...)
+		if code == 0 || !strings.Contains(e, c[len(c)-1]) {
+			t.Errorf("%v: exit %d, %q", c[:len(c)-1], code, e)
+		}
+	}
+}
+
+// kill -9 in the middle of a conversion leaves its temporary folder; the
+// next conversion to the same output removes it (its lock is free) and
+// leaves nothing but the output.
+func TestKilledConvertLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "collab-tu")
+	if _, e, code := run(t, "synth", "--like", "COLLAB", "--graphs", "1500", "--seed", "1", "--out", in); code != 0 {
+		t.Fatal(e)
+	}
+	parent := filepath.Join(dir, "out")
+	out := filepath.Join(parent, "collab.shards")
+	temps := func() []string {
+		m, _ := filepath.Glob(filepath.Join(parent, ".collab.shards.tmp-*"))
+		return m
+	}
+	for try := 0; ; try++ {
+		cmd := exec.Command(bin, "convert", "-q", "-i", in, "-o", out)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); len(temps()) == 0 && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if _, err := os.Stat(out); err == nil {
+			if try == 5 {
+				t.Skip("the conversion finished before it could be killed, five times")
+			}
+			os.RemoveAll(out)
+			continue
+		}
+		break
+	}
+	if len(temps()) == 0 {
+		t.Fatal("the killed conversion left no temporary folder to clean (the test did not kill it mid-way)")
+	}
+	if _, e, code := run(t, "convert", "-q", "-i", in, "-o", out); code != 0 {
+		t.Fatalf("rerun: %s", e)
+	}
+	if left := temps(); len(left) != 0 {
+		t.Fatalf("the rerun left %v", left)
+	}
+	ents, _ := os.ReadDir(parent)
+	if len(ents) != 1 || ents[0].Name() != "collab.shards" {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("%s holds %v, want only the output", parent, names)
 	}
 }

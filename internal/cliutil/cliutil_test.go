@@ -1,0 +1,51 @@
+package cliutil_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/augloader/augloader/internal/cliutil"
+)
+
+func testApp() *cli.App {
+	return &cli.App{Name: "t", Commands: []*cli.Command{
+		{Name: "stats", Flags: []cli.Flag{&cli.BoolFlag{Name: "json"}}},
+		{Name: "fetch", Flags: []cli.Flag{&cli.StringFlag{Name: "socket", Aliases: []string{"s"}}, &cli.IntFlag{Name: "rank"}, &cli.BoolFlag{Name: "json"}}},
+	}}
+}
+
+func TestPermute(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"t stats DIR --json", "t stats --json DIR"},
+		{"t stats --json DIR", "t stats --json DIR"},
+		{"t fetch A --socket /x B --rank -1 --json", "t fetch --socket /x --rank -1 --json A B"},
+		{"t fetch A -s /x", "t fetch -s /x A"},
+		{"t fetch A --socket=/x", "t fetch --socket=/x A"},
+		{"t fetch A -- --json", "t fetch A -- --json"},
+		{"t --help", "t --help"},
+		{"t unknown A --x", "t unknown A --x"},
+		{"t stats DIR -", "t stats DIR -"},
+	} {
+		got := strings.Join(cliutil.Permute(testApp(), strings.Fields(c.in)), " ")
+		if got != c.want {
+			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestRanges(t *testing.T) {
+	if err := cliutil.IntRange("batch-size", 1, 10)(nil, 0); err == nil || err.Error() != "--batch-size 0: want 1..10" {
+		t.Errorf("IntRange: %v", err)
+	}
+	if err := cliutil.IntRange("node-budget", 0, -1)(nil, -1); err == nil || !strings.Contains(err.Error(), "≥ 0") {
+		t.Errorf("IntRange open: %v", err)
+	}
+	if err := cliutil.OneOf("remainder", "pad", "drop")(nil, "keep"); err == nil || !strings.Contains(err.Error(), "pad, drop") {
+		t.Errorf("OneOf: %v", err)
+	}
+	if err := cliutil.IntRange("workers", 1, 8)(nil, 8); err != nil {
+		t.Errorf("in range: %v", err)
+	}
+}
