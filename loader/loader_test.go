@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,5 +238,50 @@ func TestServedSubset(t *testing.T) {
 		if !got[id] {
 			t.Fatalf("graph %d missing", id)
 		}
+	}
+}
+
+// One Memory bounds the batches in flight of every stream sharing it: with
+// eight streams whose clients read slowly, the bytes held never pass the
+// budget, and each stream still completes (a stream with nothing in
+// flight builds its next batch whatever the others hold), also with a
+// budget smaller than one batch.
+func TestMemoryBoundsStreams(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	for _, limit := range []int64{1 << 20, 1 << 10} {
+		mem := loader.NewMemory(limit)
+		l := newLoader(t, dir, loader.Config{Workers: 4, Window: 8, Memory: mem}, nil)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for s := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := l.Plan(wire.Request{Epoch: uint64(s), World: 1, BatchSize: 4})
+				if err != nil {
+					errs <- err
+					return
+				}
+				st, err := l.Stream(context.Background(), p, func(arrow.RecordBatch) error {
+					time.Sleep(2 * time.Millisecond)
+					return nil
+				})
+				if err == nil && st.Batches != 15 {
+					err = fmt.Errorf("stream %d: %d batches", s, st.Batches)
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if mem.Peak() > limit || mem.Held() != 0 {
+			t.Fatalf("budget %d: peak %d held, %d still held after the streams", limit, mem.Peak(), mem.Held())
+		}
+		t.Logf("budget %d B: peak %d B held by batches beyond each stream's first", limit, mem.Peak())
 	}
 }

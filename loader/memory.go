@@ -2,6 +2,7 @@ package loader
 
 import (
 	"context"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 
@@ -17,8 +18,9 @@ import (
 // held by batches is therefore at most the budget plus one batch per
 // running stream.
 type Memory struct {
-	sem   *semaphore.Weighted
-	limit int64
+	sem        *semaphore.Weighted
+	limit      int64
+	held, peak atomic.Int64
 }
 
 // DefaultMemory is the budget a Loader gets when given none.
@@ -35,17 +37,27 @@ func NewMemory(limit int64) *Memory {
 // Limit is the budget in bytes.
 func (m *Memory) Limit() int64 { return m.limit }
 
+// Held is the bytes batches hold now; Peak the most they held at once.
+func (m *Memory) Held() int64 { return m.held.Load() }
+
+// Peak is the most bytes batches held at once.
+func (m *Memory) Peak() int64 { return m.peak.Load() }
+
 // acquire takes n bytes (at most the whole budget), waiting for them.
 func (m *Memory) acquire(ctx context.Context, n int64) (int64, error) {
 	n = min(n, m.limit)
 	if err := m.sem.Acquire(ctx, n); err != nil {
 		return 0, err
 	}
+	h := m.held.Add(n)
+	for p := m.peak.Load(); h > p && !m.peak.CompareAndSwap(p, h); p = m.peak.Load() {
+	}
 	return n, nil
 }
 
 func (m *Memory) release(n int64) {
 	if n > 0 {
+		m.held.Add(-n)
 		m.sem.Release(n)
 	}
 }

@@ -71,16 +71,24 @@ var loaderFlags = []cli.Flag{
 	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)", Action: cliutil.IntRange("edge-budget", 0, -1)},
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
+	&cli.StringFlag{Name: "memory-budget", Value: "1GiB", Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
 }
 
-func loaderOptions(c *cli.Context) app.LoaderOptions {
-	return app.LoaderOptions{
+func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
+	mem, err := cliutil.ParseSize("memory-budget", c.String("memory-budget"))
+	if err != nil {
+		return app.LoaderOptions{}, err
+	}
+	if mem < 1<<20 {
+		return app.LoaderOptions{}, fmt.Errorf("--memory-budget %s: want at least 1MiB", c.String("memory-budget"))
+	}
+	return app.LoaderOptions{MemoryBudget: mem,
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: c.String("remainder"),
 		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"), MaxEpoch: c.Uint64("max-epoch"),
 		NoIndex: c.Bool("no-index"),
-	}
+	}, nil
 }
 
 func serveCmd() *cli.Command {
@@ -121,7 +129,11 @@ func serveCmd() *cli.Command {
 				if c.String("shards") == "" {
 					return errors.New("serve: --shards or --materialized is required")
 				}
-				b, err := app.BuildLoader(c.Context, loaderOptions(c))
+				lo, err := loaderOptions(c)
+				if err != nil {
+					return err
+				}
+				b, err := app.BuildLoader(c.Context, lo)
 				if err != nil {
 					return err
 				}
@@ -211,7 +223,11 @@ func materializeCmd() *cli.Command {
 			if c.String("shards") == "" {
 				return errors.New("materialize: --shards is required")
 			}
-			b, err := app.BuildLoader(c.Context, loaderOptions(c))
+			lo, err := loaderOptions(c)
+			if err != nil {
+				return err
+			}
+			b, err := app.BuildLoader(c.Context, lo)
 			if err != nil {
 				return err
 			}

@@ -28,6 +28,9 @@ type LoaderOptions struct {
 	EdgeBudget   int
 	MaxEpoch     uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
 	NoIndex      bool   // keep graphs unindexed (less memory, slower NodeSam)
+	// MemoryBudget bounds the bytes of batches in flight across every
+	// stream (loader.Memory); 0: loader.DefaultMemory.
+	MemoryBudget int64
 }
 
 // Built is an open loader and what it needs closed.
@@ -92,7 +95,7 @@ func BuildLoader(ctx context.Context, o LoaderOptions) (*Built, error) {
 	l, err := loader.New(src, loader.Config{
 		Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 		Remainder: epoch.Remainder(o.Remainder), NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
-		MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex,
+		MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: loader.NewMemory(o.MemoryBudget),
 	})
 	if err != nil {
 		r.Close()

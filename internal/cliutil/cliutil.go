@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -147,4 +148,20 @@ func OneOf(name string, choices ...string) func(*cli.Context, string) error {
 		}
 		return fmt.Errorf("--%s %q: want one of %s", name, v, strings.Join(choices, ", "))
 	}
+}
+
+// ParseSize reads a byte count: a number with an optional unit (B, KB,
+// MB, GB, KiB, MiB, GiB; case-insensitive), e.g. 512MiB or 2GB.
+func ParseSize(flag, s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
+	}
+	mult := map[string]float64{"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}[strings.ToLower(strings.TrimSpace(t[i:]))]
+	v, err := strconv.ParseFloat(t[:i], 64)
+	if err != nil || mult == 0 || v < 0 || v*mult > 1<<62 {
+		return 0, fmt.Errorf("--%s %q: want a size such as 512MiB or 2GB", flag, s)
+	}
+	return int64(v * mult), nil
 }

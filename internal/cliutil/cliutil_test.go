@@ -49,3 +49,16 @@ func TestRanges(t *testing.T) {
 		t.Errorf("in range: %v", err)
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"1024": 1024, "1GiB": 1 << 30, "512MiB": 512 << 20, "2GB": 2e9, "1.5 kib": 1536, "0": 0} {
+		if got, err := cliutil.ParseSize("memory-budget", in); err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "-1MiB", "1TB", "lots"} {
+		if _, err := cliutil.ParseSize("memory-budget", in); err == nil || !strings.Contains(err.Error(), "--memory-budget") {
+			t.Errorf("%q accepted: %v", in, err)
+		}
+	}
+}
