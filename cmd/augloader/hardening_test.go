@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/augloader/augloader/client"
+	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/wire"
 )
@@ -331,6 +333,36 @@ func TestFlightTokenWarnings(t *testing.T) {
 	for _, want := range []string{"readable by other users", "shorter than 16 bytes"} {
 		if !strings.Contains(d.logs.String(), want) {
 			t.Errorf("no warning %q:\n%s", want, d.logs)
+		}
+	}
+}
+
+// Every flag of every command is moved ahead of a positional argument
+// that precedes it, with its value (what lets `verify OUT --allow-incomplete`
+// and friends parse).
+func TestEveryFlagAfterPositionals(t *testing.T) {
+	checkPermuteAll(t, newApp())
+}
+
+func checkPermuteAll(t *testing.T, app *cli.App) {
+	t.Helper()
+	for _, cmd := range app.Commands {
+		for _, f := range cmd.Flags {
+			name := f.Names()[0]
+			args := []string{app.Name, cmd.Name, "POS", "--" + name}
+			_, isBool := f.(*cli.BoolFlag)
+			if !isBool {
+				args = append(args, "VALUE")
+			}
+			got := cliutil.Permute(app, args)
+			want := []string{app.Name, cmd.Name, "--" + name}
+			if !isBool {
+				want = append(want, "VALUE")
+			}
+			want = append(want, "POS")
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%s %s: %v, want %v", cmd.Name, name, got, want)
+			}
 		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/testutil"
+	"github.com/urfave/cli/v2"
 )
 
 var bin string
@@ -174,5 +176,27 @@ func TestKilledConvertLeavesNothing(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Fatalf("%s holds %v, want only the output", parent, names)
+	}
+}
+
+// Every flag of every command is moved ahead of a positional argument
+// that precedes it, with its value.
+func TestEveryFlagAfterPositionals(t *testing.T) {
+	a := app()
+	for _, cmd := range a.Commands {
+		for _, f := range cmd.Flags {
+			name := f.Names()[0]
+			_, isBool := f.(*cli.BoolFlag)
+			args := []string{a.Name, cmd.Name, "POS", "--" + name}
+			want := []string{a.Name, cmd.Name, "--" + name}
+			if !isBool {
+				args = append(args, "VALUE")
+				want = append(want, "VALUE")
+			}
+			want = append(want, "POS")
+			if got := cliutil.Permute(a, args); strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%s %s: %v, want %v", cmd.Name, name, got, want)
+			}
+		}
 	}
 }
