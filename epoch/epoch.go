@@ -52,6 +52,10 @@ type Item struct {
 	Graph    int64 // graph id in the shards
 	Position int   // position in the global permutation
 	Padded   bool  // a repeat added to even out the ranks
+	// Pass keys the graph's augmentation draws (seed, pass, graph, op):
+	// the epoch, or with fixed batches per epoch the pass over the served
+	// set the graph was drawn in.
+	Pass uint64
 }
 
 // RankSlice returns rank's items of the permutation perm for world size W.

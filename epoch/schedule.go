@@ -231,6 +231,21 @@ func (s *Schedule) Segment(e uint64) (*Segment, error) {
 	return nil, fmt.Errorf("%w: the schedule has no policy for epoch %d", ErrRange, e)
 }
 
+// Ops builds every op of every segment (what any epoch may apply).
+func (s *Schedule) Ops(partners aug.Partners) ([]aug.Op, error) {
+	var ops []aug.Op
+	for _, g := range s.Segments {
+		for _, it := range g.Items {
+			op, err := aug.New(it.Name, it.Params, partners)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, op)
+		}
+	}
+	return ops, nil
+}
+
 // Policy is a segment's mixture resolved to ops.
 type Policy struct {
 	Ops []aug.Op

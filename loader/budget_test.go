@@ -101,3 +101,39 @@ func TestBudgetsHold(t *testing.T) {
 		})
 	}
 }
+
+// With batches_per_epoch the budget holds too: a graph is counted at the
+// largest bound of any op of the schedule, since its batch's epoch (and so
+// its mixture) is not known when the pass is cut.
+func TestBudgetsHoldFixedEpochs(t *testing.T) {
+	dir := fixture.RealShards(t, "tu", "MUTAG")
+	sched, _ := epoch.ParseSchedule("0..2|none; 2..|split-only:0.5,addedge:0.5")
+	l := newLoader(t, dir, loader.Config{Schedule: sched, Workers: 2, BatchSize: 64, NodeBudget: 150, EdgeBudget: 160}, nil)
+	budget := epoch.Budget{Nodes: 150, Edges: 160}
+	for e := range uint64(4) {
+		p, err := l.Plan(wire.Request{Epoch: e, World: 1, BatchesPerEpoch: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := l.WriteStream(context.Background(), p, &buf); err != nil {
+			t.Fatal(err)
+		}
+		r, err := ipc.NewReader(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for r.Next() {
+			g, nodes, edges := batchSize(r.RecordBatch())
+			if budget.Over(nodes, edges) && g != 1 {
+				t.Fatalf("epoch %d batch %d: %d graphs, %d nodes, %d edges over %+v", e, n, g, nodes, edges, budget)
+			}
+			n++
+		}
+		r.Release()
+		if n != 9 {
+			t.Fatalf("epoch %d: %d batches", e, n)
+		}
+	}
+}

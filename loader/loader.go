@@ -144,8 +144,10 @@ type Plan struct {
 	Schema  *arrow.Schema
 	// Bytes[i] bounds batch i's collated size (the Memory it holds).
 	Bytes []int64
-	// OverBudget lists the batches (indices in the whole rank slice) made
-	// of one graph whose bound alone exceeds the node or edge budget.
+	// Index[i] is Batches[i]'s index in the rank's epoch.
+	Index []int
+	// OverBudget lists the batches (indices in the rank's epoch) made of
+	// one graph whose bound alone exceeds the node or edge budget.
 	OverBudget []int
 }
 
@@ -158,6 +160,9 @@ func (p *Plan) Graphs() int {
 	return n
 }
 
+// MaxBatchesPerEpoch caps a request's batches_per_epoch.
+const MaxBatchesPerEpoch = 1 << 24
+
 // Plan validates req (errors wrap epoch.ErrRange) and cuts its batches.
 func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	if req.World == 0 {
@@ -166,6 +171,9 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	if req.BatchSize == 0 {
 		req.BatchSize = l.cfg.BatchSize
 	}
+	if req.Stride == 0 {
+		req.Stride = 1
+	}
 	switch {
 	case req.BatchSize < 0 || req.BatchSize > l.cfg.MaxBatchSize:
 		return nil, fmt.Errorf("%w: batch size %d not in 1..%d", epoch.ErrRange, req.BatchSize, l.cfg.MaxBatchSize)
@@ -173,46 +181,141 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: rank %d of world size %d (served set: %d graphs)", epoch.ErrRange, req.Rank, req.World, len(l.src.served))
 	case l.cfg.MaxEpoch > 0 && req.Epoch >= l.cfg.MaxEpoch:
 		return nil, fmt.Errorf("%w: epoch %d, the server offers 0..%d", epoch.ErrRange, req.Epoch, l.cfg.MaxEpoch-1)
-	case req.StartBatch < 0:
-		return nil, fmt.Errorf("%w: start batch %d", epoch.ErrRange, req.StartBatch)
+	case req.StartBatch < 0 || req.Stride < 1 || req.Count < 0:
+		return nil, fmt.Errorf("%w: start batch %d, stride %d, count %d", epoch.ErrRange, req.StartBatch, req.Stride, req.Count)
+	case req.BatchesPerEpoch < 0 || req.BatchesPerEpoch > MaxBatchesPerEpoch:
+		return nil, fmt.Errorf("%w: batches per epoch %d not in 0..%d", epoch.ErrRange, req.BatchesPerEpoch, MaxBatchesPerEpoch)
+	case req.BatchesPerEpoch > 0 && req.Epoch > (1<<62)/uint64(req.BatchesPerEpoch):
+		return nil, fmt.Errorf("%w: epoch %d with %d batches per epoch", epoch.ErrRange, req.Epoch, req.BatchesPerEpoch)
 	}
 	pol, err := l.cfg.Schedule.Resolve(req.Epoch, l.src)
 	if err != nil {
 		return nil, err
 	}
-	perm := epoch.Permutation(l.cfg.Seed, req.Epoch, l.src.served)
-	items, err := epoch.RankSlice(perm, req.Rank, req.World, l.cfg.Remainder)
-	if err != nil {
-		return nil, err
+	var batches [][]epoch.Item
+	var bounds [][]aug.Size
+	if req.BatchesPerEpoch == 0 {
+		// One pass: the epoch's permutation, its draws keyed by the epoch.
+		batches, bounds, err = l.cutPass(req, req.Epoch, pol, nil)
+	} else {
+		batches, bounds, err = l.fixedEpoch(req, pol)
 	}
-	// Every graph is counted at the bound of the op it will get, so the
-	// budgets hold for the augmented batch, and the memory estimate does.
-	bounds := make([]aug.Size, len(items))
-	for i, it := range items {
-		bounds[i] = l.src.Bound(pol.Choose(l.cfg.Seed, req.Epoch, it.Graph), it.Graph)
-	}
-	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
-	batches, err := epoch.Batches(items, budget, func(i int) (int, int) { return bounds[i].Nodes, bounds[i].Edges })
 	if err != nil {
 		return nil, err
 	}
 	if req.StartBatch > len(batches) {
 		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(batches))
 	}
-	p := &Plan{Request: req, Batches: batches[req.StartBatch:], Total: len(batches), Policy: pol,
-		Schema: BatchSchema(l.src.Manifest(), req)}
+	p := &Plan{Request: req, Total: len(batches), Policy: pol, Schema: BatchSchema(l.src.Manifest(), req)}
 	man := l.src.Manifest()
-	first := 0
-	for bi, b := range batches {
-		if len(b) == 1 && budget.Over(bounds[first].Nodes, bounds[first].Edges) {
+	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
+	for bi := req.StartBatch; bi < len(batches) && (req.Count == 0 || len(p.Batches) < req.Count); bi += req.Stride {
+		b := batches[bi]
+		if len(b) == 1 && budget.Over(bounds[bi][0].Nodes, bounds[bi][0].Edges) {
 			p.OverBudget = append(p.OverBudget, bi)
 		}
-		if bi >= req.StartBatch {
-			p.Bytes = append(p.Bytes, batchBytes(bounds[first:first+len(b)], !man.Features.Kind.Categorical(), man.Features.Dim))
-		}
-		first += len(b)
+		p.Batches = append(p.Batches, b)
+		p.Index = append(p.Index, bi)
+		p.Bytes = append(p.Bytes, batchBytes(bounds[bi], !man.Features.Kind.Categorical(), man.Features.Dim))
 	}
 	return p, nil
+}
+
+// cutPass cuts the rank's part of one pass over the served set (the
+// permutation keyed by pass) into batches, each graph's draws keyed by
+// pass, and returns each batch's graphs' size bounds. Every graph is
+// counted at the bound of the op it will get, so the budgets hold for the
+// augmented batch, and the memory estimate does; bound, when set, gives
+// that bound instead (fixedEpoch's, the same for every epoch).
+func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound func(id int64) aug.Size) ([][]epoch.Item, [][]aug.Size, error) {
+	perm := epoch.Permutation(l.cfg.Seed, pass, l.src.served)
+	items, err := epoch.RankSlice(perm, req.Rank, req.World, l.cfg.Remainder)
+	if err != nil {
+		return nil, nil, err
+	}
+	sizes := make([]aug.Size, len(items))
+	for i := range items {
+		items[i].Pass = pass
+		if bound != nil {
+			sizes[i] = bound(items[i].Graph)
+		} else {
+			sizes[i] = l.src.Bound(pol.Choose(l.cfg.Seed, pass, items[i].Graph), items[i].Graph)
+		}
+	}
+	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
+	batches, err := epoch.Batches(items, budget, func(i int) (int, int) { return sizes[i].Nodes, sizes[i].Edges })
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.DropLast && len(batches) > 0 && len(batches[len(batches)-1]) < req.BatchSize {
+		batches = batches[:len(batches)-1]
+	}
+	bounds := make([][]aug.Size, len(batches))
+	first := 0
+	for i, b := range batches {
+		bounds[i] = sizes[first : first+len(b)]
+		first += len(b)
+	}
+	return batches, bounds, nil
+}
+
+// fixedEpoch cuts an epoch of BatchesPerEpoch batches: batches
+// e·B … (e+1)·B−1 of the endless sequence of passes 0, 1, 2, … over the
+// served set, each cut as cutPass cuts an epoch. Batch boundaries must not
+// depend on which epoch a batch falls in, so with a node or edge budget a
+// graph is counted at the largest bound any op of the schedule can give it.
+func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item, [][]aug.Size, error) {
+	var bound func(id int64) aug.Size
+	budgeted := l.cfg.NodeBudget > 0 || l.cfg.EdgeBudget > 0
+	if budgeted {
+		ops, err := l.cfg.Schedule.Ops(l.src)
+		if err != nil {
+			return nil, nil, err
+		}
+		bound = func(id int64) aug.Size {
+			var b aug.Size
+			for _, op := range ops {
+				s := l.src.Bound(op, id)
+				b.Nodes, b.Edges = max(b.Nodes, s.Nodes), max(b.Edges, s.Edges)
+			}
+			return b
+		}
+	}
+	B := uint64(req.BatchesPerEpoch)
+	want := req.Epoch * B // first global batch of the epoch
+	var batches [][]epoch.Item
+	var bounds [][]aug.Size
+	var seen uint64 // global batches before the pass
+	for pass := uint64(0); uint64(len(batches)) < B; pass++ {
+		if !budgeted && pass == 0 {
+			// Every pass has the same number of batches: skip to the first
+			// pass the epoch needs without cutting the ones before.
+			pb, _, err := l.cutPass(req, 0, pol, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(pb) == 0 {
+				return nil, nil, fmt.Errorf("%w: a pass of the served set holds no full batch for rank %d of %d", epoch.ErrRange, req.Rank, req.World)
+			}
+			per := uint64(len(pb))
+			pass, seen = want/per, want/per*per
+		}
+		pb, pbounds, err := l.cutPass(req, pass, pol, bound)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(pb) == 0 {
+			return nil, nil, fmt.Errorf("%w: a pass of the served set holds no full batch for rank %d of %d", epoch.ErrRange, req.Rank, req.World)
+		}
+		for i := range pb {
+			if g := seen + uint64(i); g >= want && uint64(len(batches)) < B {
+				batches = append(batches, pb[i])
+				bounds = append(bounds, pbounds[i])
+			}
+		}
+		seen += uint64(len(pb))
+	}
+	return batches, bounds, nil
 }
 
 // Stats describe one streamed request.
@@ -411,10 +514,10 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 		}
 	}()
 	col.reset(w.l.src.Manifest().Features.Kind == "attributes")
-	seed, e := w.l.cfg.Seed, w.p.Request.Epoch
+	seed := w.l.cfg.Seed
 	for _, it := range items {
-		op := w.p.Policy.Choose(seed, e, it.Graph)
-		fused, err := w.augment(op, it.Graph, seed, e, col)
+		op := w.p.Policy.Choose(seed, it.Pass, it.Graph)
+		fused, err := w.augment(op, it.Graph, seed, it.Pass, col)
 		if err != nil {
 			return nil, err
 		}

@@ -285,3 +285,85 @@ func TestMemoryBoundsStreams(t *testing.T) {
 		t.Logf("budget %d B: peak %d B held by batches beyond each stream's first", limit, mem.Peak())
 	}
 }
+
+// Striding and counting select batches of the rank's epoch: the streams
+// (start k, stride s) for k < s interleave back into the whole epoch, and
+// consecutive chunks (count c) concatenate into it, batch for batch.
+func TestStrideAndCount(t *testing.T) {
+	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 2}, nil)
+	_, full := stream(t, l, wire.Request{Epoch: 4, BatchSize: 5, World: 2, Rank: 1}) // 6 batches
+	if len(full) != 6 {
+		t.Fatalf("%d batches", len(full))
+	}
+	for _, s := range []int{2, 3, 4, 7} {
+		got := make([][32]byte, len(full))
+		for k := range s {
+			_, part := stream(t, l, wire.Request{Epoch: 4, BatchSize: 5, World: 2, Rank: 1, StartBatch: k, Stride: s})
+			for i, d := range part {
+				got[k+i*s] = d
+			}
+		}
+		for i := range full {
+			if got[i] != full[i] {
+				t.Fatalf("stride %d: batch %d differs from the whole epoch's", s, i)
+			}
+		}
+	}
+	for _, c := range []int{1, 4, 6} {
+		var got [][32]byte
+		for k := 0; k < len(full); k += c {
+			_, part := stream(t, l, wire.Request{Epoch: 4, BatchSize: 5, World: 2, Rank: 1, StartBatch: k, Count: c})
+			got = append(got, part...)
+		}
+		if len(got) != len(full) {
+			t.Fatalf("count %d: %d batches", c, len(got))
+		}
+		for i := range full {
+			if got[i] != full[i] {
+				t.Fatalf("count %d: batch %d differs", c, i)
+			}
+		}
+	}
+}
+
+// With batches_per_epoch B, epoch e is batches e·B … (e+1)·B−1 of the
+// passes 0, 1, 2, … laid end to end, each pass the batches a one-pass
+// epoch of that number has (same permutation, same draws); drop_last
+// removes each pass's short batch.
+func TestBatchesPerEpoch(t *testing.T) {
+	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 2}, nil)
+	for _, dropLast := range []bool{false, true} {
+		var passes [][32]byte
+		for p := range uint64(5) {
+			_, b := stream(t, l, wire.Request{Epoch: p, BatchSize: 16, DropLast: dropLast})
+			passes = append(passes, b...)
+		}
+		perPass := 4
+		if dropLast {
+			perPass = 3 // 60 = 16+16+16+12
+		}
+		if len(passes) != 5*perPass {
+			t.Fatalf("drop_last %v: %d batches in 5 passes", dropLast, len(passes))
+		}
+		const B = 7
+		var epochs [][32]byte
+		for e := range uint64(2) {
+			_, b := stream(t, l, wire.Request{Epoch: e, BatchSize: 16, BatchesPerEpoch: B, DropLast: dropLast})
+			if len(b) != B {
+				t.Fatalf("epoch %d: %d batches, want %d", e, len(b), B)
+			}
+			epochs = append(epochs, b...)
+		}
+		for i, d := range epochs {
+			if d != passes[i] {
+				t.Fatalf("drop_last %v: batch %d of the fixed epochs is not batch %d of the passes", dropLast, i, i)
+			}
+		}
+		// A later epoch is cut without the passes before it.
+		_, late := stream(t, l, wire.Request{Epoch: 300, BatchSize: 16, BatchesPerEpoch: B, DropLast: dropLast, StartBatch: 2, Count: 1})
+		_, pass := stream(t, l, wire.Request{Epoch: uint64((300*B + 2) / perPass), BatchSize: 16, DropLast: dropLast})
+		if late[0] != pass[(300*B+2)%perPass] {
+			t.Fatalf("drop_last %v: epoch 300 batch 2 is not its pass's", dropLast)
+		}
+	}
+}

@@ -18,14 +18,35 @@ const (
 	CodeInternal    = "internal"     // augmentation or storage failure
 )
 
-// Request is the request body: which rank's part of which epoch.
+// Request is the request body: which batches of which rank's part of which
+// epoch, of which of the daemon's views.
 type Request struct {
-	Epoch      uint64 `json:"epoch"`
-	Rank       int    `json:"rank"`
-	World      int    `json:"world"`                 // 0 means 1
-	BatchSize  int    `json:"batch_size,omitempty"`  // 0: the server's default
-	StartBatch int    `json:"start_batch,omitempty"` // resume: first batch to send
+	Epoch     uint64 `json:"epoch"`
+	Rank      int    `json:"rank"`
+	World     int    `json:"world"`                // 0 means 1
+	BatchSize int    `json:"batch_size,omitempty"` // 0: the server's default
+	// The batches sent are StartBatch, StartBatch+Stride, … of the rank's
+	// epoch, at most Count of them: resume (StartBatch k), one of several
+	// daemons or DataLoader workers (Stride s), a chunk (Count). Stride 0
+	// means 1; Count 0 means to the end.
+	StartBatch int `json:"start_batch,omitempty"`
+	Stride     int `json:"stride,omitempty"`
+	Count      int `json:"count,omitempty"`
+	// BatchesPerEpoch, when set, makes an epoch that many batches drawn
+	// from consecutive passes over the served set (each pass a fresh
+	// permutation and fresh augmentations): the paper's fixed iterations
+	// per epoch. 0: an epoch is one pass.
+	BatchesPerEpoch int `json:"batches_per_epoch,omitempty"`
+	// DropLast drops each pass's final batch when it is short.
+	DropLast bool `json:"drop_last,omitempty"`
+	// View names one of the daemon's views ("" for its default one); Fold
+	// selects a per-fold view's fold.
+	View string `json:"view,omitempty"`
+	Fold int    `json:"fold,omitempty"`
 }
+
+// MaxViewName caps a view's name.
+const MaxViewName = 64
 
 // Config identifies a stream configuration: every setting that changes
 // the bytes a request gets (not the workers, the index or the transport).
@@ -121,8 +142,12 @@ func DecodeRequest(body []byte) (Request, error) {
 	if dec.More() {
 		return req, fmt.Errorf("%w: trailing data after the request body", ErrProtocol)
 	}
-	if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 {
-		return req, fmt.Errorf("%w: negative rank, world, batch_size or start_batch", ErrProtocol)
+	if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 || req.Stride < 0 ||
+		req.Count < 0 || req.BatchesPerEpoch < 0 || req.Fold < 0 {
+		return req, fmt.Errorf("%w: negative rank, world, batch_size, start_batch, stride, count, batches_per_epoch or fold", ErrProtocol)
+	}
+	if len(req.View) > MaxViewName {
+		return req, fmt.Errorf("%w: view name of %d bytes (at most %d)", ErrProtocol, len(req.View), MaxViewName)
 	}
 	return req, nil
 }

@@ -41,7 +41,9 @@ METADATA_KEYS = ("augloader.protocol_version", "augloader.dataset", "augloader.f
                  "augloader.feature_dim", "augloader.classes", "augloader.epoch", "augloader.rank",
                  "augloader.world")
 
-REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch")
+REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch", "stride", "count",
+                  "batches_per_epoch", "drop_last", "view", "fold")
+MAX_VIEW_NAME = 64
 
 _I32, _I64, _F32 = pa.int32(), pa.int64(), pa.float32()
 
@@ -101,7 +103,13 @@ def encode_request(req: dict) -> bytes:
     if unknown:
         raise ValueError(f"augloader: unknown request fields {sorted(unknown)}")
     for k, v in req.items():
-        if not isinstance(v, int) or v < 0:
+        if k == "drop_last":
+            if not isinstance(v, bool):
+                raise ValueError(f"augloader: request field drop_last={v!r} is not a bool")
+        elif k == "view":
+            if not isinstance(v, str) or len(v.encode()) > MAX_VIEW_NAME:
+                raise ValueError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")
+        elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ValueError(f"augloader: request field {k}={v!r} is not a non-negative integer")
     body = json.dumps(req, separators=(",", ":")).encode()
     return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
