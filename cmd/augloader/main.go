@@ -60,12 +60,13 @@ func logger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)
 var loaderFlags = []cli.Flag{
 	&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required unless --materialized)"},
 	&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "seed of every permutation and augmentation draw"},
-	&cli.StringFlag{Name: "policy", Value: "nodesam", Usage: "augmentation schedule, e.g. nodesam | submix:p=0.4 | nodesam:0.5,none:0.5 | 0..50|none;50..|nodesam (docs/schedule.md)"},
+	&cli.StringFlag{Name: "policy", Usage: "augmentation schedule of views that give none (default: nodesam for training and whole-set views; a test set gets none), e.g. nodesam | submix:p=0.4 | nodesam:0.5,none:0.5 | 0..50|none;50..|nodesam (docs/schedule.md)"},
 	&cli.StringFlag{Name: "schedule", Usage: "read the schedule from this file instead of --policy"},
 	&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "augmentation workers (1..1024)", Action: cliutil.IntRange("workers", 1, 1024)},
 	&cli.IntFlag{Name: "batch-size", Value: 32, Usage: "graphs per batch (1..65536; a request may ask for another)", Action: cliutil.IntRange("batch-size", 1, loader.MaxBatchSize)},
 	&cli.StringFlag{Name: "split", Usage: "split file {\"training\": [...], \"test\": [...]}: serve only one of its sets"},
-	&cli.StringFlag{Name: "split-set", Value: "training", Usage: "which set of --split to serve: training or test", Action: cliutil.OneOf("split-set", "training", "test")},
+	&cli.StringFlag{Name: "split-set", Value: "training", Usage: "which set of --split to serve: training or test (a test set defaults to policy none)", Action: cliutil.OneOf("split-set", "training", "test")},
+	&cli.BoolFlag{Name: "augment-test", Usage: "allow an augmenting policy on a test set (refused otherwise)"},
 	&cli.StringFlag{Name: "remainder", Value: "pad", Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop", Action: cliutil.OneOf("remainder", "pad", "drop")},
 	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's nodes, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)", Action: cliutil.IntRange("node-budget", 0, -1)},
 	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)", Action: cliutil.IntRange("edge-budget", 0, -1)},
@@ -87,7 +88,7 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: c.String("remainder"),
 		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"), MaxEpoch: c.Uint64("max-epoch"),
-		NoIndex: c.Bool("no-index"),
+		NoIndex: c.Bool("no-index"), AugmentTest: c.Bool("augment-test"),
 	}, nil
 }
 
@@ -102,6 +103,9 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "flight-token-file", Usage: "file holding the bearer token Flight clients must present"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
 			&cli.StringFlag{Name: "materialized", Usage: "replay the epochs materialized in this folder instead of augmenting"},
+			&cli.StringSliceFlag{Name: "view", Usage: "serve a named view, repeatable: NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] (one per --folds file) or NAME=SPLITFILE:training|test[:POLICY]; a request names its view and fold"},
+			&cli.StringFlag{Name: "views", Usage: "read view specs from this file (one a line, # comments)"},
+			&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-*.json ({fold} views), as augloader split writes them"},
 			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish (> 0)", Action: positiveDuration("drain")},
 			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams, socket and Flight together; more are refused as unavailable (1..65536)", Action: cliutil.IntRange("max-streams", 1, 65536)},
 			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP; 1..65536)", Action: cliutil.IntRange("max-streams-per-client", 1, 65536)},
@@ -133,15 +137,36 @@ func serveCmd() *cli.Command {
 				if err != nil {
 					return err
 				}
-				b, err := app.BuildLoader(c.Context, lo)
+				lo.Views, lo.Folds = c.StringSlice("view"), c.String("folds")
+				if f := c.String("views"); f != "" {
+					more, err := app.ReadViews(f)
+					if err != nil {
+						return err
+					}
+					lo.Views = append(lo.Views, more...)
+				}
+				b, err := app.BuildViews(c.Context, lo)
 				if err != nil {
 					return err
 				}
 				defer b.Close()
-				src = server.Live{L: b.Loader}
+				src = b.Views
+				// What is applied comes first: a default policy is never silent.
+				for _, n := range b.Notes {
+					log.Info(n)
+				}
 				m := b.Reader.Manifest()
-				log.Info("serving", "shards", c.String("shards"), "dataset", m.Dataset, "graphs", len(b.Loader.Source().Served()),
-					"policy", b.ScheduleText, "seed", c.Uint64("seed"), "workers", b.Loader.Config().Workers)
+				log.Info("serving", "shards", c.String("shards"), "dataset", m.Dataset, "seed", c.Uint64("seed"),
+					"workers", b.Loader.Config().Workers, "views", len(b.Views.Names()))
+				for _, d := range b.Views.Describe() {
+					var attrs []any
+					for _, k := range []string{"view", "set", "folds", "graphs", "schedule", "augments", "default"} {
+						if v, ok := d[k]; ok {
+							attrs = append(attrs, k, v)
+						}
+					}
+					log.Info("view", attrs...)
+				}
 			}
 			token, err := readToken(log, c.String("flight-token-file"))
 			if err != nil {
@@ -283,11 +308,18 @@ func fetchCmd() *cli.Command {
 			&cli.IntFlag{Name: "world", Value: 1, Usage: "world size (≥ 1)", Action: cliutil.IntRange("world", 1, -1)},
 			&cli.IntFlag{Name: "batch-size", Usage: "graphs per batch (0: the server's default; 0..65536)", Action: cliutil.IntRange("batch-size", 0, loader.MaxBatchSize)},
 			&cli.IntFlag{Name: "start-batch", Usage: "resume from this batch (≥ 0)", Action: cliutil.IntRange("start-batch", 0, -1)},
+			&cli.IntFlag{Name: "stride", Usage: "read batches start-batch, start-batch+stride, … (0 or 1: every batch)", Action: cliutil.IntRange("stride", 0, -1)},
+			&cli.IntFlag{Name: "count", Usage: "read at most this many batches (0: to the end)", Action: cliutil.IntRange("count", 0, -1)},
+			&cli.IntFlag{Name: "batches-per-epoch", Usage: "an epoch of this many batches drawn from consecutive passes (0: one pass)", Action: cliutil.IntRange("batches-per-epoch", 0, -1)},
+			&cli.BoolFlag{Name: "drop-last", Usage: "drop each pass's short final batch"},
+			&cli.StringFlag{Name: "view", Usage: "the daemon's view to read (default: its default view)"},
+			&cli.IntFlag{Name: "fold", Usage: "the fold of a per-fold view", Action: cliutil.IntRange("fold", 0, -1)},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
 		Action: func(c *cli.Context) error {
 			req := wire.Request{Epoch: c.Uint64("epoch"), Rank: c.Int("rank"), World: c.Int("world"),
-				BatchSize: c.Int("batch-size"), StartBatch: c.Int("start-batch")}
+				BatchSize: c.Int("batch-size"), StartBatch: c.Int("start-batch"), Stride: c.Int("stride"), Count: c.Int("count"),
+				BatchesPerEpoch: c.Int("batches-per-epoch"), DropLast: c.Bool("drop-last"), View: c.String("view"), Fold: c.Int("fold")}
 			t := time.Now()
 			var nodes, edges int64
 			policies := map[string]int{}
@@ -307,7 +339,7 @@ func fetchCmd() *cli.Command {
 				"dataset": res.Info.Dataset, "epoch": req.Epoch, "rank": req.Rank, "world": req.World,
 				"batches": res.Batches, "graphs": res.Graphs, "nodes": nodes, "directed_edges": edges,
 				"policies": policies, "bytes": res.Bytes, "sha256": hex.EncodeToString(res.Digest[:]),
-				"seconds": secs,
+				"seconds": secs, "config": res.Info.Config, "batch_sha256": hexDigests(res.BatchDigests),
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(os.Stdout).Encode(out)
@@ -318,6 +350,14 @@ func fetchCmd() *cli.Command {
 			return nil
 		},
 	}
+}
+
+func hexDigests(ds [][32]byte) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = hex.EncodeToString(d[:])
+	}
+	return out
 }
 
 func splitCmd() *cli.Command {

@@ -1,105 +1,315 @@
 // Package app builds augloader's pieces from command-line settings: the
-// loader behind `serve` and `materialize`, shared so both apply the same
-// defaults and checks.
+// views behind `serve` and the loader behind `materialize`, shared so both
+// apply the same defaults and checks.
+//
+// A view is a served subset of the shards with its schedule:
+//
+//	NAME=all[:POLICY]                 every graph
+//	NAME={fold}:training|test[:POLICY]  one set of every split file of --folds (a view per fold)
+//	NAME=FILE:training|test[:POLICY]    one set of one split file
+//
+// POLICY is a schedule (docs/schedule.md). Without one, a test set gets
+// none and any other set the daemon's --policy (nodesam unless given); a
+// test set with an augmenting schedule is refused unless AugmentTest.
 package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/shard"
 )
 
+// DefaultPolicy is what a training (or whole-set) view applies when no
+// policy is given; a test view applies none.
+const DefaultPolicy = "nodesam"
+
 // LoaderOptions are the common flags of serve and materialize.
 type LoaderOptions struct {
-	Shards       string
-	Seed         uint64
-	Policy       string // schedule text; ignored when ScheduleFile is set
+	Shards string
+	Seed   uint64
+	// Policy is the schedule text of views that give none (empty:
+	// DefaultPolicy); ignored when ScheduleFile is set.
+	Policy       string
 	ScheduleFile string
 	Workers      int
 	BatchSize    int
-	SplitFile    string
-	SplitSet     string // training or test
-	Remainder    string
-	NodeBudget   int
-	EdgeBudget   int
-	MaxEpoch     uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
-	NoIndex      bool   // keep graphs unindexed (less memory, slower NodeSam)
+	// SplitFile and SplitSet make the single view of a daemon without
+	// Views: one set of one split file.
+	SplitFile  string
+	SplitSet   string // training or test
+	Remainder  string
+	NodeBudget int
+	EdgeBudget int
+	MaxEpoch   uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
+	NoIndex    bool   // keep graphs unindexed (less memory, slower NodeSam)
 	// MemoryBudget bounds the bytes of batches in flight across every
-	// stream (loader.Memory); 0: loader.DefaultMemory.
+	// stream of every view (loader.Memory); 0: loader.DefaultMemory.
 	MemoryBudget int64
+	// Views are view specs (the package comment); none: one view from
+	// SplitFile/SplitSet, or of every graph.
+	Views []string
+	// Folds is the folder of split files (fold-*.json) {fold} views use.
+	Folds string
+	// AugmentTest allows an augmenting schedule on a test set.
+	AugmentTest bool
 }
 
-// Built is an open loader and what it needs closed.
+// Built is an open dataset, its views, and what it needs closed.
 type Built struct {
-	Reader       *shard.Reader
-	Loader       *loader.Loader
-	ScheduleText string
+	Reader *shard.Reader
+	Views  *server.Views
+	// Loader is the default view's loader (fold 0): what materialize uses.
+	Loader *loader.Loader
+	// Notes say, for the log, where a default was applied.
+	Notes []string
 }
 
 // Close releases the shard reader.
 func (b *Built) Close() error { return b.Reader.Close() }
 
-// BuildLoader opens the shards and builds the loader.
-func BuildLoader(ctx context.Context, o LoaderOptions) (*Built, error) {
-	var sched *epoch.Schedule
-	var err error
-	if o.ScheduleFile != "" {
-		f, ferr := os.Open(o.ScheduleFile)
-		if ferr != nil {
-			return nil, ferr
+// ViewSpec is one parsed view spec.
+type ViewSpec struct {
+	Name   string
+	Split  string // "" (every graph), "{fold}", or a split file
+	Set    string // "all", "training" or "test"
+	Policy string // schedule text; "" for the default
+}
+
+// ParseViewSpec reads NAME=SUBSET[:POLICY] (the package comment).
+func ParseViewSpec(s string) (ViewSpec, error) {
+	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t:") {
+		return ViewSpec{}, fmt.Errorf("--view %q: want NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] or NAME=SPLITFILE:training|test[:POLICY]", s)
+	}
+	v := ViewSpec{Name: name}
+	if rest == "all" || strings.HasPrefix(rest, "all:") {
+		v.Set = "all"
+		v.Policy = strings.TrimPrefix(strings.TrimPrefix(rest, "all"), ":")
+		return v, nil
+	}
+	split, after, ok := strings.Cut(rest, ":")
+	set, policy, _ := strings.Cut(after, ":")
+	if !ok || split == "" || (set != "training" && set != "test") {
+		return ViewSpec{}, fmt.Errorf("--view %q: the subset is all, {fold}:training, {fold}:test, or a split file's :training or :test", s)
+	}
+	v.Split, v.Set, v.Policy = split, set, strings.TrimSpace(policy)
+	return v, nil
+}
+
+// ReadViews reads a views file: one spec a line, '#' comments.
+func ReadViews(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
 		}
-		sched, err = epoch.ReadSchedule(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", o.ScheduleFile, err)
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
 		}
-	} else {
-		if sched, err = epoch.ParseSchedule(o.Policy); err != nil {
-			return nil, fmt.Errorf("--policy %q: %w", o.Policy, err)
-		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no view", path)
+	}
+	return out, nil
+}
+
+// FoldFiles lists dir's split files (fold-*.json), in order.
+func FoldFiles(dir string) ([]string, error) {
+	m, err := filepath.Glob(filepath.Join(dir, "fold-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("--folds %s: no fold-*.json split files (write them with augloader split)", dir)
+	}
+	sort.Strings(m)
+	return m, nil
+}
+
+// BuildViews opens the shards once and builds every view's loaders.
+func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
+	specs, notes, err := o.specs()
+	if err != nil {
+		return nil, err
 	}
 	r, err := shard.Open(ctx, o.Shards)
 	if err != nil {
 		return nil, err
 	}
-	var served []int64
-	if o.SplitFile != "" {
-		sp, err := epoch.ReadSplit(o.SplitFile, int64(r.NumGraphs()))
+	b := &Built{Reader: r, Notes: notes}
+	if err := b.build(o, specs); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// BuildLoader builds the single view of a materialize run.
+func BuildLoader(ctx context.Context, o LoaderOptions) (*Built, error) {
+	if len(o.Views) > 0 {
+		return nil, errors.New("materialize serves no views: give --split and --split-set")
+	}
+	return BuildViews(ctx, o)
+}
+
+// specs turns the options into view specs, applying the defaults.
+func (o LoaderOptions) specs() ([]ViewSpec, []string, error) {
+	var specs []ViewSpec
+	if len(o.Views) == 0 {
+		v := ViewSpec{Name: "", Set: "all"}
+		if o.SplitFile != "" {
+			v.Split, v.Set = o.SplitFile, o.SplitSet
+			if v.Set == "" {
+				v.Set = "training"
+			}
+		}
+		specs = append(specs, v)
+	}
+	for _, s := range o.Views {
+		v, err := ParseViewSpec(s)
 		if err != nil {
-			r.Close()
+			return nil, nil, err
+		}
+		specs = append(specs, v)
+	}
+	var notes []string
+	for i := range specs {
+		v := &specs[i]
+		label := "view " + v.Name
+		if v.Name == "" {
+			label = "the served set"
+		}
+		switch {
+		case v.Policy != "":
+		case v.Set == "test":
+			v.Policy = "none"
+			notes = append(notes, fmt.Sprintf("%s is a test set: policy none (give one explicitly, with --augment-test, to augment it)", label))
+		case o.ScheduleFile != "":
+		case o.Policy != "":
+			v.Policy = o.Policy
+		default:
+			v.Policy = DefaultPolicy
+			notes = append(notes, fmt.Sprintf("%s: policy %s, the default (--policy none serves it unaugmented)", label, DefaultPolicy))
+		}
+	}
+	return specs, notes, nil
+}
+
+func (o LoaderOptions) schedule(v ViewSpec) (*epoch.Schedule, error) {
+	if v.Policy == "" && o.ScheduleFile != "" {
+		f, err := os.Open(o.ScheduleFile)
+		if err != nil {
 			return nil, err
 		}
-		switch o.SplitSet {
-		case "", "training":
-			served = sp.Training
-		case "test":
-			served = sp.Test
+		defer f.Close()
+		s, err := epoch.ReadSchedule(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.ScheduleFile, err)
+		}
+		return s, nil
+	}
+	s, err := epoch.ParseSchedule(v.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", v.Policy, err)
+	}
+	return s, nil
+}
+
+func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
+	all, err := loader.NewSource(b.Reader, nil)
+	if err != nil {
+		return err
+	}
+	mem := loader.NewMemory(o.MemoryBudget)
+	n := int64(b.Reader.NumGraphs())
+	var folds []*epoch.Split
+	var views []*server.View
+	for _, v := range specs {
+		sched, err := o.schedule(v)
+		if err != nil {
+			return err
+		}
+		if v.Set == "test" && sched.Augments() && !o.AugmentTest {
+			return fmt.Errorf("view %q serves a test set with the augmenting schedule %q: pass --augment-test if that is meant", v.Name, sched.String())
+		}
+		var sets [][]int64
+		switch v.Split {
+		case "":
+			sets = [][]int64{nil}
+		case "{fold}":
+			if folds == nil {
+				if o.Folds == "" {
+					return fmt.Errorf("view %q uses {fold}: give --folds", v.Name)
+				}
+				files, err := FoldFiles(o.Folds)
+				if err != nil {
+					return err
+				}
+				for _, f := range files {
+					sp, err := epoch.ReadSplit(f, n)
+					if err != nil {
+						return err
+					}
+					folds = append(folds, sp)
+				}
+			}
+			for _, sp := range folds {
+				sets = append(sets, pick(sp, v.Set))
+			}
 		default:
-			r.Close()
-			return nil, fmt.Errorf("--split-set %q: want training or test", o.SplitSet)
+			sp, err := epoch.ReadSplit(v.Split, n)
+			if err != nil {
+				return err
+			}
+			sets = [][]int64{pick(sp, v.Set)}
 		}
-		if len(served) == 0 {
-			r.Close()
-			return nil, fmt.Errorf("%s: the %s set is empty", o.SplitFile, o.SplitSet)
+		w := &server.View{Name: v.Name, Set: v.Set, PerFold: v.Split == "{fold}"}
+		for i, served := range sets {
+			if served != nil && len(served) == 0 {
+				return fmt.Errorf("view %q: the %s set of fold %d is empty", v.Name, v.Set, i)
+			}
+			src := all
+			if served != nil {
+				if src, err = all.Subset(served); err != nil {
+					return err
+				}
+			}
+			l, err := loader.New(src, loader.Config{
+				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
+				Remainder: epoch.Remainder(o.Remainder), NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
+				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: mem,
+			})
+			if err != nil {
+				return err
+			}
+			w.Folds = append(w.Folds, l)
 		}
+		views = append(views, w)
 	}
-	src, err := loader.NewSource(r, served)
-	if err != nil {
-		r.Close()
-		return nil, err
+	if b.Views, err = server.NewViews(views, ""); err != nil {
+		return err
 	}
-	l, err := loader.New(src, loader.Config{
-		Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
-		Remainder: epoch.Remainder(o.Remainder), NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
-		MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: loader.NewMemory(o.MemoryBudget),
-	})
-	if err != nil {
-		r.Close()
-		return nil, err
+	b.Loader = views[0].Folds[0]
+	return nil
+}
+
+func pick(sp *epoch.Split, set string) []int64 {
+	if set == "test" {
+		return sp.Test
 	}
-	return &Built{Reader: r, Loader: l, ScheduleText: sched.String()}, nil
+	return sp.Training
 }
