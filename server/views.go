@@ -118,4 +118,3 @@ func (v *Views) Describe() []map[string]any {
 	}
 	return out
 }
-
