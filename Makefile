@@ -11,7 +11,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME   ?= 10s
 BENCHCOUNT ?= 4
 
-.PHONY: all build test race lint fuzz bench demo venv clean
+.PHONY: all build test race lint fuzz bench demo venv clean paper
 
 all: build
 
@@ -71,6 +71,15 @@ fuzz:
 # bench/out/, then bench/report rewrites docs/bench.md and its PNGs.
 bench: build .venv-bench/.stamp
 	GO=$(GO) BENCHCOUNT=$(BENCHCOUNT) bash bench/run.sh
+
+# The paper's Table 3 rows (MUTAG, PTC_MR, PROTEINS; none, NodeSam, SubMix;
+# 10-fold cross-validation of GIN, one daemon per dataset) at PAPER_EPOCHS
+# epochs (default 50: about 30 minutes on two cores); writes docs/paper.md
+# and docs/paper-accuracy.png. Needs ../shared/datasets and torch.
+PAPER_EPOCHS ?= 50
+paper: build venv
+	@$(PY) -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install -q --disable-pip-version-check "matplotlib<3.9"
+	PAPER_EPOCHS=$(PAPER_EPOCHS) $(PY) examples/paper.py
 
 # The demo on an embedded default: a seeded synthetic COLLAB-shaped dataset.
 demo: build

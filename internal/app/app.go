@@ -170,7 +170,10 @@ func BuildLoader(ctx context.Context, o LoaderOptions) (*Built, error) {
 func (o LoaderOptions) specs() ([]ViewSpec, []string, error) {
 	var specs []ViewSpec
 	if len(o.Views) == 0 {
-		v := ViewSpec{Name: "", Set: "all"}
+		// The daemon's one view: --policy (or --schedule) is its own, so an
+		// explicit one applies to a test set too (then --augment-test is
+		// needed).
+		v := ViewSpec{Name: "", Set: "all", Policy: o.Policy}
 		if o.SplitFile != "" {
 			v.Split, v.Set = o.SplitFile, o.SplitSet
 			if v.Set == "" {
@@ -195,6 +198,7 @@ func (o LoaderOptions) specs() ([]ViewSpec, []string, error) {
 		}
 		switch {
 		case v.Policy != "":
+		case len(o.Views) == 0 && o.ScheduleFile != "": // the daemon's one view takes --schedule
 		case v.Set == "test":
 			v.Policy = "none"
 			notes = append(notes, fmt.Sprintf("%s is a test set: policy none (give one explicitly, with --augment-test, to augment it)", label))

@@ -36,7 +36,7 @@ from . import _flight, _socket
 from ._wire import ConnectionLost, ServerError
 from .batch import Batch
 
-__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream"]
+__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream", "Daemon", "DaemonError"]
 __version__ = "0.1.0"
 
 
@@ -72,18 +72,40 @@ class Client:
             raise ValueError(f"augloader: unsupported url {url!r} (want unix:///path, grpc://host:port or grpc+unix:///path)")
 
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
-              start_batch: int = 0, digest: bool = False) -> Stream:
-        req = {"epoch": int(epoch), "rank": int(rank), "world": int(world)}
-        if batch_size:
-            req["batch_size"] = int(batch_size)
-        if start_batch:
-            req["start_batch"] = int(start_batch)
+              start_batch: int = 0, digest: bool = False, *, stride: int = 1, count: int = 0,
+              batches_per_epoch: int = 0, drop_last: bool = False, view: str = "", fold: int = 0) -> Stream:
+        """One epoch of one rank: batches start_batch, start_batch+stride, …
+        (at most count; 0: all) of view's fold. batches_per_epoch makes an
+        epoch that many batches drawn from consecutive passes; drop_last
+        drops each pass's short batch. digest=True computes the stream's
+        and each batch's SHA-256 (socket)."""
+        req = request(epoch, rank, world, batch_size, start_batch, stride=stride, count=count,
+                      batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold)
         if self._transport == "unix":
             return _socket.open_stream(self._path, req, self.timeout, digest, Stream)
         return _flight.open_stream(self.url, req, self.token, self.timeout, Stream)
+
+
+def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0, *,
+            stride: int = 1, count: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
+            view: str = "", fold: int = 0) -> dict:
+    """A request body with only the fields that differ from their defaults."""
+    req = {"epoch": int(epoch), "rank": int(rank), "world": int(world)}
+    for k, v, default in (("batch_size", batch_size, 0), ("start_batch", start_batch, 0), ("stride", stride, 1),
+                          ("count", count, 0), ("batches_per_epoch", batches_per_epoch, 0), ("fold", fold, 0)):
+        if int(v) != default:
+            req[k] = int(v)
+    if drop_last:
+        req["drop_last"] = True
+    if view:
+        req["view"] = str(view)
+    return req
 
 
 def connect(url: str, token: Optional[str] = None, timeout: Optional[float] = None) -> Client:
     """Return a client for ``unix:///path.sock``, ``grpc://host:port`` or
     ``grpc+unix:///path`` (Flight). ``token`` is Flight's bearer token."""
     return Client(url, token=token, timeout=timeout)
+
+
+from .daemon import Daemon, DaemonError  # noqa: E402  (daemon imports connect)

@@ -56,6 +56,7 @@ def read_conversation(f, stream, digest: bool):
     any object with read and readinto) and checks the trailer; the
     response frame has been read into stream.info."""
     reader = _wire.ArrowReader(f, digest)
+    stream.batch_digests = reader.batch_digests  # filled as batches arrive
     try:
         for rb in reader:
             yield Batch.from_record_batch(rb)

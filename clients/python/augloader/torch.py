@@ -11,6 +11,13 @@ Rank and world size come from torch.distributed when it is initialised
 (else 0 and 1), so each process reads its own slice of one global epoch.
 The dense one-hot ``x`` is built from the sparse codes on the target device.
 Use it with ``DataLoader(ds, batch_size=None)``; the daemon already batches.
+
+Under ``DataLoader(ds, batch_size=None, num_workers=N)`` worker w reads the
+rank's batches w, w+N, w+2N, … (the request's stride): every batch arrives
+exactly once, and in order, since the DataLoader takes one item from each
+worker in turn. Workers are made anew each epoch by default; with
+``persistent_workers=True`` a worker keeps the epoch it was started with,
+so keep them non-persistent (or make a dataset per epoch).
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from . import Batch, connect
 
@@ -72,9 +79,13 @@ class AugloaderDataset(IterableDataset):
     """One epoch of one rank per iteration; call set_epoch between epochs."""
 
     def __init__(self, url: str, *, token: Optional[str] = None, batch_size: int = 0,
-                 rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None):
+                 rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None,
+                 view: str = "", fold: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
+                 digest: bool = False):
         super().__init__()
         self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
+        self.view, self.fold, self.batches_per_epoch, self.drop_last = view, fold, batches_per_epoch, drop_last
+        self.digest = digest
         if rank is None or world is None:
             if torch.distributed.is_available() and torch.distributed.is_initialized():
                 rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -89,15 +100,24 @@ class AugloaderDataset(IterableDataset):
         self.epoch = int(epoch)
 
     def __iter__(self):
+        # One DataLoader worker reads every num_workers-th batch of the rank.
+        info = get_worker_info()
+        start, stride = (info.id, info.num_workers) if info is not None else (0, 1)
         client = connect(self.url, token=self.token)
-        stream = client.epoch(self.epoch, rank=self.rank, world=self.world, batch_size=self.batch_size)
+        stream = client.epoch(self.epoch, rank=self.rank, world=self.world, batch_size=self.batch_size,
+                              start_batch=start, stride=stride, view=self.view, fold=self.fold,
+                              batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last, digest=self.digest)
         self.last_stream = stream
-        for b in stream:
+        for i, b in enumerate(stream):
             t = to_tensors(b, self.device)
+            t["batch_index"] = start + i * stride  # the batch's index in the rank's epoch
+            if self.digest:
+                t["digest"] = stream.batch_digests[i]
             if self.pyg and PyGBatch is not None:
                 out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
                                y=t["y_soft"] if t["soft"] else t["y"])
                 out._num_graphs = t["num_graphs"]
+                out.batch_index = t["batch_index"]
                 yield out
             else:
                 yield t

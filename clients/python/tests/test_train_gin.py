@@ -1,36 +1,65 @@
-"""End to end: two daemons on MUTAG (training split augmented, test split
-not), examples/train_gin.py trains a GIN on CPU; the loss must decrease and
-the training accuracy beat the majority class."""
+"""End to end: examples/train_gin.py trains the paper's GIN on MUTAG through
+one daemon (augloader.Daemon, a view per policy and a test view): a single
+run learns (the loss falls, the training accuracy beats the majority class),
+and a 2-fold, 3-policy cross-validation reads exactly each fold's split."""
 import json
 import subprocess
 import sys
 
 import pytest
 
+import augloader
 from conftest import ROOT
 
 torch = pytest.importorskip("torch", reason="the GIN example needs torch (CI installs Debian's python3-torch)")
 
+EXAMPLE = ROOT / "examples" / "train_gin.py"
+
 
 @pytest.mark.parametrize("policy", ["nodesam", "submix:p=0.4"])
-def test_train_gin_mutag(bins, mutag_shards, daemon, tmp_path, policy):
+def test_train_gin_mutag(bins, mutag_shards, tmp_path, policy):
     folds = tmp_path / "folds"
     subprocess.run([bins / "augloader", "split", "--shards", mutag_shards, "--folds", "10", "--seed", "0", "--out", folds],
                    check=True, capture_output=True)
-    fold = folds / "fold-00.json"
-    train = daemon("--shards", mutag_shards, "--split", fold, "--split-set", "training", "--policy", policy,
-                   "--seed", "0", "--batch-size", "32")
-    test = daemon("--shards", mutag_shards, "--split", fold, "--split-set", "test", "--policy", "none")
-    out = tmp_path / "history.json"
-    proc = subprocess.run([sys.executable, ROOT / "examples" / "train_gin.py", "--train", train.unix, "--test", test.unix,
-                           "--epochs", "12", "--json", out, "--seed", "0"], capture_output=True, text=True, timeout=600)
+    with augloader.Daemon(mutag_shards, folds=folds, views=[f"train={{fold}}:training:{policy}", "test={fold}:test"],
+                          binary=str(bins / "augloader"), batch_size=32) as d:
+        out = tmp_path / "history.json"
+        proc = subprocess.run([sys.executable, EXAMPLE, "train", "--url", d.url, "--view", "train", "--test-view", "test",
+                               "--fold", "0", "--epochs", "12", "--json", out, "--seed", "0"],
+                              capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     h = json.loads(out.read_text())
     print(proc.stdout)
-    labels = json.loads(fold.read_text())["training"]
     first, last = h[0]["loss"], min(r["loss"] for r in h[-4:])
     assert last < first * 0.9, f"loss did not decrease: {first:.4f} -> {last:.4f}"
     majority = 125 / 188  # MUTAG: 125 of 188 graphs in the larger class
     best = max(r["train_acc"] for r in h[-4:])
     assert best > majority, f"training accuracy {best:.3f} does not beat the majority class {majority:.3f}"
-    assert all(r["data_wait_s"] >= 0 for r in h) and len(labels) == 169
+    assert all(r["data_wait_s"] >= 0 and 0 <= r["test_acc"] <= 1 for r in h)
+
+
+def test_cv_mutag(bins, mutag_shards, tmp_path):
+    """The paper's experiment in small: 2 folds, 3 policies, 2 epochs, one
+    daemon. Each fold's training views and test view serve exactly its split
+    file's graphs, and the report has both metrics and the paired
+    differences."""
+    out = tmp_path / "cv.json"
+    env = {"AUGLOADER_BIN": str(bins), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, EXAMPLE, "cv", "--shards", mutag_shards, "--folds", "2", "--epochs", "2",
+                           "--batches-per-epoch", "5", "--jobs", "2", "--policies", "none,nodesam,submix:p=0.4",
+                           "--json", out], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    r = json.loads(out.read_text())
+    assert len(r["fold_sets"]) == 2
+    for f, sets in enumerate(r["fold_sets"]):
+        split = json.loads(open(r["split_files"][f]).read())
+        for view in ("none", "nodesam", "submix"):
+            assert sets[view] == sorted(split["training"]), (f, view)
+        assert sets["test"] == sorted(split["test"]), f
+        assert not set(split["training"]) & set(split["test"])
+    s = r["summary"]
+    assert set(s) == {"none", "nodesam", "submix:p=0.4"}
+    for p, v in s.items():
+        assert 0 <= v["best_mean_epoch"][0] <= 1 and 0 <= v["last10"][0] <= 1
+        assert len(v["per_fold_last10"]) == 2 and "paired_diff_last10" in v
+    assert len(r["runs"]) == 6 and all(len(run["test_acc"]) == 2 for run in r["runs"])

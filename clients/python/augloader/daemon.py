@@ -1,0 +1,166 @@
+"""Run ``augloader serve`` for the life of a ``with`` block.
+
+    from augloader import Daemon
+    with Daemon("shards/mutag", folds="folds/", views=["train={fold}:training:nodesam",
+                                                       "test={fold}:test"]) as d:
+        for b in d.client().epoch(0, view="train", fold=3):
+            ...
+
+The daemon is ready when it says so (a JSON line on its standard output,
+once every endpoint listens), not when a file appears; its errors (a bad
+flag, a missing shard folder, a crash) are raised as :class:`DaemonError`
+with its log. On exit it gets SIGTERM, and a non-zero exit status raises.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from typing import Optional, Sequence
+
+from . import Client, connect
+
+__all__ = ["Daemon", "DaemonError", "find_binary"]
+
+
+class DaemonError(RuntimeError):
+    """The daemon did not start, or stopped badly; ``log`` holds its stderr."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message + ("\n--- augloader serve log ---\n" + log[-4000:] if log else ""))
+        self.log = log
+
+
+def find_binary(name: str = "augloader") -> str:
+    """The augloader executable: $AUGLOADER_BIN/NAME, NAME on PATH, or the
+    repository's bin/NAME (make build) beside this client."""
+    d = os.environ.get("AUGLOADER_BIN")
+    if d and os.access(os.path.join(d, name), os.X_OK):
+        return os.path.join(d, name)
+    p = shutil.which(name)
+    if p:
+        return p
+    repo = pathlib.Path(__file__).resolve().parents[3] / "bin" / name
+    if os.access(repo, os.X_OK):
+        return str(repo)
+    raise DaemonError(f"no {name} executable: set AUGLOADER_BIN, put it on PATH, or run make build")
+
+
+class Daemon:
+    """An ``augloader serve`` process serving ``shards``.
+
+    views: view specs (``NAME=all[:POLICY]``, ``NAME={fold}:training|test[:POLICY]``,
+    ``NAME=SPLITFILE:training|test[:POLICY]``); folds: the folder of
+    ``fold-*.json`` split files ``{fold}`` views use; policy: the schedule
+    of views that give none; flight: also serve Arrow Flight on a free
+    loopback port; args: any other ``serve`` flags.
+    """
+
+    def __init__(self, shards, *, views: Sequence[str] = (), folds=None, policy: Optional[str] = None,
+                 seed: int = 0, workers: Optional[int] = None, batch_size: Optional[int] = None,
+                 flight: bool = False, socket=None, binary: Optional[str] = None, args: Sequence[str] = (),
+                 ready_timeout: float = 120.0, stop_timeout: float = 30.0):
+        self._tmp = tempfile.TemporaryDirectory(prefix="augloader-daemon-")
+        self.socket = str(socket or pathlib.Path(self._tmp.name) / "aug.sock")
+        cmd = [binary or find_binary(), "serve", "--shards", str(shards), "--socket", self.socket, "--seed", str(seed)]
+        if folds is not None:
+            cmd += ["--folds", str(folds)]
+        for v in views:
+            cmd += ["--view", v]
+        if policy is not None:
+            cmd += ["--policy", policy]
+        if workers is not None:
+            cmd += ["--workers", str(workers)]
+        if batch_size is not None:
+            cmd += ["--batch-size", str(batch_size)]
+        if flight:
+            cmd += ["--flight", "grpc://127.0.0.1:0"]
+        self.cmd = cmd + [str(a) for a in args]
+        self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
+        self.ready: dict = {}
+        self.proc: Optional[subprocess.Popen] = None
+        self._log = open(pathlib.Path(self._tmp.name) / "serve.log", "w+")
+        self._final_log: Optional[str] = None
+
+    @property
+    def url(self) -> str:
+        """The Unix socket's URL, for :func:`augloader.connect`."""
+        return "unix://" + self.socket
+
+    @property
+    def flight_url(self) -> Optional[str]:
+        """The Flight endpoint's URL (grpc://127.0.0.1:PORT), if serving one."""
+        return self.ready.get("flight")
+
+    @property
+    def log(self) -> str:
+        """The daemon's log so far (all of it once stopped)."""
+        if self._final_log is not None:
+            return self._final_log
+        self._log.flush()
+        with open(self._log.name) as f:
+            return f.read()
+
+    def client(self, **kw) -> Client:
+        return connect(self.url, **kw)
+
+    def start(self) -> "Daemon":
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL, text=True)
+        line: list = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(self.ready_timeout)
+        if not line or not line[0]:
+            rc = self.proc.poll()
+            if rc is None:
+                self.proc.kill()
+                self.proc.wait()
+                raise DaemonError(f"augloader serve did not get ready within {self.ready_timeout:.0f} s", self.log)
+            self.proc.wait()
+            raise DaemonError(f"augloader serve exited with status {self.proc.returncode} before it was ready", self.log)
+        try:
+            self.ready = json.loads(line[0])
+        except ValueError:
+            self.stop(check=False)
+            raise DaemonError(f"augloader serve printed {line[0]!r} instead of its readiness line", self.log) from None
+        if self.ready.get("ready") is not True:
+            self.stop(check=False)
+            raise DaemonError(f"unexpected readiness line {line[0]!r}", self.log)
+        return self
+
+    def stop(self, check: bool = True) -> int:
+        """SIGTERM, then wait; returns the exit status (raises on a non-zero
+        one when check)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                if check:
+                    raise DaemonError(f"augloader serve ignored SIGTERM for {self.stop_timeout:.0f} s", self.log)
+        rc = self.proc.returncode
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        if check and rc != 0:
+            raise DaemonError(f"augloader serve exited with status {rc}", self.log)
+        return rc
+
+    def __enter__(self) -> "Daemon":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.stop(check=exc_type is None)
+        finally:
+            self._final_log = self.log
+            self._log.close()
+            self._tmp.cleanup()
