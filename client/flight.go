@@ -2,17 +2,18 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
-	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -21,20 +22,33 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// FetchFlight reads req from an augloader Flight endpoint (grpc://HOST:PORT
-// or grpc+unix:///PATH). It rebuilds the Arrow IPC stream from the
-// FlightData messages, so Result.Digest equals the socket's for the same
-// request. A server error is a *wire.Error.
+// FetchFlight reads req from an augloader Flight endpoint (grpc://HOST:PORT,
+// grpc+tls://HOST:PORT or grpc+unix:///PATH). It rebuilds the Arrow IPC
+// stream from the FlightData messages, so Result.Digest equals the
+// socket's for the same request. The response comes with the schema
+// message; a stream is complete only with its trailer message, whose
+// counts must match what was read. A server error is a *wire.Error.
 func FetchFlight(ctx context.Context, addr, token string, req wire.Request, o Options, fn func(arrow.RecordBatch) error) (*Result, error) {
-	target, err := flightTarget(addr)
+	target, tlsOn, err := flightTarget(addr)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := flight.NewClientWithMiddleware(target, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if tlsOn {
+		cfg := o.TLS
+		if cfg == nil {
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	cl, err := flight.NewClientWithMiddleware(target, nil, nil, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	defer cl.Close()
+	if token == "" {
+		token = o.Token
+	}
 	if token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 	}
@@ -45,7 +59,7 @@ func FetchFlight(ctx context.Context, addr, token string, req wire.Request, o Op
 	if err != nil {
 		return nil, fromStatus(err)
 	}
-	fr := &flightReader{stream: stream}
+	fr := &flightReader{stream: stream, onInfo: o.onInfo}
 	res := &Result{}
 	if err := readArrow(fr, o, fn, res); err != nil {
 		if fr.err != nil {
@@ -53,36 +67,33 @@ func FetchFlight(ctx context.Context, addr, token string, req wire.Request, o Op
 		}
 		return res, err
 	}
-	tr := stream.Trailer()
-	b, _ := strconv.Atoi(first(tr.Get("augloader-batches")))
-	g, _ := strconv.Atoi(first(tr.Get("augloader-graphs")))
-	res.Trailer = wire.Trailer{Batches: b, Graphs: g}
-	res.Info = wire.Response{Batches: res.Batches, Graphs: res.Graphs, Epoch: req.Epoch}
-	if b != res.Batches || g != res.Graphs {
-		return res, fmt.Errorf("client: received %d batches and %d graphs, the server's trailer says %d and %d", res.Batches, res.Graphs, b, g)
+	res.Info = fr.info
+	if fr.trailer == nil {
+		return res, fmt.Errorf("client: %s: the stream ended without its trailer after %d batches: cut", addr, res.Batches)
+	}
+	res.Trailer = *fr.trailer
+	if res.Trailer.Batches != res.Batches || res.Trailer.Graphs != res.Graphs || res.Batches != res.Info.Batches {
+		return res, fmt.Errorf("client: %s: received %d batches and %d graphs, the trailer says %d and %d, the response promised %d batches",
+			addr, res.Batches, res.Graphs, res.Trailer.Batches, res.Trailer.Graphs, res.Info.Batches)
 	}
 	return res, nil
 }
 
-func first(v []string) string {
-	if len(v) == 0 {
-		return ""
-	}
-	return v[0]
-}
-
-func flightTarget(addr string) (string, error) {
+// flightTarget turns a Flight URL into a gRPC target and whether it uses TLS.
+func flightTarget(addr string) (string, bool, error) {
 	u, err := url.Parse(addr)
 	if err != nil {
-		return "", fmt.Errorf("client: %q: %w", addr, err)
+		return "", false, fmt.Errorf("client: %q: %w", addr, err)
 	}
 	switch u.Scheme {
 	case "grpc", "grpc+tcp":
-		return u.Host, nil
+		return u.Host, false, nil
+	case "grpc+tls":
+		return u.Host, true, nil
 	case "grpc+unix":
-		return "unix://" + u.Path, nil
+		return "unix://" + u.Path, false, nil
 	}
-	return "", fmt.Errorf("client: %q: want grpc://HOST:PORT or grpc+unix:///PATH", addr)
+	return "", false, fmt.Errorf("client: %q: want grpc://HOST:PORT, grpc+tls://HOST:PORT or grpc+unix:///PATH", addr)
 }
 
 // fromStatus maps a gRPC status to the socket protocol's error codes.
@@ -97,7 +108,7 @@ func fromStatus(err error) error {
 		code = wire.CodeBadRequest
 	case codes.OutOfRange:
 		code = wire.CodeOutOfRange
-	case codes.Unavailable:
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
 		code = wire.CodeUnavailable
 	case codes.Unauthenticated, codes.PermissionDenied:
 		code = "unauthenticated"
@@ -105,13 +116,19 @@ func fromStatus(err error) error {
 	return &wire.Error{Code: code, Message: st.Message()}
 }
 
-// flightReader yields the framed IPC stream rebuilt from FlightData.
+// flightReader yields the framed IPC stream rebuilt from FlightData,
+// taking the response from the first message's app_metadata and the
+// trailer from the data-less last message.
 type flightReader struct {
-	stream flight.FlightService_DoGetClient
-	buf    []byte
-	off    int
-	eos    bool
-	err    error // a gRPC error ended the stream
+	stream  flight.FlightService_DoGetClient
+	buf     []byte
+	off     int
+	eos     bool
+	err     error // a gRPC error ended the stream
+	first   bool
+	info    wire.Response
+	trailer *wire.Trailer
+	onInfo  func(wire.Response) error
 }
 
 func (f *flightReader) Read(p []byte) (int, error) {
@@ -126,7 +143,30 @@ func (f *flightReader) Read(p []byte) (int, error) {
 		case err != nil:
 			f.err = err
 			return 0, err
+		case len(fd.DataHeader) == 0:
+			// The trailer: the stream is complete.
+			var tr wire.Trailer
+			if err := json.Unmarshal(fd.AppMetadata, &tr); err != nil {
+				return 0, fmt.Errorf("client: unreadable Flight trailer: %w", err)
+			}
+			f.trailer = &tr
 		default:
+			if !f.first {
+				f.first = true
+				if len(fd.AppMetadata) > 0 {
+					if err := json.Unmarshal(fd.AppMetadata, &f.info); err != nil {
+						return 0, fmt.Errorf("client: unreadable Flight response: %w", err)
+					}
+				}
+				if f.onInfo != nil {
+					if err := f.onInfo(f.info); err != nil {
+						return 0, err
+					}
+				}
+			}
+			if f.trailer != nil {
+				return 0, errors.New("client: data after the Flight trailer")
+			}
 			f.buf, f.off = ipcframe.Append(f.buf[:0], fd.DataHeader, fd.DataBody), 0
 		}
 	}

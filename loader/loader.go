@@ -146,6 +146,8 @@ type Plan struct {
 	Bytes []int64
 	// Index[i] is Batches[i]'s index in the rank's epoch.
 	Index []int
+	// Compression of record batch bodies in WriteStream: "", "zstd", "lz4".
+	Compression string
 	// OverBudget lists the batches (indices in the rank's epoch) made of
 	// one graph whose bound alone exceeds the node or edge budget.
 	OverBudget []int

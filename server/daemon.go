@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -102,8 +101,12 @@ func Run(ctx context.Context, o DaemonOptions) error {
 		}
 		closers = append(closers, func() { fln.Close() })
 		ep.Flight = o.Flight.Address
-		if ta, ok := fln.Addr().(*net.TCPAddr); ok && strings.HasPrefix(o.Flight.Address, "grpc") && !strings.HasPrefix(o.Flight.Address, "grpc+unix") {
-			ep.Flight = "grpc://" + ta.String()
+		if ta, ok := fln.Addr().(*net.TCPAddr); ok {
+			scheme := "grpc://"
+			if o.Flight.TLS != nil {
+				scheme = "grpc+tls://"
+			}
+			ep.Flight = scheme + ta.String()
 		}
 	}
 
@@ -128,7 +131,8 @@ func Run(ctx context.Context, o DaemonOptions) error {
 		log.Info("listening", "socket", ep.Socket)
 	}
 	if fln != nil {
-		fs := &Flight{Source: o.Source, Logger: log, Metrics: metrics, Limits: lim, admission: adm}
+		fs := &Flight{Source: o.Source, Logger: log, Metrics: metrics, Limits: lim, admission: adm,
+			Peers: o.Flight.Peers, WireCompression: o.Flight.WireCompression}
 		gs := NewFlightServer(fs, o.Flight)
 		g.Go(func() error { return ServeFlight(gctx, gs, fln, lim.Drain) })
 		log.Info("listening", "flight", ep.Flight, "token", o.Flight.Token != "")

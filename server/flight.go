@@ -2,16 +2,21 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,18 +35,31 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// Flight serves the same streams over Arrow Flight (gRPC). A DoGet ticket
-// is the request frame's JSON body; each FlightData carries exactly one
-// message of the socket stream (metadata and body unchanged), so a Flight
-// client reads the same record batches byte for byte. The gRPC trailer
-// carries augloader-batches and augloader-graphs; a cut stream ends with a
-// gRPC error instead. Streams count against the same Limits as the
-// socket's when both run in one daemon (Run).
+// Flight serves the same streams over Arrow Flight (gRPC), as
+// docs/protocol.md ("Arrow Flight") specifies. A DoGet ticket is the
+// request frame's JSON body; each FlightData carries exactly one message
+// of the socket stream (metadata and body unchanged, unless
+// WireCompression re-encodes the bodies), so a Flight client reads the
+// same record batches byte for byte. The first FlightData (the schema)
+// carries the response in its app_metadata; a last FlightData with no data
+// carries the trailer, so a cut stream is told from a complete one (a
+// gRPC error ends a stream that fails). GetFlightInfo splits a rank's
+// batches across Peers: a plain Flight client that follows the endpoints
+// in order reads exactly what one daemon would send. Streams count
+// against the same Limits as the socket's when both run in one daemon.
 type Flight struct {
 	flight.BaseFlightServer
 	Source  Source
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Peers are the Flight URIs (grpc://HOST:PORT, this daemon included)
+	// GetFlightInfo splits a request's batches across, one contiguous
+	// chunk each; none: one endpoint, this daemon.
+	Peers []string
+	// WireCompression, "zstd" or "lz4", compresses record batch bodies of
+	// live streams (Arrow IPC body compression; replays are sent as
+	// stored).
+	WireCompression string
 	// Limits apply when the Flight endpoint runs alone; Run shares the
 	// socket's instead.
 	Limits    Limits
@@ -115,21 +133,36 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 		return f.reject(codeOf(err), err)
 	}
 	f.Metrics.start()
-	f.Metrics.overBudgetBatches(len(st.Info().OverBudget))
+	info := st.Info()
+	f.Metrics.overBudgetBatches(len(info.OverBudget))
+	if f.WireCompression != "" {
+		if cs, ok := st.(interface{ SetCompression(string) error }); ok {
+			if err := cs.SetCompression(f.WireCompression); err != nil {
+				return f.reject(wire.CodeInternal, err)
+			}
+		}
+	}
 	pr, pw := io.Pipe()
 	type result struct {
 		batches, graphs int
 		err             error
 	}
 	done := make(chan result, 1)
+	var digest hash.Hash
 	go func() {
-		b, g, err := st.WriteTo(ctx, pw)
+		var w io.Writer = pw
+		if req.Digest {
+			digest = sha256.New()
+			w = io.MultiWriter(pw, digest)
+		}
+		b, g, err := st.WriteTo(ctx, w)
 		pw.CloseWithError(err)
 		done <- result{b, g, err}
 	}()
 	mr := ipcframe.NewReader(pr)
 	var sent int64
 	var sendErr error
+	first := true
 	for {
 		meta, body, err := mr.Next()
 		if err != nil {
@@ -138,7 +171,12 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 			}
 			break
 		}
-		if sendErr = fs.Send(&flight.FlightData{DataHeader: meta, DataBody: body}); sendErr != nil {
+		fd := &flight.FlightData{DataHeader: meta, DataBody: body}
+		if first { // the schema message carries the response
+			fd.AppMetadata, _ = json.Marshal(info)
+			first = false
+		}
+		if sendErr = fs.Send(fd); sendErr != nil {
 			break
 		}
 		sent += int64(len(meta) + len(body))
@@ -160,6 +198,15 @@ func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) er
 			code = wire.CodeUnavailable
 		}
 		return statusOf(code, res.err)
+	}
+	tr := wire.Trailer{Batches: res.batches, Graphs: res.graphs}
+	if digest != nil {
+		tr.SHA256 = hex.EncodeToString(digest.Sum(nil))
+	}
+	meta, _ := json.Marshal(tr)
+	if err := fs.Send(&flight.FlightData{AppMetadata: meta}); err != nil {
+		f.log().Warn("trailer not delivered", append(attrs, "err", err)...)
+		return statusOf(wire.CodeUnavailable, err)
 	}
 	fs.SetTrailer(metadata.Pairs("augloader-batches", strconv.Itoa(res.batches), "augloader-graphs", strconv.Itoa(res.graphs)))
 	f.log().Info("epoch served", attrs...)
@@ -187,7 +234,7 @@ func (f *Flight) info(req wire.Request) (*flight.FlightInfo, error) {
 	tkt, _ := json.Marshal(req)
 	fi := &flight.FlightInfo{
 		FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: tkt},
-		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tkt}}},
+		Endpoint:         f.endpoints(req, in.Batches),
 		TotalRecords:     int64(in.Graphs),
 		TotalBytes:       -1,
 		Ordered:          true,
@@ -196,6 +243,39 @@ func (f *Flight) info(req wire.Request) (*flight.FlightInfo, error) {
 	fi.AppMetadata = meta
 	fi.Schema = flight.SerializeSchema(st.Schema(), memory.DefaultAllocator)
 	return fi, nil
+}
+
+// endpoints splits a request's n batches into contiguous chunks, one per
+// peer: endpoint i is start_batch + ⌊i·n/P⌋ with count ⌊(i+1)·n/P⌋ − ⌊i·n/P⌋,
+// at peer i. Followed in order they give the request's batches in order.
+// A strided or counted request, or no peers: one endpoint, here.
+func (f *Flight) endpoints(req wire.Request, n int) []*flight.FlightEndpoint {
+	if len(f.Peers) == 0 || req.Stride > 1 || req.Count > 0 || n == 0 {
+		tkt, _ := json.Marshal(req)
+		return []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tkt}}}
+	}
+	var eps []*flight.FlightEndpoint
+	p := len(f.Peers)
+	for i, peer := range f.Peers {
+		lo, hi := i*n/p, (i+1)*n/p
+		if hi == lo {
+			continue
+		}
+		sub := req
+		sub.StartBatch, sub.Count = req.StartBatch+lo, hi-lo
+		tkt, _ := json.Marshal(sub)
+		eps = append(eps, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: tkt},
+			Location: []*flight.Location{{Uri: flightURI(peer)}}})
+	}
+	return eps
+}
+
+// flightURI spells a peer the way Flight clients expect (grpc+tcp, grpc+tls).
+func flightURI(peer string) string {
+	if rest, ok := strings.CutPrefix(peer, "grpc://"); ok {
+		return "grpc+tcp://" + rest
+	}
+	return peer
 }
 
 // ListFlights lists epoch 0 for world size 1; any epoch, rank and world
@@ -220,6 +300,20 @@ type FlightOptions struct {
 	// MaxConnections caps open connections; beyond it a new one is closed
 	// at once (the client sees unavailable). 0: no cap.
 	MaxConnections int
+	// TLS, when set, serves gRPC over TLS (clients use grpc+tls://).
+	TLS *tls.Config
+	// Peers and WireCompression: see Flight.
+	Peers           []string
+	WireCompression string
+}
+
+// LoadTLS reads a certificate and its key for FlightOptions.TLS.
+func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server: TLS certificate %s, key %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // ListenFlight checks the address policy and opens the listener.
@@ -234,7 +328,10 @@ func ListenFlight(o FlightOptions) (net.Listener, error) {
 		if ln, err = Listen(u.Path, 0o600); err != nil {
 			return nil, err
 		}
-	case "grpc", "grpc+tcp":
+	case "grpc", "grpc+tcp", "grpc+tls":
+		if (u.Scheme == "grpc+tls") != (o.TLS != nil) {
+			return nil, fmt.Errorf("server: --flight %s: grpc+tls:// goes with --tls-cert and --tls-key, grpc:// without", o.Address)
+		}
 		host := u.Hostname()
 		ip := net.ParseIP(host)
 		loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
@@ -360,8 +457,12 @@ func NewFlightServer(f *Flight, o FlightOptions) *grpc.Server {
 		}
 		return status.Error(codes.Unauthenticated, "augloader: missing or wrong bearer token")
 	}
+	creds := insecure.NewCredentials()
+	if o.TLS != nil {
+		creds = credentials.NewTLS(o.TLS)
+	}
 	gs := grpc.NewServer(
-		grpc.Creds(peerCreds{insecure.NewCredentials()}),
+		grpc.Creds(peerCreds{creds}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := check(ctx); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -41,6 +42,15 @@ func (s *liveStream) Info() wire.Response {
 }
 
 func (s *liveStream) Schema() *arrow.Schema { return s.p.Schema }
+
+// SetCompression compresses the stream's record batch bodies (zstd or lz4).
+func (s *liveStream) SetCompression(codec string) error {
+	if codec != "" && codec != "zstd" && codec != "lz4" {
+		return fmt.Errorf("server: unknown wire compression %q (want zstd or lz4)", codec)
+	}
+	s.p.Compression = codec
+	return nil
+}
 
 func (s *liveStream) WriteTo(ctx context.Context, w io.Writer) (int, int, error) {
 	st, err := s.l.WriteStream(ctx, s.p, w)

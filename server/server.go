@@ -21,6 +21,8 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -307,8 +309,14 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 		cancel()
 	}()
 	cw := &iox.CountingWriter{W: conn}
+	if req.Digest {
+		cw.Hash = sha256.New()
+	}
 	batches, graphs, err := st.WriteTo(sctx, cw)
 	tr := wire.Trailer{Batches: batches, Graphs: graphs}
+	if cw.Hash != nil && err == nil {
+		tr.SHA256 = hex.EncodeToString(cw.Hash.Sum(nil))
+	}
 	status := byte(wire.StatusOK)
 	if err != nil {
 		status = wire.StatusError

@@ -43,6 +43,10 @@ type Request struct {
 	// selects a per-fold view's fold.
 	View string `json:"view,omitempty"`
 	Fold int    `json:"fold,omitempty"`
+	// Digest asks the server for the SHA-256 of the Arrow IPC stream it
+	// sent, in the trailer (a Flight client, which does not see the
+	// stream's bytes, can check it against another daemon's).
+	Digest bool `json:"digest,omitempty"`
 }
 
 // MaxViewName caps a view's name.
@@ -104,12 +108,15 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("server: %s: %s", e.Code, e.Message) }
 
-// Trailer closes a stream.
+// Trailer closes a stream (the socket's last frame; Flight's last
+// FlightData, metadata only).
 type Trailer struct {
 	Batches int    `json:"batches"`
 	Graphs  int    `json:"graphs"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"error,omitempty"`
+	// SHA256 is the stream's digest, when the request asked for it.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // ParseRequest reads and validates a request frame: known fields only,

@@ -6,6 +6,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -111,6 +113,10 @@ func serveCmd() *cli.Command {
 			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP; 1..65536)", Action: cliutil.IntRange("max-streams-per-client", 1, 65536)},
 			&cli.IntFlag{Name: "max-pending", Value: 64, Usage: "connections waiting to send their request; a new one evicts the oldest (1..65536)", Action: cliutil.IntRange("max-pending", 1, 65536)},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics (loopback, e.g. 127.0.0.1:9090)"},
+			&cli.StringFlag{Name: "peers", Usage: "Flight URLs of every daemon serving this configuration, this one included (grpc://h1:8815,grpc://h2:8815): GetFlightInfo splits a request's batches across them"},
+			&cli.StringFlag{Name: "wire-compression", Usage: "compress Flight record batch bodies: zstd or lz4 (Arrow IPC body compression; the socket is never compressed)", Action: cliutil.OneOf("wire-compression", "zstd", "lz4")},
+			&cli.StringFlag{Name: "tls-cert", Usage: "serve Flight over TLS with this certificate (PEM; with --tls-key; the address is then grpc+tls://)"},
+			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
 			log := logger()
@@ -172,10 +178,28 @@ func serveCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
+			fo := server.FlightOptions{Address: c.String("flight"), AllowRemote: c.Bool("flight-allow-remote"), Token: token,
+				WireCompression: c.String("wire-compression")}
+			if p := c.String("peers"); p != "" {
+				for _, peer := range strings.Split(p, ",") {
+					if peer = strings.TrimSpace(peer); !strings.HasPrefix(peer, "grpc") {
+						return fmt.Errorf("--peers: %q is not a Flight URL (grpc://HOST:PORT)", peer)
+					}
+					fo.Peers = append(fo.Peers, strings.TrimSpace(peer))
+				}
+			}
+			if cert, key := c.String("tls-cert"), c.String("tls-key"); cert != "" || key != "" {
+				if cert == "" || key == "" {
+					return errors.New("--tls-cert and --tls-key go together")
+				}
+				if fo.TLS, err = server.LoadTLS(cert, key); err != nil {
+					return err
+				}
+			}
 			return server.Run(c.Context, server.DaemonOptions{
 				Source: src, Logger: log,
 				Socket: c.String("socket"), SocketMode: os.FileMode(mode),
-				Flight:  server.FlightOptions{Address: c.String("flight"), AllowRemote: c.Bool("flight-allow-remote"), Token: token},
+				Flight:  fo,
 				Metrics: c.String("metrics"),
 				Limits: server.Limits{MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client"),
 					MaxPending: c.Int("max-pending"), Drain: c.Duration("drain")},
@@ -302,7 +326,12 @@ func fetchCmd() *cli.Command {
 		Name:  "fetch",
 		Usage: "read one epoch from a server and print counts and the stream's digest",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "socket", Required: true, Usage: "server socket"},
+			&cli.StringFlag{Name: "socket", Usage: "server socket (the same as --addr PATH)"},
+			&cli.StringSliceFlag{Name: "addr", Usage: "a daemon to read from, repeatable: a socket path or unix:///path, or a Flight URL (grpc://, grpc+tls://, grpc+unix://); several read the epoch together, in order, failing over"},
+			&cli.StringFlag{Name: "token-file", Usage: "file holding Flight's bearer token"},
+			&cli.StringFlag{Name: "tls-ca", Usage: "PEM certificates to trust for grpc+tls:// (default: the system's)"},
+			&cli.DurationFlag{Name: "batch-timeout", Value: 30 * time.Second, Usage: "with several --addr: how long a daemon may take to send its next batch before its share is asked of another"},
+			&cli.BoolFlag{Name: "server-digest", Usage: "ask the server for the stream's SHA-256 in its trailer"},
 			&cli.Uint64Flag{Name: "epoch", Usage: "epoch to read"},
 			&cli.IntFlag{Name: "rank", Usage: "this reader's rank (0..world-1)", Action: cliutil.IntRange("rank", 0, -1)},
 			&cli.IntFlag{Name: "world", Value: 1, Usage: "world size (≥ 1)", Action: cliutil.IntRange("world", 1, -1)},
@@ -319,11 +348,38 @@ func fetchCmd() *cli.Command {
 		Action: func(c *cli.Context) error {
 			req := wire.Request{Epoch: c.Uint64("epoch"), Rank: c.Int("rank"), World: c.Int("world"),
 				BatchSize: c.Int("batch-size"), StartBatch: c.Int("start-batch"), Stride: c.Int("stride"), Count: c.Int("count"),
-				BatchesPerEpoch: c.Int("batches-per-epoch"), DropLast: c.Bool("drop-last"), View: c.String("view"), Fold: c.Int("fold")}
+				BatchesPerEpoch: c.Int("batches-per-epoch"), DropLast: c.Bool("drop-last"), View: c.String("view"), Fold: c.Int("fold"),
+				Digest: c.Bool("server-digest")}
+			addrs := c.StringSlice("addr")
+			if s := c.String("socket"); s != "" {
+				addrs = append([]string{s}, addrs...)
+			}
+			if len(addrs) == 0 {
+				return errors.New("fetch: give --socket or --addr")
+			}
+			o := client.Options{Digests: true, BatchTimeout: c.Duration("batch-timeout"), Logger: logger()}
+			if tf := c.String("token-file"); tf != "" {
+				b, err := os.ReadFile(tf)
+				if err != nil {
+					return err
+				}
+				o.Token = strings.TrimSpace(string(b))
+			}
+			if ca := c.String("tls-ca"); ca != "" {
+				pem, err := os.ReadFile(ca)
+				if err != nil {
+					return err
+				}
+				pool := x509.NewCertPool()
+				if !pool.AppendCertsFromPEM(pem) {
+					return fmt.Errorf("--tls-ca %s: no PEM certificate", ca)
+				}
+				o.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			}
 			t := time.Now()
 			var nodes, edges int64
 			policies := map[string]int{}
-			res, err := client.Fetch(c.Context, c.String("socket"), req, client.Options{Digests: true}, func(rec arrowRecord) error {
+			res, err := client.FetchMany(c.Context, addrs, req, o, func(rec arrowRecord) error {
 				n, e, pol := countBatch(rec)
 				nodes, edges = nodes+n, edges+e
 				for k, v := range pol {
@@ -340,6 +396,10 @@ func fetchCmd() *cli.Command {
 				"batches": res.Batches, "graphs": res.Graphs, "nodes": nodes, "directed_edges": edges,
 				"policies": policies, "bytes": res.Bytes, "sha256": hex.EncodeToString(res.Digest[:]),
 				"seconds": secs, "config": res.Info.Config, "batch_sha256": hexDigests(res.BatchDigests),
+				"daemons": len(addrs), "server_sha256": res.Trailer.SHA256,
+			}
+			if len(addrs) > 1 {
+				delete(out, "sha256") // computed per daemon, not over the whole stream
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(os.Stdout).Encode(out)

@@ -61,29 +61,36 @@ class Stream:
 class Client:
     """A connection factory for one server (each epoch opens its own)."""
 
-    def __init__(self, url: str, token: Optional[str] = None, timeout: Optional[float] = None):
+    def __init__(self, url: str, token: Optional[str] = None, timeout: Optional[float] = None, tls_root_certs=None):
         u = urlparse(url)
-        self.url, self.token, self.timeout = url, token, timeout
+        self.url, self.token, self.timeout, self.tls_root_certs = url, token, timeout, tls_root_certs
         if u.scheme == "unix":
             self._transport, self._path = "unix", u.path
-        elif u.scheme in ("grpc", "grpc+tcp", "grpc+unix"):
+        elif u.scheme in ("grpc", "grpc+tcp", "grpc+unix", "grpc+tls"):
             self._transport = "flight"
         else:
-            raise ValueError(f"augloader: unsupported url {url!r} (want unix:///path, grpc://host:port or grpc+unix:///path)")
+            raise ValueError(f"augloader: unsupported url {url!r} (want unix:///path, grpc://host:port, grpc+tls://host:port or grpc+unix:///path)")
 
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
               start_batch: int = 0, digest: bool = False, *, stride: int = 1, count: int = 0,
-              batches_per_epoch: int = 0, drop_last: bool = False, view: str = "", fold: int = 0) -> Stream:
+              batches_per_epoch: int = 0, drop_last: bool = False, view: str = "", fold: int = 0,
+              server_digest: bool = False) -> Stream:
         """One epoch of one rank: batches start_batch, start_batch+stride, …
         (at most count; 0: all) of view's fold. batches_per_epoch makes an
         epoch that many batches drawn from consecutive passes; drop_last
         drops each pass's short batch. digest=True computes the stream's
-        and each batch's SHA-256 (socket)."""
+        and each batch's SHA-256 (socket); over Flight, which hides the
+        bytes, it asks the server for its digest of the stream
+        (``stream.sha256`` then holds the server's)."""
         req = request(epoch, rank, world, batch_size, start_batch, stride=stride, count=count,
                       batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold)
         if self._transport == "unix":
+            if server_digest:
+                req["digest"] = True
             return _socket.open_stream(self._path, req, self.timeout, digest, Stream)
-        return _flight.open_stream(self.url, req, self.token, self.timeout, Stream)
+        if digest or server_digest:
+            req["digest"] = True
+        return _flight.open_stream(self.url, req, self.token, self.timeout, Stream, self.tls_root_certs)
 
 
 def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0, *,
@@ -102,10 +109,22 @@ def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, star
     return req
 
 
-def connect(url: str, token: Optional[str] = None, timeout: Optional[float] = None) -> Client:
-    """Return a client for ``unix:///path.sock``, ``grpc://host:port`` or
-    ``grpc+unix:///path`` (Flight). ``token`` is Flight's bearer token."""
-    return Client(url, token=token, timeout=timeout)
+def connect(url, token: Optional[str] = None, timeout: Optional[float] = None, *,
+            batch_timeout: float = 30.0, tls_root_certs=None):
+    """Return a client for ``unix:///path.sock``, ``grpc://host:port``,
+    ``grpc+tls://host:port`` or ``grpc+unix:///path`` (Flight); or, given a
+    list of such URLs, a client reading every epoch from all of those
+    daemons at once, in order, failing over (``augloader._multi``).
+    ``token`` is Flight's bearer token; ``tls_root_certs`` the PEM bytes to
+    trust for grpc+tls."""
+    if isinstance(url, (list, tuple)):
+        if len(url) == 1:
+            url = url[0]
+        else:
+            from ._multi import connect_many
+            return connect_many(list(url), token=token, timeout=timeout, batch_timeout=batch_timeout,
+                                tls_root_certs=tls_root_certs)
+    return Client(url, token=token, timeout=timeout, tls_root_certs=tls_root_certs)
 
 
 from .daemon import Daemon, DaemonError  # noqa: E402  (daemon imports connect)

@@ -1,5 +1,7 @@
 """The Arrow Flight transport: the request as a DoGet ticket, the batches
-as FlightData (pyarrow.flight)."""
+as FlightData (pyarrow.flight). The response comes from GetFlightInfo
+(its app_metadata); the stream's last FlightData, with no data, is the
+trailer: a stream without one was cut and raises, as on the socket."""
 from __future__ import annotations
 
 import json
@@ -13,26 +15,41 @@ from .batch import Batch
 
 def location(url: str) -> str:
     u = urlparse(url)
-    return f"grpc+unix://{u.path}" if u.scheme == "grpc+unix" else f"grpc+tcp://{u.netloc}"
+    if u.scheme == "grpc+unix":
+        return f"grpc+unix://{u.path}"
+    if u.scheme == "grpc+tls":
+        return f"grpc+tls://{u.netloc}"
+    return f"grpc+tcp://{u.netloc}"
 
 
-def open_stream(url: str, req: dict, token, timeout, make_stream):
+def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs=None):
     import pyarrow.flight as fl
 
-    client = fl.FlightClient(location(url))
+    kw = {"tls_root_certs": tls_root_certs} if tls_root_certs else {}
+    client = fl.FlightClient(location(url), **kw)
     headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
     opts = fl.FlightCallOptions(headers=headers, timeout=timeout)
+    body = json.dumps(req).encode()
     try:
-        reader = client.do_get(fl.Ticket(json.dumps(req).encode()), opts)
+        fi = client.get_flight_info(fl.FlightDescriptor.for_command(body), opts)
+        info = json.loads(fi.app_metadata) if fi.app_metadata else {"batches": None}
+        reader = client.do_get(fl.Ticket(body), opts)
     except (fl.FlightError, pa.ArrowException) as e:
         client.close()
         raise flight_error(e) from e
 
     def batches(stream):
-        n = 0
+        n = graphs = 0
+        trailer = None
         try:
             for chunk in reader:
+                if chunk.data is None:  # the trailer
+                    trailer = json.loads(bytes(chunk.app_metadata)) if chunk.app_metadata else {}
+                    continue
+                if trailer is not None:
+                    raise ConnectionLost("protocol error: data after the Flight trailer")
                 n += 1
+                graphs += chunk.data.num_rows
                 yield Batch.from_record_batch(chunk.data)
         except (fl.FlightError, pa.ArrowException) as e:
             raise flight_error(e) from e
@@ -40,9 +57,15 @@ def open_stream(url: str, req: dict, token, timeout, make_stream):
             raise ConnectionLost(f"protocol error: a batch does not decode: {e}") from e
         finally:
             client.close()
-        stream.trailer = {"batches": n}
+        if trailer is None:
+            raise ConnectionLost(f"{url}: the stream ended without its trailer after {n} batches: cut")
+        stream.trailer = trailer
+        stream.sha256 = trailer.get("sha256")  # the server's, when the request asked for it
+        if trailer.get("batches") != n or trailer.get("graphs") != graphs or (info.get("batches") is not None and info["batches"] != n):
+            raise ConnectionLost(f"{url}: received {n} batches and {graphs} graphs, the trailer says "
+                                 f"{trailer.get('batches')} and {trailer.get('graphs')}, the response promised {info.get('batches')}")
 
-    return make_stream(batches, {"batches": None})
+    return make_stream(batches, info)
 
 
 def flight_error(e) -> Exception:

@@ -42,7 +42,7 @@ METADATA_KEYS = ("augloader.protocol_version", "augloader.dataset", "augloader.f
                  "augloader.world")
 
 REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch", "stride", "count",
-                  "batches_per_epoch", "drop_last", "view", "fold")
+                  "batches_per_epoch", "drop_last", "view", "fold", "digest")
 MAX_VIEW_NAME = 64
 
 _I32, _I64, _F32 = pa.int32(), pa.int64(), pa.float32()
@@ -103,9 +103,9 @@ def encode_request(req: dict) -> bytes:
     if unknown:
         raise ValueError(f"augloader: unknown request fields {sorted(unknown)}")
     for k, v in req.items():
-        if k == "drop_last":
+        if k in ("drop_last", "digest"):
             if not isinstance(v, bool):
-                raise ValueError(f"augloader: request field drop_last={v!r} is not a bool")
+                raise ValueError(f"augloader: request field {k}={v!r} is not a bool")
         elif k == "view":
             if not isinstance(v, str) or len(v.encode()) > MAX_VIEW_NAME:
                 raise ValueError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")

@@ -34,6 +34,9 @@ class Batch:
     num_classes: int
     record: pa.RecordBatch   # the Arrow batch itself
 
+    # The record batch message's SHA-256 (hex), when the stream was read
+    # with digest=True over the socket.
+    digest: Optional[str] = field(default=None, repr=False)
     _edge_index: Optional[np.ndarray] = field(default=None, repr=False)
     _policy: Optional[list] = field(default=None, repr=False)
 

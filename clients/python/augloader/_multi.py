@@ -1,0 +1,176 @@
+"""Several daemons serve one epoch together (docs/deploy.md).
+
+``augloader.connect(["grpc://a:8815", "grpc://b:8815"])`` gives a client
+whose epochs come from every daemon at once: the request's batches j go to
+lane j mod D, lane d starting at daemon d (a request with stride D), and the
+batches are yielded in order, as one daemon would send them. Every daemon
+must serve the same configuration (the identity in its response), checked on
+first contact. A daemon that fails — its stream cut, an error, or no batch
+within ``batch_timeout`` seconds — has the rest of its lane asked of the
+next daemon still alive, from the first batch not yet yielded; the epoch
+still arrives whole and in order, and the ``augloader`` logger names the
+daemon that failed.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import List, Optional
+
+from ._wire import ConnectionLost, ServerError
+
+log = logging.getLogger("augloader")
+
+
+class ConfigMismatch(ServerError):
+    """A daemon serves another configuration than the others."""
+
+    def __init__(self, message: str):
+        super().__init__("config_mismatch", message)
+
+
+class _Lane:
+    def __init__(self, client, daemon: int, req: dict, timeout):
+        self.daemon = daemon
+        self.q: queue.Queue = queue.Queue(maxsize=2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(client, req), daemon=True)
+        self.thread.start()
+
+    def _put(self, item) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, client, req):
+        it = None
+        try:
+            stream = client.epoch(**req)
+            if not self._put(("info", stream.info)):
+                return
+            it = iter(stream)
+            for i, b in enumerate(it):
+                if stream.batch_digests and len(stream.batch_digests) > i:
+                    b.digest = stream.batch_digests[i]
+                if not self._put(("batch", b)):
+                    return
+            self._put(("done", stream))
+        except Exception as e:  # noqa: BLE001 - handed to the consumer
+            self._put(("error", e))
+        finally:
+            if it is not None and hasattr(it, "close"):
+                it.close()
+
+
+class MultiClient:
+    """A client of several daemons serving one configuration."""
+
+    def __init__(self, clients: list, urls: List[str], batch_timeout: float = 30.0):
+        self.clients, self.urls, self.batch_timeout = clients, urls, batch_timeout
+
+    def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0,
+              digest: bool = False, *, stride: int = 1, count: int = 0, batches_per_epoch: int = 0,
+              drop_last: bool = False, view: str = "", fold: int = 0):
+        from . import Stream
+
+        base = dict(epoch=epoch, rank=rank, world=world, batch_size=batch_size, digest=digest,
+                    batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold)
+        D, s = len(self.clients), max(int(stride), 1)
+        dead = [False] * D
+
+        def lane(daemon: int, j: int, n: int) -> _Lane:
+            return _Lane(self.clients[daemon], daemon,
+                         dict(base, start_batch=start_batch + j * s, stride=D * s, count=n), None)
+
+        left = [max(0, (count - d + D - 1) // D) if count else 0 for d in range(D)]
+        lanes = [lane(d, d, left[d]) for d in range(D)]
+        first = {}
+
+        def check(info: dict, daemon: int):
+            cfg = info.get("config") or {}
+            if not cfg.get("id"):
+                raise ConfigMismatch(f"{self.urls[daemon]} sent no configuration identity: refusing to mix it with others")
+            if not first:
+                first.update(cfg, url=self.urls[daemon])
+            elif cfg["id"] != first["id"]:
+                raise ConfigMismatch(
+                    f"{self.urls[daemon]} serves configuration {cfg['id']} (seed {cfg.get('seed')}, schedule "
+                    f"{cfg.get('schedule')}), but {first['url']} serves {first['id']} (seed {first.get('seed')}, "
+                    f"schedule {first.get('schedule')}): refusing to mix them")
+
+        def failover(d: int, j: int, why) -> None:
+            old = lanes[d]
+            old.stop.set()
+            dead[old.daemon] = True
+            for k in range(1, D + 1):
+                e = (old.daemon + k) % D
+                if not dead[e]:
+                    log.warning("augloader: daemon %s failed at batch %d (%s); its batches now come from %s",
+                                self.urls[old.daemon], j, why, self.urls[e])
+                    lanes[d] = lane(e, j, left[d])
+                    return
+            raise ConnectionLost(f"every daemon failed; the last, {self.urls[old.daemon]}, at batch {j}: {why}")
+
+        def get(d: int, j: int):
+            try:
+                return lanes[d].q.get(timeout=self.batch_timeout)
+            except queue.Empty:
+                return ("error", TimeoutError(f"no batch within {self.batch_timeout:g} s"))
+
+        info0: dict = {}
+        total = 0
+        d = 0
+        while d < D:  # first contact: every lane's response
+            kind, v = get(d, d)
+            if kind == "info":
+                check(v, lanes[d].daemon)
+                left[d] = v.get("batches") or 0
+                total += left[d]
+                info0 = info0 or dict(v)
+                d += 1
+            elif kind == "error" and isinstance(v, (ConfigMismatch, ServerError)) and not isinstance(v, ConnectionLost) \
+                    and getattr(v, "code", "") not in ("unavailable", "internal"):
+                raise v
+            else:
+                failover(d, d, v if kind == "error" else "the stream ended before its response")
+
+        def batches(stream):
+            try:
+                j = 0
+                while j < total:
+                    d = j % D
+                    kind, v = get(d, j)
+                    if kind == "info":  # a replacement lane's response
+                        check(v, lanes[d].daemon)
+                        continue
+                    if kind == "batch":
+                        if digest:
+                            stream.batch_digests.append(getattr(v, "digest", None))
+                        left[d] -= 1
+                        j += 1
+                        yield v
+                        continue
+                    why = v if kind == "error" else f"the stream ended with {left[d]} of its batches unsent"
+                    if isinstance(v, ConfigMismatch):
+                        raise v
+                    failover(d, j, why)
+                stream.trailer = {"batches": total}
+            finally:
+                for ln in lanes:
+                    ln.stop.set()
+
+        info0["batches"] = total
+        return Stream(batches, info0)
+
+
+def connect_many(urls: List[str], token: Optional[str] = None, timeout: Optional[float] = None,
+                 batch_timeout: float = 30.0, tls_root_certs=None) -> MultiClient:
+    from . import Client
+
+    return MultiClient([Client(u, token=token, timeout=timeout, tls_root_certs=tls_root_certs) for u in urls],
+                       list(urls), batch_timeout)
