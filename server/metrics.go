@@ -19,8 +19,23 @@ type Metrics struct {
 	waitWorkers, waitClient, busy, idle     atomic.Int64 // nanoseconds
 	mu                                      sync.Mutex
 	rejected                                map[string]int64 // by error code
+	memory                                  MemoryGauge
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
+}
+
+// MemoryGauge is what Metrics reports of a loader.Memory.
+type MemoryGauge interface {
+	Held() int64
+	Limit() int64
+}
+
+// SetMemory makes /metrics report the bytes batches hold against the
+// budget (augloader_loader_memory_*).
+func (m *Metrics) SetMemory(g MemoryGauge) {
+	m.mu.Lock()
+	m.memory = g
+	m.mu.Unlock()
 }
 
 // NewMetrics returns zeroed counters.
@@ -94,6 +109,10 @@ func (m *Metrics) WriteText(w io.Writer) {
 	counter("augloader_loader_wait_workers_seconds_total", "Time senders waited for the next batch to be built.", time.Duration(m.waitWorkers.Load()).Seconds())
 	counter("augloader_loader_wait_client_seconds_total", "Time senders spent handing batches to clients.", time.Duration(m.waitClient.Load()).Seconds())
 	m.mu.Lock()
+	if m.memory != nil {
+		count("augloader_loader_memory_held_bytes", "Bytes held by batches in flight beyond each stream's next one (--memory-budget).", "gauge", m.memory.Held())
+		count("augloader_loader_memory_budget_bytes", "The memory budget (--memory-budget).", "gauge", m.memory.Limit())
+	}
 	codes := make([]string, 0, len(m.rejected))
 	for c := range m.rejected {
 		codes = append(codes, c)

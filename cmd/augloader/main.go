@@ -128,6 +128,7 @@ func serveCmd() *cli.Command {
 				return errors.New("serve: give --socket, --flight or both")
 			}
 			var src server.Source
+			metrics := server.NewMetrics()
 			if dir := c.String("materialized"); dir != "" {
 				rp, err := server.OpenReplay(dir)
 				if err != nil {
@@ -157,6 +158,7 @@ func serveCmd() *cli.Command {
 				}
 				defer b.Close()
 				src = b.Views
+				metrics.SetMemory(b.Loader.Config().Memory)
 				// What is applied comes first: a default policy is never silent.
 				for _, n := range b.Notes {
 					log.Info(n)
@@ -200,7 +202,7 @@ func serveCmd() *cli.Command {
 				Source: src, Logger: log,
 				Socket: c.String("socket"), SocketMode: os.FileMode(mode),
 				Flight:  fo,
-				Metrics: c.String("metrics"),
+				Metrics: c.String("metrics"), Counters: metrics,
 				Limits: server.Limits{MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client"),
 					MaxPending: c.Int("max-pending"), Drain: c.Duration("drain")},
 				Ready: func(ep server.Endpoints) {
