@@ -46,7 +46,10 @@ type Endpoints struct {
 // drains for Limits.Drain) and returns nil; or returns the first error of
 // any endpoint, having stopped the others. Nothing is served unless every
 // endpoint could listen.
-func Run(ctx context.Context, o DaemonOptions) error {
+func Run(ctx context.Context, o DaemonOptions) error { return o.Run(ctx) }
+
+// Run runs the daemon these options describe (server.Run).
+func (o DaemonOptions) Run(ctx context.Context) error {
 	if o.Source == nil {
 		return errors.New("server: a source is required")
 	}

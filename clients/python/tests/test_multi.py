@@ -92,3 +92,28 @@ def test_flight_trailer_and_digest(bins, big_shards):
         assert s.sha256 == sock.sha256  # the server's digest of what it sent = what the socket client hashed
     finally:
         d.stop()
+
+
+def test_flight_tls(bins, big_shards, tmp_path):
+    """Flight over TLS from Python: the same batches as the socket; a
+    client that does not trust the certificate is refused."""
+    import shutil
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=augloader test",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    d = augloader.Daemon(big_shards, policy="nodesam", binary=str(bins / "augloader"),
+                         args=["--flight", "grpc+tls://127.0.0.1:0", "--tls-cert", cert, "--tls-key", key]).start()
+    try:
+        url = d.ready["flight"]
+        assert url.startswith("grpc+tls://127.0.0.1:")
+        got = list(augloader.connect(url, tls_root_certs=cert.read_bytes()).epoch(0))
+        want = list(augloader.connect(d.url).epoch(0))
+        assert len(got) == len(want) and all(a.record.equals(b.record) for a, b in zip(got, want))
+        with pytest.raises(augloader.ServerError):
+            list(augloader.connect(url, timeout=5).epoch(0))
+    finally:
+        d.stop()
