@@ -46,21 +46,27 @@ var (
 	collabOnce sync.Once
 	collabGs   []aug.Graph
 	mutagGs    []aug.Graph
+	redditGs   []aug.Graph
 )
 
 // shapes: 300 COLLAB-shaped graphs from the generator (≈74 nodes, ≈2,457
 // edges on average) and 300 MUTAG-shaped molecules (10–28 nodes, a tree plus
 // one or two ring closures: ≈18 nodes, ≈20 edges).
-func shapes(b *testing.B) ([]aug.Graph, []aug.Graph) {
+func shapes(b *testing.B) ([]aug.Graph, []aug.Graph, []aug.Graph) {
 	collabOnce.Do(func() {
-		spec, _ := synth.Like("COLLAB")
-		spec = spec.Scaled(300)
-		err := synth.Generate(context.Background(), spec, 1, func(id, class int, adj [][]int32) error {
-			collabGs = append(collabGs, fromAdj(int64(id), class, adj))
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
+		for _, like := range []struct {
+			name string
+			n    int
+			into *[]aug.Graph
+		}{{"COLLAB", 300, &collabGs}, {"REDDIT-BINARY", 200, &redditGs}} {
+			spec, _ := synth.Like(like.name)
+			err := synth.Generate(context.Background(), spec.Scaled(like.n), 1, func(id, class int, adj [][]int32) error {
+				*like.into = append(*like.into, fromAdj(int64(id), class, adj))
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
 		}
 		r := rand.New(rand.NewPCG(5, 5))
 		for id := range 300 {
@@ -89,7 +95,7 @@ func shapes(b *testing.B) ([]aug.Graph, []aug.Graph) {
 			mutagGs = append(mutagGs, fromAdj(int64(id), r.IntN(2), adj))
 		}
 	})
-	return collabGs, mutagGs
+	return collabGs, mutagGs, redditGs
 }
 
 func sortInt32(s []int32) {
@@ -101,32 +107,45 @@ func sortInt32(s []int32) {
 }
 
 func BenchmarkPolicies(b *testing.B) {
-	collab, mutag := shapes(b)
+	collab, mutag, reddit := shapes(b)
 	for _, shape := range []struct {
 		name string
 		gs   []aug.Graph
-	}{{"collab", collab}, {"mutag", mutag}} {
+	}{{"collab", collab}, {"mutag", mutag}, {"reddit-binary", reddit}} {
 		indexed := make([]aug.Graph, len(shape.gs))
+		cached := make([]aug.Graph, len(shape.gs))
+		cache := aug.NewPPRCache(1 << 30)
 		for i := range indexed {
 			indexed[i] = shape.gs[i]
 			indexed[i].Index = aug.BuildIndex(&indexed[i])
+			cached[i] = shape.gs[i]
+			cached[i].Index = aug.BuildIndex(&cached[i])
+			cached[i].Index.EnablePPR(cache)
 		}
 		ops := allOps(uniformPartners{shape.gs})
 		names := make([]string, len(ops))
+		sets := make([][]aug.Graph, len(ops))
 		for i, op := range ops {
 			names[i] = op.Spec().Name
+			sets[i] = shape.gs
 		}
 		// NodeSam and its split-based ablations again on graphs carrying
-		// their Index, as the loader serves them.
+		// their Index, as the loader serves them; SubMix on indexed graphs
+		// (partners too), cold, and with every root's PageRank ranking
+		// cached — the state a long run approaches as its draws visit the
+		// roots (docs/bench.md gives the hit rate by epoch).
 		for _, op := range []aug.Op{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}} {
-			ops = append(ops, op)
-			names = append(names, op.Spec().Name+"+index")
+			ops, names, sets = append(ops, op), append(names, op.Spec().Name+"+index"), append(sets, indexed)
+		}
+		ops = append(ops, aug.SubMix{P: 0.4, Partners: indexedPartners{indexed}}, aug.SubMix{P: 0.4, Partners: indexedPartners{cached}})
+		names = append(names, "submix+index", "submix+index+cache")
+		sets = append(sets, indexed, cached)
+		var s aug.Scratch
+		for i := range cached {
+			aug.WarmPPR(&cached[i], 0.4, false, &s)
 		}
 		for oi, op := range ops {
-			graphs := shape.gs
-			if oi >= len(ops)-3 {
-				graphs = indexed
-			}
+			graphs := sets[oi]
 			b.Run(fmt.Sprintf("shape=%s/policy=%s", shape.name, names[oi]), func(b *testing.B) {
 				var s aug.Scratch
 				var out aug.Graph
@@ -150,11 +169,11 @@ func BenchmarkPolicies(b *testing.B) {
 
 // BenchmarkBuildIndex: the one-off cost of a graph's Index.
 func BenchmarkBuildIndex(b *testing.B) {
-	collab, mutag := shapes(b)
+	collab, mutag, reddit := shapes(b)
 	for _, shape := range []struct {
 		name string
 		gs   []aug.Graph
-	}{{"collab", collab}, {"mutag", mutag}} {
+	}{{"collab", collab}, {"mutag", mutag}, {"reddit-binary", reddit}} {
 		b.Run("shape="+shape.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

@@ -3,8 +3,10 @@ package aug
 import "math/bits"
 
 // Index is per-graph structure that NodeSam (and its split-based ablations)
-// would otherwise recompute on every draw: the adjacency, and per node its
-// triangle count and the neighbours that share a triangle with it. The
+// and SubMix would otherwise recompute on every draw: the adjacency, per
+// node its triangle count and the neighbours that share a triangle with
+// it, and (EnablePPR) the graph's components and SubMix's cached
+// PageRank rankings. The
 // loader builds it once per graph (the same graphs are augmented every
 // epoch) and attaches it to the input. With it, split and adjustment cost
 // O(deg v_i) instead of passes over all edges; the draws, and therefore the
@@ -16,6 +18,8 @@ type Index struct {
 	Off, Adj []int32 // CSR: node v's neighbours, sorted, are Adj[Off[v]:Off[v+1]]
 	Tri      []int64 // triangles through each node
 	TOff, T  []int32 // node v's neighbours sharing a triangle with it, sorted
+
+	ppr *pprTable // SubMix's cached rankings (EnablePPR), or nil
 }
 
 // BuildIndex indexes g (canonical sorted edges). Graphs of up to 1,024

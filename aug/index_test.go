@@ -2,6 +2,7 @@ package aug_test
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -72,29 +73,62 @@ func TestBuildIndex(t *testing.T) {
 	}
 }
 
-// indexEqual checks that ops give byte-identical outputs with and without
-// the index, over several draws per graph.
+// indexEqual: every op that reads the Index gives the same bytes with and
+// without it — SubMix (with and without self-loops, the two variants'
+// rankings in one cache) also with its PageRank rankings cached (a cache
+// with room for all of them, and one with room for few, each draw of a
+// graph after the first finding some cached). The small cache's pass
+// runs SubMix alone over at most 300 graphs: the first pass has already
+// covered the rest, and evictions show within a few hundred graphs.
 func indexEqual(t *testing.T, gs []aug.Graph, draws int) {
 	t.Helper()
-	ops := []aug.Op{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}}
-	var s1, s2 aug.Scratch
-	var a, b aug.Graph
-	for i := range gs {
-		plain := gs[i]
-		plain.Index = nil
-		indexed := gs[i]
-		indexed.Index = aug.BuildIndex(&indexed)
+	plainGs := make([]aug.Graph, len(gs))
+	for _, limit := range []int64{1 << 30, 2 << 10} {
+		cache := aug.NewPPRCache(limit)
+		indexed := make([]aug.Graph, len(gs))
+		for i := range gs {
+			plainGs[i] = gs[i]
+			plainGs[i].Index = nil
+			indexed[i] = gs[i]
+			indexed[i].Index = aug.BuildIndex(&indexed[i])
+			indexed[i].Index.EnablePPR(cache)
+		}
+		ops1 := []aug.Op{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}, aug.SubMix{P: 0.4, Partners: uniformPartners{plainGs}}, aug.SubMix{P: 0.7, Partners: uniformPartners{plainGs}}, aug.SubMix{P: 0.4, SelfLoops: true, Partners: uniformPartners{plainGs}}}
+		ops2 := []aug.Op{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}, aug.SubMix{P: 0.4, Partners: indexedPartners{indexed}}, aug.SubMix{P: 0.7, Partners: indexedPartners{indexed}}, aug.SubMix{P: 0.4, SelfLoops: true, Partners: indexedPartners{indexed}}}
+		var s1, s2 aug.Scratch
+		var a, b aug.Graph
 		for k := range draws {
-			for _, op := range ops {
-				op.Apply(&plain, &a, s1.Rand(3, uint64(k), plain.ID, aug.OpID(op)), &s1)
-				op.Apply(&indexed, &b, s2.Rand(3, uint64(k), plain.ID, aug.OpID(op)), &s2)
-				if !bytes.Equal(a.AppendBinary(nil), b.AppendBinary(nil)) {
-					t.Fatalf("%s graph %d draw %d: the index changes the output", op.Spec().Name, plain.ID, k)
+			for i := range gs {
+				if limit < 1<<20 && i >= 300 {
+					break
 				}
-				if b.Index != nil {
-					t.Fatal("an output carries an index")
+				for oi := range ops1 {
+					if len(gs) < 2 && oi >= 3 {
+						continue // SubMix needs a partner
+					}
+					if limit < 1<<20 && oi < 3 {
+						continue
+					}
+					op1, op2 := ops1[oi], ops2[oi]
+					err1 := op1.Apply(&plainGs[i], &a, s1.Rand(3, uint64(k), gs[i].ID, aug.OpID(op1)), &s1)
+					err2 := op2.Apply(&indexed[i], &b, s2.Rand(3, uint64(k), gs[i].ID, aug.OpID(op2)), &s2)
+					if (err1 == nil) != (err2 == nil) {
+						t.Fatalf("%s graph %d draw %d: errors %v, %v", op1.Spec().Name, gs[i].ID, k, err1, err2)
+					}
+					if !bytes.Equal(a.AppendBinary(nil), b.AppendBinary(nil)) {
+						t.Fatalf("%s graph %d draw %d (cache limit %d): the index changes the output", op1.Spec().Name, gs[i].ID, k, limit)
+					}
+					if b.Index != nil {
+						t.Fatal("an output carries an index")
+					}
 				}
 			}
+		}
+		if limit > 1<<20 && draws > 1 && cache.Hits() == 0 && cache.Draws() > 0 {
+			t.Fatalf("%d SubMix rankings asked of the cache, none found", cache.Draws())
+		}
+		if cache.Used() > limit {
+			t.Fatalf("the cache holds %d bytes, over its limit %d", cache.Used(), limit)
 		}
 	}
 }
@@ -138,4 +172,21 @@ func TestIndexMismatchIgnored(t *testing.T) {
 	if !bytes.Equal(a.AppendBinary(nil), b.AppendBinary(nil)) {
 		t.Fatal("a mismatched index was used")
 	}
+}
+
+// indexedPartners is uniformPartners whose partner keeps its Index, as the
+// loader's Source.Load gives it.
+type indexedPartners struct{ graphs []aug.Graph }
+
+func (u indexedPartners) Partner(target int64, r aug.Rand, into *aug.Graph) error {
+	if len(u.graphs) < 2 {
+		return fmt.Errorf("need two graphs")
+	}
+	i := int64(r.IntN(len(u.graphs) - 1)) // uniformPartners' draw
+	if i >= target {
+		i++
+	}
+	into.CopyFrom(&u.graphs[i])
+	into.Index = u.graphs[i].Index
+	return nil
 }

@@ -49,7 +49,7 @@ var (
 	specNodeSamBase = Spec{Name: "nodesam-base", ID: OpNodeSamBase, UsesIndex: true, Augments: true, Doc: "NodeSam without the adjustment (ablation)", build: fixed(NodeSamBase{})}
 	specSplitOnly   = Spec{Name: "split-only", ID: OpSplitOnly, UsesIndex: true, Augments: true, Doc: "NodeSam's split alone: N+1 nodes", build: fixed(SplitOnly{}), bound: boundSplitOnly}
 	specMergeOnly   = Spec{Name: "merge-only", ID: OpMergeOnly, Augments: true, Doc: "NodeSam's merge alone: N-1 nodes", build: fixed(MergeOnly{})}
-	specSubMix      = Spec{Name: "submix", ID: OpSubMix, Params: []string{"p"}, Augments: true, Doc: "PPR subgraph mix with a partner, soft label (paper Alg. 5-6); p: target ratio, default 0.4", build: subMix(false), bound: boundSubMix}
+	specSubMix      = Spec{Name: "submix", ID: OpSubMix, Params: []string{"p", "self_loops"}, UsesIndex: true, Augments: true, Doc: "PPR subgraph mix with a partner, soft label (paper Alg. 5-6); p: target ratio, default 0.4; self_loops=true: PageRank with a self-loop on every node (the reference implementation's variant)", build: subMix(false), bound: boundSubMix}
 	specSubMixBase  = Spec{Name: "submix-base", ID: OpSubMixBase, Params: []string{"p"}, Augments: true, Doc: "SubMix with uniform random node sets (ablation)", build: subMix(true), bound: boundSubMix}
 	specDropEdge    = Spec{Name: "dropedge", ID: OpDropEdge, Augments: true, Doc: "remove one uniform random edge", build: fixed(DropEdge{})}
 	specDropNode    = Spec{Name: "dropnode", ID: OpDropNode, Augments: true, Doc: "remove one uniform random node", build: fixed(DropNode{})}
@@ -106,7 +106,15 @@ func subMix(base bool) func(map[string]string, Partners) (Op, error) {
 			}
 			p = f
 		}
-		return SubMix{P: p, Partners: partners, Base: base}, nil
+		loops := false
+		if v, ok := params["self_loops"]; ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("aug: submix self_loops=%q is not true or false", v)
+			}
+			loops = b
+		}
+		return SubMix{P: p, Partners: partners, Base: base, SelfLoops: loops}, nil
 	}
 }
 

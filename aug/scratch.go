@@ -25,13 +25,16 @@ type Scratch struct {
 	kpairs     []int32 // and those edges as (u, v) pairs
 
 	// SubMix
-	score, y, rr, pp, ap []float64
-	dinv                 []float64
-	order, comp, comp2   []int32 // ranking buffer; root components in BFS order
-	set, set2            []int32 // S and S' in rank order
-	pos                  []int32 // position in S or S' (valid where stamped)
-	partner              Graph
-	unchanged            int // SubMix draws that left their graph unchanged (Ē empty)
+	score, y, rr, pp, ap, x []float64
+	rankKeys                []rankKey
+	span                    []int32
+	dinv                    []float64
+	order, comp, comp2      []int32 // ranking buffer; root components in BFS order
+	set, set2               []int32 // S and S' in rank order
+	pos                     []int32 // position in S or S' (valid where stamped)
+	e1, e2                  []int32 // SubMix's kept and mapped edges
+	partner                 Graph
+	unchanged               int // SubMix draws that left their graph unchanged (Ē empty)
 }
 
 // TakeUnchanged returns how many SubMix draws with this scratch left their

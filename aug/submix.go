@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // Partners supplies SubMix's partner graph. The loader implements it: the
@@ -46,6 +47,11 @@ type SubMix struct {
 	// Base selects SubMixBase: S and S′ are k uniform random nodes in
 	// random order (the paper's ablation; connectivity is not kept).
 	Base bool
+	// SelfLoops ranks by PageRank on the graph with a self-loop on every
+	// node, as the reference implementation does (PyG's GDC, whose default
+	// adds them before normalising); the paper's definition has none.
+	// The draws are the same; S and S′ may differ.
+	SelfLoops bool
 }
 
 // Apply implements Op.
@@ -75,22 +81,66 @@ func (m SubMix) Apply(in, out *Graph, r Rand, s *Scratch) error {
 		return nil
 	}
 	root, root2 := int32(r.IntN(int(in.N))), int32(r.IntN(int(g2.N)))
-	s.csr(in.N, in.Edges)
-	s.off2, s.adj2 = s.buildCSR(g2.N, g2.Edges, s.off2, s.adj2)
-	var k int
 	if m.Base {
-		k = ceilK(r.Float64()*p, int(min(in.N, g2.N)))
+		k := ceilK(r.Float64()*p, int(min(in.N, g2.N)))
 		s.set = uniformSet(r, in.N, k, s.set)
 		s.set2 = uniformSet(r, g2.N, k, s.set2)
-	} else {
-		s.comp = s.bfs(root, s.off, s.adj, in.N, s.comp)
-		s.comp2 = s.bfs(root2, s.off2, s.adj2, g2.N, s.comp2)
-		k = ceilK(r.Float64()*p, min(len(s.comp), len(s.comp2)))
-		s.set = s.sample(root, k, s.comp, s.off, s.adj, in.N, s.set)
-		s.set2 = s.sample(root2, k, s.comp2, s.off2, s.adj2, g2.N, s.set2)
+		s.mix(in, g2, out)
+		return nil
 	}
+	a := s.submixSide(in, root, m.SelfLoops, &s.off, &s.adj, &s.comp)
+	b := s.submixSide(g2, root2, m.SelfLoops, &s.off2, &s.adj2, &s.comp2)
+	k := ceilK(r.Float64()*p, min(a.compLen, b.compLen))
+	s.set = s.sample(a, p, k, m.SelfLoops, s.set)
+	s.set2 = s.sample(b, p, k, m.SelfLoops, s.set2)
 	s.mix(in, g2, out)
 	return nil
+}
+
+// submixSide is one graph of a draw: its adjacency (the Index's, or built
+// into scratch buffers), its root, and the root's component — its size,
+// and in BFS order once computed.
+type submixSide struct {
+	g        *Graph
+	root     int32
+	off, adj []int32
+	table    *pprTable                 // cached rankings, or nil
+	slots    []atomic.Pointer[ranking] // the table's, for this PageRank variant
+	compLen  int
+	comp     *[]int32 // scratch holding the BFS order
+	haveComp bool
+}
+
+// submixSide prepares one graph of a draw: the Index's adjacency and component
+// sizes when it has them (nothing built), else a CSR and a BFS from root
+// into the scratch buffers given.
+func (s *Scratch) submixSide(g *Graph, root int32, selfLoops bool, off, adj, comp *[]int32) submixSide {
+	sd := submixSide{g: g, root: root, comp: comp}
+	if ix := g.Index; ix.valid(g) {
+		sd.off, sd.adj = ix.Off, ix.Adj // read only: never a scratch buffer
+		if t := ix.ppr; t != nil {
+			sd.table, sd.slots = t, t.slots(selfLoops)
+			sd.compLen = int(t.compSize[t.compOf[root]])
+			return sd
+		}
+	} else {
+		*off, *adj = s.buildCSR(g.N, g.Edges, *off, *adj)
+		sd.off, sd.adj = *off, *adj
+	}
+	s.bfsSide(&sd)
+	sd.compLen = len(*comp)
+	return sd
+}
+
+func (s *Scratch) bfsSide(sd *submixSide) {
+	if !sd.haveComp {
+		size := int(sd.g.N) // unknown: at most every node
+		if sd.table != nil {
+			size = sd.compLen
+		}
+		*sd.comp = s.bfs(sd.root, sd.off, sd.adj, sd.g.N, size, *sd.comp)
+		sd.haveComp = true
+	}
 }
 
 // ceilK is k = ceil(u·c), at least 1 (u = U[0, p)).
@@ -113,11 +163,14 @@ func uniformSet(r Rand, n int32, k int, buf []int32) []int32 {
 }
 
 // bfs returns the component of root in BFS order (neighbours in id order).
-func (s *Scratch) bfs(root int32, off, adj []int32, n int32, q []int32) []int32 {
+// size is the component's size when known (the Index's), else n: the
+// search stops once it has found that many nodes, which on a dense graph
+// spares scanning most adjacency lists, and changes no order.
+func (s *Scratch) bfs(root int32, off, adj []int32, n int32, size int, q []int32) []int32 {
 	gen := s.nextGen(int(n))
 	q = append(q[:0], root)
 	s.stamp[root] = gen
-	for h := 0; h < len(q); h++ {
+	for h := 0; h < len(q) && len(q) < size; h++ {
 		u := q[h]
 		for _, w := range adj[off[u]:off[u+1]] {
 			if s.stamp[w] != gen {
@@ -130,33 +183,139 @@ func (s *Scratch) bfs(root int32, off, adj []int32, n int32, q []int32) []int32 
 }
 
 // sample picks S: the root, then the k−1 best-scored other nodes of its
-// component; the first k BFS nodes if that set is not connected.
-func (s *Scratch) sample(root int32, k int, comp, off, adj []int32, n int32, set []int32) []int32 {
+// component; the first k BFS nodes if that set is not connected. The
+// ranking comes from the graph's PPRCache when it holds one long enough;
+// else it is computed (PageRank, then a sort) and offered to the cache.
+func (s *Scratch) sample(sd submixSide, p float64, k int, selfLoops bool, set []int32) []int32 {
 	set = set[:0]
 	if k == 1 {
-		return append(set, root)
+		return append(set, sd.root)
 	}
-	s.ppr(root, comp, off, adj, n)
-	s.order = append(s.order[:0], comp...)
-	score := s.score
-	slices.SortFunc(s.order, func(a, b int32) int {
-		switch {
-		case a == root:
-			return -1
-		case b == root:
-			return 1
-		case score[a] > score[b]:
-			return -1
-		case score[a] < score[b]:
-			return 1
+	hit := false
+	if t := sd.table; t != nil {
+		t.cache.draws.Add(1)
+		if rk := sd.slots[sd.root].Load(); rk != nil && rk.len() >= k {
+			t.cache.hits.Add(1)
+			set, hit = rk.appendTo(set, k), true
 		}
-		return int(a - b)
-	})
-	set = append(set, s.order[:k]...)
-	if !s.connected(set, off, adj, n) {
-		set = append(set[:0], comp[:k]...)
+	}
+	if !hit {
+		s.bfsSide(&sd)
+		l := rankLimit(p, len(*sd.comp))
+		s.rank(sd.root, *sd.comp, sd.off, sd.adj, sd.g.N, l, selfLoops)
+		if sd.table != nil {
+			sd.table.store(sd.slots, sd.root, s.order, l)
+		}
+		set = append(set, s.order[:k]...)
+	}
+	if !s.connected(set, sd.off, sd.adj, sd.g.N) {
+		s.bfsSide(&sd)
+		set = append(set[:0], (*sd.comp)[:k]...)
 	}
 	return set
+}
+
+// rank sets s.order to the first l nodes of root's component ranked: the
+// root, then by personalized-PageRank score, highest first, ties by node
+// id. Only the l − 1 best are sorted: a selection finds them first.
+func (s *Scratch) rank(root int32, comp, off, adj []int32, n int32, l int, selfLoops bool) {
+	s.ppr(root, comp, off, adj, n, selfLoops)
+	s.rankKeys, s.order = rankOrder(root, comp, s.score, l, s.rankKeys, s.order)
+}
+
+// rankOrder appends to order[:0] the root and the l − 1 best other nodes
+// of comp by score (keys is scratch).
+func rankOrder(root int32, comp []int32, score []float64, l int, keys []rankKey, order []int32) ([]rankKey, []int32) {
+	keys = keys[:0]
+	for _, u := range comp {
+		if u != root {
+			keys = append(keys, rankKey{key: descKey(score[u]), id: u})
+		}
+	}
+	top := min(max(l-1, 0), len(keys))
+	selectRankKeys(keys, top)
+	slices.SortFunc(keys[:top], compareRankKeys)
+	order = append(order[:0], root)
+	for _, k := range keys[:top] {
+		order = append(order, k.id)
+	}
+	return keys, order
+}
+
+// rankKey orders nodes by score, highest first, then by id.
+type rankKey struct {
+	key uint64 // descKey(score)
+	id  int32
+}
+
+func compareRankKeys(a, b rankKey) int {
+	switch {
+	case a.key < b.key:
+		return -1
+	case a.key > b.key:
+		return 1
+	}
+	return int(a.id - b.id)
+}
+
+// descKey maps a score to a key whose unsigned order is the scores'
+// descending order (−0 and +0 the same key, as they compare equal).
+func descKey(v float64) uint64 {
+	if v == 0 {
+		v = 0
+	}
+	b := math.Float64bits(v)
+	if b>>63 == 1 {
+		b = ^b
+	} else {
+		b |= 1 << 63
+	}
+	return ^b
+}
+
+// selectRankKeys moves the k smallest keys (by compareRankKeys) into
+// keys[:k], in some order: quickselect, median-of-three pivots. Keys are
+// distinct (ids are), so the k are well defined.
+func selectRankKeys(keys []rankKey, k int) {
+	lo, hi := 0, len(keys)
+	for hi-lo > 12 && k > lo && k < hi {
+		mid := lo + (hi-lo)/2
+		a, b, c := keys[lo], keys[mid], keys[hi-1]
+		if compareRankKeys(a, b) > 0 {
+			a, b = b, a
+		}
+		if compareRankKeys(b, c) > 0 {
+			b = c
+			if compareRankKeys(a, b) > 0 {
+				b = a
+			}
+		}
+		pivot := b
+		// Three-way partition: < pivot, == pivot (one key), > pivot.
+		i, j := lo, lo
+		for t := lo; t < hi; t++ {
+			if c := compareRankKeys(keys[t], pivot); c < 0 {
+				keys[t], keys[j] = keys[j], keys[t]
+				keys[j], keys[i] = keys[i], keys[j]
+				i++
+				j++
+			} else if c == 0 {
+				keys[t], keys[j] = keys[j], keys[t]
+				j++
+			}
+		}
+		switch {
+		case k <= i:
+			hi = i
+		case k >= j:
+			lo = j
+		default:
+			return
+		}
+	}
+	if k > lo && k < hi {
+		slices.SortFunc(keys[lo:hi], compareRankKeys)
+	}
 }
 
 // connected reports whether the subgraph induced by set is connected:
@@ -170,7 +329,7 @@ func (s *Scratch) connected(set, off, adj []int32, n int32) bool {
 	seen := s.nextGen(int(n))
 	s.stamp[set[0]] = seen
 	s.tmp = append(s.tmp[:0], set[0])
-	for h := 0; h < len(s.tmp); h++ {
+	for h := 0; h < len(s.tmp) && len(s.tmp) < len(set); h++ {
 		u := s.tmp[h]
 		for _, w := range adj[off[u]:off[u+1]] {
 			if s.stamp[w] == member {
@@ -184,52 +343,73 @@ func (s *Scratch) connected(set, off, adj []int32, n int32) bool {
 
 // ppr solves (I − (1−α)T)x = α·e_root on the root's component, T =
 // D^-1/2·A·D^-1/2, by conjugate gradient, into s.score (indexed by node).
-func (s *Scratch) ppr(root int32, comp, off, adj []int32, n int32) {
+// With selfLoops, T = (D+I)^-1/2·(A+I)·(D+I)^-1/2 (the reference
+// implementation's variant: a self-loop on every node, then normalised).
+//
+// The vectors are held by position in comp (contiguous, no indirection);
+// y = D^-1/2·pp alone is held by node, for the neighbour sums to gather.
+// Every reduction adds its terms in comp order, so the floats are those
+// of the plain node-indexed loops, bit for bit.
+func (s *Scratch) ppr(root int32, comp, off, adj []int32, n int32, selfLoops bool) {
+	c := len(comp)
 	s.score = growF(s.score, int(n))
-	s.y, s.rr, s.pp, s.ap = growF(s.y, int(n)), growF(s.rr, int(n)), growF(s.pp, int(n)), growF(s.ap, int(n))
-	x, rr, pp, ap, y := s.score, s.rr, s.pp, s.ap, s.y
-	for _, u := range comp {
-		x[u], rr[u], pp[u] = 0, 0, 0
-	}
-	rr[root], pp[root] = PPRAlpha, PPRAlpha
-	rs := PPRAlpha * PPRAlpha
-	stop := PPRTol * PPRAlpha
+	s.y = growF(s.y, int(n))
+	s.rr, s.pp, s.ap, s.dinv, s.x = growF(s.rr, c), growF(s.pp, c), growF(s.ap, c), growF(s.dinv, c), growF(s.x, c)
+	x, rr, pp, ap, dinv, y := s.x[:c], s.rr[:c], s.pp[:c], s.ap[:c], s.dinv[:c], s.y
 	// D^-1/2 once per solve (isolated nodes: 0): read twice per node per
 	// iteration, a square root each time otherwise.
-	s.dinv = growF(s.dinv, int(n))
-	dinv := s.dinv
-	for _, u := range comp {
-		dinv[u] = 0
-		if d := off[u+1] - off[u]; d > 0 {
-			dinv[u] = 1 / math.Sqrt(float64(d))
+	// span: each node's adjacency bounds, by position, read every
+	// iteration without going through comp and off.
+	s.span = grow(s.span, 2*c)
+	span := s.span
+	for i, u := range comp {
+		x[i], rr[i], pp[i] = 0, 0, 0
+		dinv[i] = 0
+		span[2*i], span[2*i+1] = off[u], off[u+1]
+		d := off[u+1] - off[u]
+		if selfLoops {
+			d++
+		}
+		if d > 0 {
+			dinv[i] = 1 / math.Sqrt(float64(d))
 		}
 	}
+	// comp[0] is the root (BFS order).
+	rr[0], pp[0] = PPRAlpha, PPRAlpha
+	rs := PPRAlpha * PPRAlpha
+	stop := PPRTol * PPRAlpha
+	for i, u := range comp {
+		y[u] = pp[i] * dinv[i]
+	}
 	for it := 0; it < PPRMaxIter && math.Sqrt(rs) > stop; it++ {
-		// ap = pp − (1−α)·D^-1/2·A·D^-1/2·pp
-		for _, u := range comp {
-			y[u] = pp[u] * dinv[u]
+		// ap = pp − (1−α)·D^-1/2·A·D^-1/2·pp, with y = D^-1/2·pp.
+		neighbourSums(span, adj, y, ap)
+		if selfLoops {
+			for i, u := range comp {
+				ap[i] += y[u]
+			}
 		}
 		var pap float64
-		for _, u := range comp {
-			var sum float64
-			for _, w := range adj[off[u]:off[u+1]] {
-				sum += y[w]
-			}
-			ap[u] = pp[u] - (1-PPRAlpha)*dinv[u]*sum
-			pap += pp[u] * ap[u]
+		for i := range ap {
+			ap[i] = pp[i] - (1-PPRAlpha)*dinv[i]*ap[i]
+			pap += pp[i] * ap[i]
 		}
 		a := rs / pap
 		var rsNew float64
-		for _, u := range comp {
-			x[u] += a * pp[u]
-			rr[u] -= a * ap[u]
-			rsNew += rr[u] * rr[u]
+		for i := range x {
+			x[i] += a * pp[i]
+			rr[i] -= a * ap[i]
+			rsNew += rr[i] * rr[i]
 		}
 		beta := rsNew / rs
-		for _, u := range comp {
-			pp[u] = rr[u] + beta*pp[u]
+		for i, u := range comp {
+			pp[i] = rr[i] + beta*pp[i]
+			y[u] = pp[i] * dinv[i]
 		}
 		rs = rsNew
+	}
+	for i, u := range comp {
+		s.score[u] = x[i]
 	}
 }
 
@@ -238,6 +418,47 @@ func growF(s []float64, n int) []float64 {
 		return make([]float64, n, n+n/4+8)
 	}
 	return s[:n]
+}
+
+// neighbourSums sets sum[i] = Σ y[w] over adj[span[2i]:span[2i+1]] (the
+// neighbours of comp[i]), in adjacency order. Each sum is one chain of
+// dependent additions, latency-bound; four nodes' chains run interleaved
+// so the CPU overlaps them. Every sum still adds its terms in the same
+// order, so the result is bit-for-bit that of the plain loop.
+func neighbourSums(span, adj []int32, y, sum []float64) {
+	i := 0
+	for ; i+4 <= len(sum); i += 4 {
+		sp := span[2*i : 2*i+8 : 2*i+8]
+		a0, a1, a2, a3 := adj[sp[0]:sp[1]:sp[1]], adj[sp[2]:sp[3]:sp[3]], adj[sp[4]:sp[5]:sp[5]], adj[sp[6]:sp[7]:sp[7]]
+		m := min(len(a0), len(a1), len(a2), len(a3))
+		var s0, s1, s2, s3 float64
+		for j := 0; j < m; j++ {
+			s0 += y[a0[j]]
+			s1 += y[a1[j]]
+			s2 += y[a2[j]]
+			s3 += y[a3[j]]
+		}
+		for _, w := range a0[m:] {
+			s0 += y[w]
+		}
+		for _, w := range a1[m:] {
+			s1 += y[w]
+		}
+		for _, w := range a2[m:] {
+			s2 += y[w]
+		}
+		for _, w := range a3[m:] {
+			s3 += y[w]
+		}
+		sum[i], sum[i+1], sum[i+2], sum[i+3] = s0, s1, s2, s3
+	}
+	for ; i < len(sum); i++ {
+		var s float64
+		for _, w := range adj[span[2*i]:span[2*i+1]] {
+			s += y[w]
+		}
+		sum[i] = s
+	}
 }
 
 // mix builds Ē, the features and the soft label from s.set (S ⊆ G) and
@@ -250,34 +471,39 @@ func (s *Scratch) mix(in, g2, out *Graph) {
 	for i, v := range s.set {
 		s.stamp[v], s.pos[v] = gen, int32(i)
 	}
-	out.Edges = out.Edges[:0]
+	// E1, in G's (sorted) order.
+	s.e1 = s.e1[:0]
 	for k := 0; k < len(in.Edges); k += 2 {
 		u, v := in.Edges[k], in.Edges[k+1]
 		if s.stamp[u] != gen || s.stamp[v] != gen {
-			out.Edges = append(out.Edges, u, v)
+			s.e1 = append(s.e1, u, v)
 		}
 	}
-	e1 := len(out.Edges) / 2
+	e1 := len(s.e1) / 2
 	// In G′: E2 = edges inside S′, mapped by rank to S.
 	gen2 := s.nextGen(int(max(n, g2.N)))
 	for i, v := range s.set2 {
 		s.stamp[v], s.pos[v] = gen2, int32(i)
 	}
+	s.e2 = s.e2[:0]
 	for k := 0; k < len(g2.Edges); k += 2 {
 		u, v := g2.Edges[k], g2.Edges[k+1]
 		if s.stamp[u] == gen2 && s.stamp[v] == gen2 {
 			a, b := s.set[s.pos[u]], s.set[s.pos[v]]
-			out.Edges = append(out.Edges, min(a, b), max(a, b))
+			s.e2 = append(s.e2, min(a, b), max(a, b))
 		}
 	}
-	total := len(out.Edges) / 2
+	total := e1 + len(s.e2)/2
 	if total == 0 {
 		s.unchanged++
 		out.CopyFrom(in)
 		return
 	}
 	out.ID, out.N, out.Dense, out.Dim = in.ID, n, in.Dense, in.Dim
-	s.sortPairs(n, out.Edges)
+	// E1 is sorted already and disjoint from E2 (whose edges lie inside
+	// S): sorting E2 alone and merging gives the sorted union.
+	s.sortPairs(n, s.e2)
+	out.Edges = mergePairs(out.Edges[:0], s.e1, s.e2)
 	out.Label, out.MixLabel = in.Label, g2.Label
 	out.Q = float32(e1) / float32(total)
 	// Features: S[i] takes S′[i]'s. Positions in S are stamped again for
@@ -308,4 +534,20 @@ func (s *Scratch) mix(in, g2, out *Graph) {
 		out.appendMix(src, z)
 	}
 	out.FeatOff[n] = int32(len(out.Codes))
+}
+
+// mergePairs appends the merge of two sorted lists of (u, v) pairs.
+func mergePairs(dst, a, b []int32) []int32 {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] < b[j] || (a[i] == b[j] && a[i+1] < b[j+1]) {
+			dst = append(dst, a[i], a[i+1])
+			i += 2
+		} else {
+			dst = append(dst, b[j], b[j+1])
+			j += 2
+		}
+	}
+	dst = append(dst, a[i:]...)
+	return append(dst, b[j:]...)
 }

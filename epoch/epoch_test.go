@@ -153,6 +153,8 @@ func TestScheduleGrammar(t *testing.T) {
 		{"", "empty"},
 		{"nodesaam", "unknown policy"},
 		{"submix:p=2", "not a number in (0, 1)"},
+		{"submix:self_loops=maybe", "not true or false"},
+		{"submix-base:self_loops=true", "takes"},
 		{"nodesam:p=0.4", "takes no parameter"},
 		{"nodesam:0.5,none", "give every policy"},
 		{"nodesam:-1", "positive weight"},
@@ -255,7 +257,8 @@ func TestScheduleCanonical(t *testing.T) {
 	same := [][]string{
 		{"nodesam", "NodeSam", "nodesam:1", "0..|nodesam", " nodesam # comment"},
 		{"nodesam,none", "nodesam:2,none:2", "0..|nodesam:0.5,none:0.5"},
-		{"submix:p=0.4", "submix:p=0.40", "submix:p=.4:3"},
+		{"submix:p=0.4", "submix:p=0.40", "submix:p=.4:3", "submix:p=0.4:self_loops=false"},
+		{"submix:p=0.4:self_loops=true", "submix:self_loops=True:p=0.4", "submix:p=.4:self_loops=t", "submix:p=0.4:self_loops=1"},
 		{"0..50|none;50..|nodesam", "0..50|none\n50..|nodesam"},
 	}
 	seen := map[string]string{}

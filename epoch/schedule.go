@@ -183,6 +183,18 @@ func parseSegment(seg string) (Segment, error) {
 		if _, err := aug.New(it.Name, it.Params, nil); err != nil {
 			return g, err
 		}
+		// Boolean parameters (self_loops) default to false: one spelling
+		// of true, false dropped, so equal draws have one canonical form.
+		// (p is in (0, 1), never a boolean spelling, even "0" or "1".)
+		for k, v := range it.Params {
+			if b, err := strconv.ParseBool(v); err == nil {
+				if b {
+					it.Params[k] = "true"
+				} else {
+					delete(it.Params, k)
+				}
+			}
+		}
 		switch {
 		case weighted < 0:
 			weighted = map[bool]int{false: 0, true: 1}[hasW]

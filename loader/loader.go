@@ -49,6 +49,10 @@ type Config struct {
 	// Memory bounds the bytes of batches in flight across every stream of
 	// every Loader sharing it; default a budget of DefaultMemory of its own.
 	Memory *Memory
+	// PPRCache, when positive, lets SubMix keep up to this many bytes of
+	// PageRank rankings for the dataset (aug.PPRCache); ignored with
+	// NoIndex.
+	PPRCache int64
 }
 
 // Validate applies defaults and checks the configuration.
@@ -113,6 +117,7 @@ func New(src *Source, cfg Config) (*Loader, error) {
 		return nil, err
 	}
 	if !cfg.NoIndex && cfg.Schedule.UsesIndex() {
+		src.EnablePPRCache(cfg.PPRCache)
 		src.EnableIndex()
 	}
 	l := &Loader{src: src, cfg: cfg}

@@ -139,6 +139,41 @@ func TestIndexSameBytes(t *testing.T) {
 	}
 }
 
+// SubMix's PageRank ranking cache is a cache too: streams are
+// byte-identical with it (roomy or tight), without it, and without the
+// index; a later epoch finds rankings an earlier one stored.
+func TestPPRCacheSameBytes(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	sched := func() *epoch.Schedule {
+		s, err := epoch.ParseSchedule("submix:p=0.4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	roomy := newLoader(t, dir, loader.Config{Workers: 2, Schedule: sched(), PPRCache: 1 << 30}, nil)
+	tight := newLoader(t, dir, loader.Config{Workers: 2, Schedule: sched(), PPRCache: 4 << 10}, nil)
+	plain := newLoader(t, dir, loader.Config{Workers: 2, Schedule: sched(), NoIndex: true}, nil)
+	for e := range uint64(6) {
+		want, _ := stream(t, plain, wire.Request{Epoch: e, World: 1})
+		for name, l := range map[string]*loader.Loader{"roomy": roomy, "tight": tight} {
+			if got, _ := stream(t, l, wire.Request{Epoch: e, World: 1}); !bytes.Equal(got, want) {
+				t.Fatalf("epoch %d: the stream with a %s cache differs", e, name)
+			}
+		}
+	}
+	c := roomy.Source().PPRCache()
+	if c == nil || c.Hits() == 0 || c.Used() == 0 {
+		t.Fatalf("cache %+v: no ranking stored or found in 6 epochs", c)
+	}
+	if tc := tight.Source().PPRCache(); tc.Used() > tc.Limit() {
+		t.Fatalf("tight cache holds %d bytes, over its %d", tc.Used(), tc.Limit())
+	}
+	if plain.Source().PPRCache() != nil {
+		t.Fatal("a loader without the index has a ranking cache")
+	}
+}
+
 // A slow consumer holds at most Window batches in flight.
 func TestSlowConsumerBounded(t *testing.T) {
 	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 2}, nil)

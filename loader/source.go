@@ -33,6 +33,8 @@ type dataset struct {
 	sizes []aug.Size
 	// index[id] is graph id's aug.Index, built on first use when enabled.
 	index atomic.Pointer[[]atomic.Pointer[aug.Index]]
+	// ppr caches SubMix's PageRank rankings in the indexes, when set.
+	ppr atomic.Pointer[aug.PPRCache]
 }
 
 // Source reads graphs of a served set as aug.Graphs and serves SubMix's
@@ -100,6 +102,18 @@ func (s *Source) EnableIndex() {
 	}
 }
 
+// EnablePPRCache lets SubMix keep each graph's PageRank rankings, up to
+// limit bytes for the dataset (aug.PPRCache; the indexes carry them, so it
+// takes effect with EnableIndex). Call before serving.
+func (s *Source) EnablePPRCache(limit int64) {
+	if limit > 0 {
+		s.ds.ppr.CompareAndSwap(nil, aug.NewPPRCache(limit))
+	}
+}
+
+// PPRCache returns the dataset's SubMix ranking cache, or nil.
+func (s *Source) PPRCache() *aug.PPRCache { return s.ds.ppr.Load() }
+
 // Served returns the served graph ids (callers must not modify them).
 func (s *Source) Served() []int64 { return s.served }
 
@@ -144,7 +158,9 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 		if ix == nil {
 			// Two workers may build the same index at once: both results
 			// are equal, the first stored wins.
-			slot.CompareAndSwap(nil, aug.BuildIndex(g))
+			built := aug.BuildIndex(g)
+			built.EnablePPR(s.ds.ppr.Load())
+			slot.CompareAndSwap(nil, built)
 			ix = slot.Load()
 		}
 		g.Index = ix

@@ -20,6 +20,7 @@ type Metrics struct {
 	mu                                      sync.Mutex
 	rejected                                map[string]int64 // by error code
 	memory                                  MemoryGauge
+	ppr                                     PPRGauge
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
 }
@@ -35,6 +36,22 @@ type MemoryGauge interface {
 func (m *Metrics) SetMemory(g MemoryGauge) {
 	m.mu.Lock()
 	m.memory = g
+	m.mu.Unlock()
+}
+
+// PPRGauge is what Metrics reports of SubMix's ranking cache.
+type PPRGauge interface {
+	Used() int64
+	Limit() int64
+	Hits() int64
+	Draws() int64
+}
+
+// SetPPRCache makes /metrics report SubMix's ranking cache
+// (augloader_aug_ppr_cache_*).
+func (m *Metrics) SetPPRCache(g PPRGauge) {
+	m.mu.Lock()
+	m.ppr = g
 	m.mu.Unlock()
 }
 
@@ -112,6 +129,11 @@ func (m *Metrics) WriteText(w io.Writer) {
 	if m.memory != nil {
 		count("augloader_loader_memory_held_bytes", "Bytes held by batches in flight beyond each stream's next one (--memory-budget).", "gauge", m.memory.Held())
 		count("augloader_loader_memory_budget_bytes", "The memory budget (--memory-budget).", "gauge", m.memory.Limit())
+	}
+	if m.ppr != nil {
+		count("augloader_aug_ppr_cache_bytes", "Bytes SubMix's cached PageRank rankings hold (--ppr-cache).", "gauge", m.ppr.Used())
+		count("augloader_aug_ppr_cache_draws_total", "SubMix rankings asked of the cache.", "counter", m.ppr.Draws())
+		count("augloader_aug_ppr_cache_hits_total", "SubMix rankings found in the cache (no PageRank solve).", "counter", m.ppr.Hits())
 	}
 	codes := make([]string, 0, len(m.rejected))
 	for c := range m.rejected {

@@ -114,6 +114,9 @@ type pyRow struct {
 	Graphs  float64   `json:"graphs"`
 	Batches float64   `json:"batches"`
 	Bytes   float64   `json:"bytes"`
+	// Config names, on a "pyg/<aug>/fastest" marker row (which has no
+	// epochs of its own), the row of that peer's fastest configuration.
+	Config string `json:"config"`
 	// Daemon holds the daemon's /metrics counters per epoch over the
 	// row's epochs (augloader rows only).
 	Daemon *struct {
@@ -163,6 +166,33 @@ func readPython(path string) (*pyResults, error) {
 		return nil, fmt.Errorf("%s: no measurements", path)
 	}
 	return res, sc.Err()
+}
+
+// fastest returns the fastest DataLoader configuration measured for the
+// PyG peer applying aug (dropout_edge, nodesam-cleanroom, ...): the row its
+// marker "<prefix>pyg/<aug>/fastest" names. Runs from before the markers
+// had only the 2-worker row, which it falls back to.
+func (p *pyResults) fastest(prefix, aug string) (pyRow, bool) {
+	if m, ok := p.get(prefix + "pyg/" + aug + "/fastest"); ok {
+		return p.get(m.Config)
+	}
+	return p.get(prefix + "pyg/" + aug + "/workers=2")
+}
+
+// configName is a peer row's DataLoader configuration, as prose.
+func configName(row string) string {
+	w := splitKV(row, "workers")
+	s := w + " worker processes"
+	switch w {
+	case "0":
+		s = "in-process (`num_workers=0`)"
+	case "1":
+		s = "1 worker process"
+	}
+	if strings.HasSuffix(row, "/persistent") {
+		s += ", persistent"
+	}
+	return s
 }
 
 func (p *pyResults) get(name string) (pyRow, bool) {

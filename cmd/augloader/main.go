@@ -75,6 +75,7 @@ var loaderFlags = []cli.Flag{
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
 	&cli.StringFlag{Name: "memory-budget", Value: "1GiB", Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
+	&cli.StringFlag{Name: "ppr-cache", Value: "512MiB", Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},
 }
 
 func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
@@ -85,7 +86,11 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	if mem < 1<<20 {
 		return app.LoaderOptions{}, fmt.Errorf("--memory-budget %s: want at least 1MiB", c.String("memory-budget"))
 	}
-	return app.LoaderOptions{MemoryBudget: mem,
+	ppr, err := cliutil.ParseSize("ppr-cache", c.String("ppr-cache"))
+	if err != nil {
+		return app.LoaderOptions{}, err
+	}
+	return app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr,
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: c.String("remainder"),
@@ -159,6 +164,9 @@ func serveCmd() *cli.Command {
 				defer b.Close()
 				src = b.Views
 				metrics.SetMemory(b.Loader.Config().Memory)
+				if c := b.Loader.Source().PPRCache(); c != nil {
+					metrics.SetPPRCache(c)
+				}
 				// What is applied comes first: a default policy is never silent.
 				for _, n := range b.Notes {
 					log.Info(n)

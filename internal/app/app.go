@@ -54,6 +54,9 @@ type LoaderOptions struct {
 	// MemoryBudget bounds the bytes of batches in flight across every
 	// stream of every view (loader.Memory); 0: loader.DefaultMemory.
 	MemoryBudget int64
+	// PPRCache bounds SubMix's cached PageRank rankings (aug.PPRCache); 0
+	// disables the cache.
+	PPRCache int64
 	// Views are view specs (the package comment); none: one view from
 	// SplitFile/SplitSet, or of every graph.
 	Views []string
@@ -295,7 +298,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 			l, err := loader.New(src, loader.Config{
 				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 				Remainder: epoch.Remainder(o.Remainder), NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
-				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: mem,
+				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: mem, PPRCache: o.PPRCache,
 			})
 			if err != nil {
 				return err
