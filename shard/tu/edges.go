@@ -63,14 +63,32 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 	var (
 		cur    int     // streaming: the graph being collected
 		bufG   []int32 // buffered: graph of each entry
-		keys   []entry // entries of the current graph (streaming) or all (buffered)
-		labels []int32 // edge labels in step with keys
+		keys   []entry // buffered: all entries
+		labels []int32 // buffered: edge labels in step with keys
 		n      = d.NumNodes
+		pipe   *emitPipe // streaming: canonicalises and calls fn beside the parse
 	)
+	if !buffered {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		pipe = newEmitPipe(&e, cancel, le != nil)
+		defer pipe.close()
+	}
+	// fail prefers the error of fn (or canonicalisation) that stopped the
+	// parse to the cancellation the parse saw.
+	fail := func(err error) (EdgeStats, error) {
+		if pipe != nil {
+			if perr := pipe.close(); perr != nil {
+				return st, perr
+			}
+		}
+		return st, err
+	}
 	for {
 		if st.DirectedEntries&0xffff == 0 {
 			if err := ctx.Err(); err != nil {
-				return st, err
+				return fail(err)
 			}
 		}
 		a, c, ok := la.fastPair()
@@ -80,33 +98,33 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 				break
 			}
 			if err != nil {
-				return st, err
+				return fail(err)
 			}
 			if a, c, ok = pair(b); !ok {
 				if a, c, err = la.slowPair(b); err != nil {
-					return st, err
+					return fail(err)
 				}
 			}
 		}
 		st.DirectedEntries++
 		if a < 1 || a > n {
-			return st, formatErr(fileA, la.line, 1, "node %d out of range 1..%d", a, n)
+			return fail(formatErr(fileA, la.line, 1, "node %d out of range 1..%d", a, n))
 		}
 		if c < 1 || c > n {
-			return st, formatErr(fileA, la.line, 2, "node %d out of range 1..%d", c, n)
+			return fail(formatErr(fileA, la.line, 2, "node %d out of range 1..%d", c, n))
 		}
 		ga, gc := d.nodeGraph[a-1], d.nodeGraph[c-1]
 		if ga != gc {
-			return st, formatErr(fileA, la.line, 0, "edge (%d, %d) joins graph %d and graph %d", a, c, ga+1, gc+1)
+			return fail(formatErr(fileA, la.line, 0, "edge (%d, %d) joins graph %d and graph %d", a, c, ga+1, gc+1))
 		}
 		var lab int32
 		if le != nil {
 			v, err := le.nextInt()
 			if err == io.EOF {
-				return st, formatErr(le.file, 0, 0, "%d edge labels for more edges in %s", le.line, fileA)
+				return fail(formatErr(le.file, 0, 0, "%d edge labels for more edges in %s", le.line, fileA))
 			}
 			if err != nil {
-				return st, err
+				return fail(err)
 			}
 			lab = int32(v - d.EdgeLabelMin)
 		}
@@ -115,40 +133,152 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 			continue
 		}
 		g := int(ga)
-		if !buffered {
-			if g < cur {
-				return st, fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, la.line, g+1, cur+1)
-			}
-			for ; cur < g; cur++ {
-				if err := e.emit(cur, keys, labels); err != nil {
-					return st, err
-				}
-				keys, labels = keys[:0], labels[:0]
-			}
-		} else {
-			bufG = append(bufG, int32(g))
-		}
 		start := d.GraphStart[g]
-		keys = append(keys, pack(a-1-start, c-1-start))
-		if le != nil {
-			labels = append(labels, lab)
+		key := pack(a-1-start, c-1-start)
+		if buffered {
+			bufG = append(bufG, int32(g))
+			keys = append(keys, key)
+			if le != nil {
+				labels = append(labels, lab)
+			}
+			continue
 		}
+		if g < cur {
+			return fail(fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, la.line, g+1, cur+1))
+		}
+		for ; cur < g; cur++ {
+			if err := pipe.endGraph(ctx); err != nil {
+				return fail(err)
+			}
+		}
+		pipe.add(key, lab)
 	}
 	if le != nil {
 		if _, err := le.next(); err != io.EOF {
-			return st, formatErr(le.file, 0, 0, "more edge labels than the %d lines of %s", st.DirectedEntries, fileA)
+			return fail(formatErr(le.file, 0, 0, "more edge labels than the %d lines of %s", st.DirectedEntries, fileA))
 		}
 	}
 	if !buffered {
 		for ; cur < d.NumGraphs; cur++ {
-			if err := e.emit(cur, keys, labels); err != nil {
-				return st, err
+			if err := pipe.endGraph(ctx); err != nil {
+				return fail(err)
 			}
-			keys, labels = keys[:0], labels[:0]
 		}
-		return st, nil
+		if err := pipe.flush(ctx); err != nil {
+			return fail(err)
+		}
+		return st, pipe.close()
 	}
 	return st, e.emitBuffered(bufG, keys, labels, le != nil)
+}
+
+// emitPipe runs an emitter (canonicalisation, then fn) on a goroutine of
+// its own, so that parsing the next graphs overlaps it. Graphs travel in
+// runs (up to runGraphs graphs or runEntries entries) through a few
+// recycled buffers; fn is still called once per graph, in id order, and
+// never concurrently with itself.
+type emitPipe struct {
+	e         *emitter
+	withL     bool
+	cur       *emitRun
+	jobs      chan *emitRun
+	free      chan *emitRun
+	done      chan error
+	cancel    context.CancelFunc
+	closed    bool
+	err       error
+	nextGraph int
+}
+
+// emitRun is consecutive graphs' entries: graph first+i has
+// keys[off[i]:off[i+1]].
+type emitRun struct {
+	first  int
+	off    []int
+	keys   []entry
+	labels []int32
+}
+
+const (
+	runGraphs  = 256
+	runEntries = 1 << 16
+	runBuffers = 3
+)
+
+func newEmitPipe(e *emitter, cancel context.CancelFunc, withL bool) *emitPipe {
+	p := &emitPipe{e: e, withL: withL, cancel: cancel,
+		jobs: make(chan *emitRun, runBuffers), free: make(chan *emitRun, runBuffers), done: make(chan error, 1)}
+	for range runBuffers - 1 {
+		p.free <- &emitRun{}
+	}
+	p.cur = &emitRun{off: []int{0}}
+	go p.run()
+	return p
+}
+
+func (p *emitPipe) run() {
+	var err error
+	for r := range p.jobs {
+		for i := 0; err == nil && i+1 < len(r.off); i++ {
+			var lab []int32
+			if p.withL {
+				lab = r.labels[r.off[i]:r.off[i+1]]
+			}
+			if err = p.e.emit(r.first+i, r.keys[r.off[i]:r.off[i+1]], lab); err != nil {
+				p.cancel() // stop the parse
+			}
+		}
+		p.free <- r
+	}
+	p.done <- err
+}
+
+func (p *emitPipe) add(k entry, lab int32) {
+	p.cur.keys = append(p.cur.keys, k)
+	if p.withL {
+		p.cur.labels = append(p.cur.labels, lab)
+	}
+}
+
+// endGraph closes the current graph, handing the run over when it is full.
+func (p *emitPipe) endGraph(ctx context.Context) error {
+	p.cur.off = append(p.cur.off, len(p.cur.keys))
+	if len(p.cur.off) > runGraphs || len(p.cur.keys) >= runEntries {
+		return p.flush(ctx)
+	}
+	return nil
+}
+
+// flush hands the current run over and takes a free buffer.
+func (p *emitPipe) flush(ctx context.Context) error {
+	if len(p.cur.off) == 1 {
+		return nil
+	}
+	p.cur.first = p.nextGraph
+	p.nextGraph += len(p.cur.off) - 1
+	select {
+	case p.jobs <- p.cur:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case r := <-p.free:
+		r.off, r.keys, r.labels = append(r.off[:0], 0), r.keys[:0], r.labels[:0]
+		p.cur = r
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// close stops the goroutine and returns its error, if any; idempotent.
+func (p *emitPipe) close() error {
+	if !p.closed {
+		p.closed = true
+		close(p.jobs)
+		p.err = <-p.done
+	}
+	return p.err
 }
 
 // slowPair parses an A line that the fast path refused, naming the fault.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -115,4 +116,37 @@ func FuzzFastPair(f *testing.F) {
 			t.Fatalf("fast path %q\nnext      %q", got, want)
 		}
 	})
+}
+
+// scanPairSWAR answers as scanPair does, on pair lines of every shape
+// (digit counts 1 to 17, blanks, leading zeros, junk) inside long and
+// short windows.
+func TestScanPairSWAR(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	num := func() string {
+		n := 1 + r.IntN(17)
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('0' + r.IntN(10))
+		}
+		if r.IntN(4) == 0 {
+			b[0] = '0'
+		}
+		return string(b)
+	}
+	blanks := func() string { return strings.Repeat(" ", r.IntN(3)*r.IntN(2)) }
+	for range 200000 {
+		line := blanks() + num() + blanks() + "," + blanks() + num() + blanks()
+		if r.IntN(20) == 0 {
+			line = line[:r.IntN(len(line)+1)] + string("x,\t\r-+"[r.IntN(6)]) + line[r.IntN(len(line)+1):]
+		}
+		for _, tail := range []string{"\n" + strings.Repeat("7, 8\n", 8), "\n", ""} {
+			b := []byte(line + tail)
+			a1, c1, i1, ok1 := scanPair(b)
+			a2, c2, i2, ok2 := scanPairSWAR(b)
+			if ok1 != ok2 || (ok1 && (a1 != a2 || c1 != c2 || i1 != i2)) {
+				t.Fatalf("%q: scanPair (%d, %d, %d, %v), SWAR (%d, %d, %d, %v)", b, a1, c1, i1, ok1, a2, c2, i2, ok2)
+			}
+		}
+	}
 }
