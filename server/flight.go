@@ -318,6 +318,9 @@ func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
 
 // ListenFlight checks the address policy and opens the listener.
 func ListenFlight(o FlightOptions) (net.Listener, error) {
+	if !strings.Contains(o.Address, "://") {
+		o.Address = "grpc://" + o.Address // HOST:PORT, as users write it
+	}
 	u, err := url.Parse(o.Address)
 	if err != nil {
 		return nil, fmt.Errorf("server: --flight %q: %w", o.Address, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,8 +108,13 @@ func TestFlightAuthAndBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln.Close()
-	if ip := net.ParseIP("127.0.0.1"); !ip.IsLoopback() {
-		t.Fatal("sanity")
+	// HOST:PORT without a scheme is grpc://HOST:PORT, policy included.
+	if ln, err = server.ListenFlight(server.FlightOptions{Address: "127.0.0.1:0"}); err != nil {
+		t.Fatalf("127.0.0.1:0: %v", err)
+	}
+	ln.Close()
+	if _, err := server.ListenFlight(server.FlightOptions{Address: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("0.0.0.0:0 without the flag: %v", err)
 	}
 }
 

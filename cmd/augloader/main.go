@@ -105,7 +105,7 @@ func serveCmd() *cli.Command {
 		Usage: "serve augmented epochs on a Unix socket until SIGINT or SIGTERM",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Usage: "Unix socket path to create (never replaces a non-socket file)"},
-			&cli.StringFlag{Name: "flight", Usage: "also (or only) serve Arrow Flight at grpc://HOST:PORT or grpc+unix:///PATH (loopback only unless --flight-allow-remote)"},
+			&cli.StringFlag{Name: "flight", Usage: "also (or only) serve Arrow Flight at grpc://HOST:PORT (or plain HOST:PORT; port 0: a free one, printed on the readiness line) or grpc+unix:///PATH (loopback only unless --flight-allow-remote)"},
 			&cli.BoolFlag{Name: "flight-allow-remote", Usage: "allow a non-loopback --flight address (requires --flight-token-file)"},
 			&cli.StringFlag{Name: "flight-token-file", Usage: "file holding the bearer token Flight clients must present"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},

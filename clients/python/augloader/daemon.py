@@ -21,11 +21,18 @@ import signal
 import subprocess
 import tempfile
 import threading
+import weakref
 from typing import Optional, Sequence
 
 from . import Client, connect
 
 __all__ = ["Daemon", "DaemonError", "find_binary"]
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 class DaemonError(RuntimeError):
@@ -111,6 +118,9 @@ class Daemon:
 
     def start(self) -> "Daemon":
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL, text=True)
+        # A Daemon dropped without stop (a failed test, a forgotten
+        # handle) still takes its process with it, at collection or exit.
+        weakref.finalize(self, _kill, self.proc)
         line: list = []
         reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
         reader.start()

@@ -49,6 +49,16 @@ def test_daemon_errors(bins, tmp_path):
     assert "--batch-size 0: want 1..65536" in e.value.log
 
 
+def test_dropped_daemon_is_killed(bins, mutag_shards):
+    import gc
+
+    d = augloader.Daemon(mutag_shards, binary=str(bins / "augloader")).start()
+    proc = d.proc
+    del d
+    gc.collect()
+    assert proc.wait(10) is not None  # gone, not left serving
+
+
 def test_test_set_defaults_to_none(bins, mutag_shards, folds):
     # --split FILE --split-set test without a policy: the trap the audit hit
     # (a NodeSam-augmented test set) is gone.
@@ -56,9 +66,13 @@ def test_test_set_defaults_to_none(bins, mutag_shards, folds):
                           args=["--split", folds / "fold-00.json", "--split-set", "test"]) as d:
         pol = {p for b in d.client().epoch(0) for p in b.policy}
         assert pol == {"none"}
-    with pytest.raises(augloader.DaemonError) as e:
-        augloader.Daemon(mutag_shards, binary=str(bins / "augloader"), policy="nodesam",
-                         args=["--split", folds / "fold-00.json", "--split-set", "test"]).start()
+    refused = augloader.Daemon(mutag_shards, binary=str(bins / "augloader"), policy="nodesam",
+                               args=["--split", folds / "fold-00.json", "--split-set", "test"])
+    try:
+        with pytest.raises(augloader.DaemonError) as e:
+            refused.start()
+    finally:
+        refused.stop(check=False)
     assert "--augment-test" in str(e.value)
 
 
