@@ -3,7 +3,8 @@
 # output and exact command under $BENCHOUT (default bench/out), then
 # bench/report rewrites docs/bench.md and its PNG figures from them.
 # Needs the real COLLAB and REDDIT-BINARY in ../shared/datasets and
-# .venv-bench (make .venv-bench/.stamp). About 5 minutes on 2 cores.
+# .venv-bench (make .venv-bench/.stamp); root for the throttled-link rows of
+# bench/scaleout.sh (skipped otherwise). About 15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${BENCHOUT:-bench/out}
@@ -38,6 +39,7 @@ step collate "$GO" test -run XXX -bench BenchmarkCoalesce -count "$COUNT" ./aug
 step epoch "$GO" test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m ./bench
 step python bash bench/python_collab.sh "$OUT/python.jsonl"
 step convert bash bench/convert_collab.sh
+step scaleout bash bench/scaleout.sh
 # bench/report is a module of its own (its plotting library stays out of
 # the library's go.mod).
 ROOT=$PWD

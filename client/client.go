@@ -33,7 +33,7 @@ type Result struct {
 	Schema  *arrow.Schema
 	Batches int
 	Graphs  int
-	Bytes   int64 // Arrow IPC stream bytes
+	Bytes   int64 // Arrow IPC stream bytes (FetchMany: the record batches' alone)
 	// Digest is the SHA-256 of the Arrow IPC stream bytes, schema to
 	// end-of-stream marker: equal digests mean byte-identical streams.
 	// BatchDigests[i] is the SHA-256 of record batch i's message bytes.
@@ -60,8 +60,8 @@ type Options struct {
 	// Logger, with FetchMany, is told which daemon failed; nil: discard.
 	Logger *slog.Logger
 
-	onInfo   func(wire.Response) error // FetchMany's first-contact check
-	onDigest func([32]byte)            // FetchMany: each batch's digest, before fn
+	onInfo  func(wire.Response) error // FetchMany's first-contact check
+	onBatch func([32]byte, int64)     // FetchMany: each batch's digest (with Digests) and bytes, before fn
 }
 
 // Fetch sends req to the server at socket and calls fn for each record
@@ -153,17 +153,19 @@ func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Re
 	if o.Digests {
 		tee.one.Reset() // the schema message is not a batch
 	}
+	seen := tee.n
 	for ir.Next() {
 		rec := ir.RecordBatch()
+		var d [32]byte
 		if o.Digests {
-			var d [32]byte
 			copy(d[:], tee.one.Sum(nil))
 			tee.one.Reset()
 			res.BatchDigests = append(res.BatchDigests, d)
-			if o.onDigest != nil {
-				o.onDigest(d)
-			}
 		}
+		if o.onBatch != nil {
+			o.onBatch(d, tee.n-seen)
+		}
+		seen = tee.n
 		res.Batches++
 		res.Graphs += int(rec.NumRows())
 		if fn != nil {

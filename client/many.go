@@ -59,6 +59,7 @@ type many struct {
 type item struct {
 	rec    arrow.RecordBatch
 	digest [32]byte
+	bytes  int64 // the batch's message bytes as received
 	ack    chan struct{}
 }
 
@@ -86,8 +87,11 @@ func (m *many) start(ctx context.Context, daemon, j, count int) *lane {
 	l := &lane{addr: m.addrs[daemon], daemon: daemon, items: make(chan item), done: make(chan error, 1),
 		info: make(chan wire.Response, 1), cancel: cancel}
 	o := m.o
-	var digest [32]byte
-	o.onDigest = func(d [32]byte) { digest = d }
+	var (
+		digest [32]byte
+		nbytes int64
+	)
+	o.onBatch = func(d [32]byte, n int64) { digest, nbytes = d, n }
 	o.onInfo = func(info wire.Response) error {
 		if err := m.check(l.addr, info); err != nil {
 			return err
@@ -97,7 +101,7 @@ func (m *many) start(ctx context.Context, daemon, j, count int) *lane {
 	}
 	go func() {
 		_, err := FetchAddr(lctx, l.addr, sub, o, func(rec arrow.RecordBatch) error {
-			it := item{rec: rec, digest: digest, ack: make(chan struct{})}
+			it := item{rec: rec, digest: digest, bytes: nbytes, ack: make(chan struct{})}
 			select {
 			case l.items <- it:
 			case <-lctx.Done():
@@ -236,6 +240,7 @@ func (m *many) run(ctx context.Context, fn func(arrow.RecordBatch) error) (*Resu
 			}
 			res.Batches++
 			res.Graphs += int(it.rec.NumRows())
+			res.Bytes += it.bytes
 			close(it.ack)
 			if err != nil {
 				return res, err

@@ -128,7 +128,8 @@ func TestFetchMany(t *testing.T) {
 		return res.BatchDigests
 	}
 	for _, req := range []wire.Request{{Epoch: 2, World: 1}, {Epoch: 5, Rank: 1, World: 2, StartBatch: 1}, {Epoch: 1, World: 1, Count: 7}, {Epoch: 1, World: 1, Stride: 2}} {
-		one := digests(client.FetchAddr(ctx, a, req, client.Options{Digests: true}, nil))
+		oneRes, err := client.FetchAddr(ctx, a, req, client.Options{Digests: true}, nil)
+		one := digests(oneRes, err)
 		var order []int64
 		res, err := client.FetchMany(ctx, []string{a, b, c}, req, client.Options{Digests: true}, func(rec arrow.RecordBatch) error {
 			order = append(order, rec.Column(0).(interface{ Value(int) int64 }).Value(0))
@@ -142,6 +143,11 @@ func TestFetchMany(t *testing.T) {
 			if one[i] != three[i] {
 				t.Fatalf("%+v: batch %d differs", req, i)
 			}
+		}
+		// Bytes: the batches' own, so less than one stream's (which also
+		// holds the schema and end marker), by at most a few KiB.
+		if res.Bytes <= 0 || res.Bytes > oneRes.Bytes || oneRes.Bytes-res.Bytes > 4<<10 {
+			t.Fatalf("%+v: %d batch bytes from three daemons, a %d-byte stream from one", req, res.Bytes, oneRes.Bytes)
 		}
 	}
 	var logs bytes.Buffer

@@ -228,6 +228,41 @@ func readResult(path string) (map[string]float64, error) {
 	return nil, fmt.Errorf("%s: no RESULT line", path)
 }
 
+// readResultLines reads every "RESULT k=v ..." line of a shell benchmark,
+// values as text.
+func readResultLines(path string) ([]map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "RESULT ")
+		if !ok {
+			continue
+		}
+		m := map[string]string{}
+		for kv := range strings.FieldsSeq(rest) {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no RESULT line", path)
+	}
+	return out, nil
+}
+
+// num is a RESULT value as a number (NaN when absent or not one).
+func num(m map[string]string, k string) float64 {
+	x, err := strconv.ParseFloat(m[k], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return x
+}
+
 // readCommands reads bench/run.sh's commands.tsv: step name → command.
 func readCommands(dir string) (map[string]string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "commands.tsv"))

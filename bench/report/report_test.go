@@ -86,6 +86,14 @@ func TestPartialPage(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"commands.tsv": "epoch\tgo test -run XXX -bench 'Epoch|Limit' ./bench\n",
 		"epoch.txt":    sampleEpoch,
+		"scaleout.txt": `== noise
+RESULT kind=compression link=loopback comp=none epochs=2 median_s=0.8 best_s=0.7 bytes=200000000 sha256=a,b
+RESULT kind=compression link=loopback comp=lz4 epochs=2 median_s=0.4 best_s=0.4 bytes=14000000 sha256=c,d
+RESULT kind=compression link=loopback comp=zstd epochs=2 median_s=1.0 best_s=0.9 bytes=8000000 sha256=e,f
+RESULT kind=compression link=1gbit skipped=1 why=needs-root-netns-tc
+RESULT kind=scaling daemons=1 epochs=2 median_s=1.2 best_s=1.1 bytes=14000000 sha256=x,y
+RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 sha256=x,y
+`,
 		"python.jsonl": `{"name": "env", "python": "3.11"}
 {"name": "augloader/socket/nodesam/views", "epochs": 3, "s_per_epoch": [0.1, 0.12, 0.2], "best_s": 0.1, "median_s": 0.12, "graphs": 5000, "batches": 157, "bytes": 2e8, "daemon": {"worker_busy_s": 0.18, "worker_idle_s": 0.02, "wait_workers_s": 0.07, "wait_client_s": 0.05, "sent_bytes": 201300000, "batches": 157}}
 {"name": "pyg/dropout_edge/workers=0", "epochs": 3, "s_per_epoch": [0.9, 1.0, 1.1], "best_s": 0.9, "median_s": 1.0, "graphs": 5000, "batches": 0, "bytes": 0}
@@ -116,6 +124,12 @@ func TestPartialPage(t *testing.T) {
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
 		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt.",
+		// Scale-out: compression ratios against none, a skipped link named, scaling with its digests.
+		"| loopback | lz4 | 14 | 0.07× | 0.400 | 0.50× |",
+		"| 1 Gbit/s (tbf) | — | not measured: needs root netns tc |",
+		"| 2 | 0.800 | 0.750 | 1.5× |",
+		"from one daemon and from two are **equal**",
+		"1.200 vs 0.800 s: 1.5×; digests equal | **met**",
 		"## Converting the real COLLAB (`shardconv convert`)\n\nNot run.",
 		"`go test -run XXX -bench 'Epoch|Limit' ./bench`",
 		"| augloader/socket/nodesam/views | 0.180 | 0.020 | 0.070 | 0.050 | 201 | 157 |",

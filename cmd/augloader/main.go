@@ -6,6 +6,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
@@ -407,6 +408,8 @@ func fetchCmd() *cli.Command {
 				"policies": policies, "bytes": res.Bytes, "sha256": hex.EncodeToString(res.Digest[:]),
 				"seconds": secs, "config": res.Info.Config, "batch_sha256": hexDigests(res.BatchDigests),
 				"daemons": len(addrs), "server_sha256": res.Trailer.SHA256,
+				// The same from one daemon or several: the batches, in order.
+				"batches_sha256": digestOfDigests(res.BatchDigests),
 			}
 			if len(addrs) > 1 {
 				delete(out, "sha256") // computed per daemon, not over the whole stream
@@ -420,6 +423,15 @@ func fetchCmd() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// digestOfDigests is the SHA-256 of the batches' SHA-256s, concatenated.
+func digestOfDigests(ds [][32]byte) string {
+	h := sha256.New()
+	for _, d := range ds {
+		h.Write(d[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func hexDigests(ds [][32]byte) []string {
