@@ -146,7 +146,7 @@ func plotBars(title, subtitle string, labels []string, secs []float64, path stri
 	p.X.Label.Text = "seconds per epoch (median)"
 	ours, peers := make(plotter.Values, len(secs)), make(plotter.Values, len(secs))
 	for i, l := range labels {
-		if strings.HasPrefix(l, "augloader/") {
+		if strings.HasPrefix(strings.TrimPrefix(l, "paired/"), "augloader/") {
 			ours[i] = secs[i]
 		} else {
 			peers[i] = secs[i]
