@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,34 +15,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/server"
-	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	fixture.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fixture.Main(m) }
 
 func newLoader(t *testing.T, dir, policy string, seed uint64) *loader.Loader {
 	t.Helper()
-	r, err := shard.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	src, _ := loader.NewSource(r, nil)
-	sched, _ := epoch.ParseSchedule(policy)
-	l, err := loader.New(src, loader.Config{Seed: seed, Schedule: sched, Workers: 2, BatchSize: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return fixture.Loader(t, dir, nil, policy, loader.Config{Seed: seed, Workers: 2, BatchSize: 4})
 }
 
 // daemon runs a socket server for src and returns its address.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -19,45 +18,22 @@ import (
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/internal/ipcframe"
 	"github.com/augloader/augloader/loader"
-	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	fixture.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fixture.Main(m) }
 
 const policy = "nodesam:0.4,submix:p=0.4:0.4,none:0.2"
 
 func newLoader(t testing.TB, dir string, cfg loader.Config, served []int64) *loader.Loader {
 	t.Helper()
-	r, err := shard.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	src, err := loader.NewSource(r, served)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Schedule == nil {
-		if cfg.Schedule, err = epoch.ParseSchedule(policy); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if cfg.Seed == 0 {
 		cfg.Seed = 11
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 16
 	}
-	l, err := loader.New(src, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return fixture.Loader(t, dir, served, policy, cfg)
 }
 
 // stream writes req's plan as an Arrow IPC stream and returns its bytes

@@ -13,15 +13,10 @@ import (
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
-	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	fixture.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fixture.Main(m) }
 
 type settings struct {
 	policy     string
@@ -35,31 +30,14 @@ type settings struct {
 
 func newLoader(t *testing.T, dir string, s settings) *loader.Loader {
 	t.Helper()
-	r, err := shard.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	src, err := loader.NewSource(r, s.served)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if s.policy == "" {
 		s.policy = "nodesam:0.5,submix:p=0.4:0.5"
-	}
-	sched, err := epoch.ParseSchedule(s.policy)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if s.batch == 0 {
 		s.batch = 16
 	}
-	l, err := loader.New(src, loader.Config{Seed: s.seed, Schedule: sched, Workers: 2, BatchSize: s.batch,
+	return fixture.Loader(t, dir, s.served, s.policy, loader.Config{Seed: s.seed, Workers: 2, BatchSize: s.batch,
 		NodeBudget: s.nodeBudget, EdgeBudget: s.edgeBudget, Remainder: s.remainder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 func run(t *testing.T, l *loader.Loader, out string, from, to uint64, world int, force bool) error {

@@ -19,20 +19,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/server"
-	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	fixture.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fixture.Main(m) }
 
 const policy = "nodesam:0.4,submix:p=0.4:0.4,none:0.2"
 
@@ -43,24 +37,7 @@ func newLoader(t testing.TB, dir, pol string, workers int) *loader.Loader {
 
 func newLoaderSeed(t testing.TB, dir, pol string, workers int, seed uint64) *loader.Loader {
 	t.Helper()
-	r, err := shard.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	src, err := loader.NewSource(r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sched, err := epoch.ParseSchedule(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := loader.New(src, loader.Config{Seed: seed, Schedule: sched, Workers: workers, BatchSize: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return fixture.Loader(t, dir, nil, pol, loader.Config{Seed: seed, Workers: workers, BatchSize: 16})
 }
 
 // serve starts a server on a real socket in a temp folder.

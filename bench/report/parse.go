@@ -203,29 +203,22 @@ func (p *pyResults) get(name string) (pyRow, bool) {
 	return r, ok
 }
 
-// readResult reads the "RESULT k=v ..." line of a shell benchmark.
+// readResult reads the first "RESULT k=v ..." line of a shell benchmark,
+// every value a number.
 func readResult(path string) (map[string]float64, error) {
-	b, err := os.ReadFile(path)
+	lines, err := readResultLines(path)
 	if err != nil {
 		return nil, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "RESULT ")
-		if !ok {
-			continue
+	out := map[string]float64{}
+	for k, v := range lines[0] {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s=%s: %w", path, k, v, err)
 		}
-		out := map[string]float64{}
-		for kv := range strings.FieldsSeq(rest) {
-			k, v, _ := strings.Cut(kv, "=")
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", path, kv, err)
-			}
-			out[k] = x
-		}
-		return out, nil
+		out[k] = x
 	}
-	return nil, fmt.Errorf("%s: no RESULT line", path)
+	return out, nil
 }
 
 // readResultLines reads every "RESULT k=v ..." line of a shell benchmark,
