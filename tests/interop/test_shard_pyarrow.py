@@ -4,6 +4,7 @@ the schema documented in docs/format.md.
 The test builds shardconv, converts the tiny fixture and a synthetic
 COLLAB-shaped dataset (zstd and lz4), and reads every shard with pyarrow.
 """
+import hashlib
 import json
 import os
 import pathlib
@@ -59,18 +60,50 @@ def expected_schema(manifest):
     return pa.schema(fields)
 
 
+def go_compact_json(doc):
+    """Compact JSON as Go's encoding/json writes it (keys in document order,
+    <, >, & and U+2028/9 escaped, other non-ASCII as is)."""
+    s = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        s = s.replace(ch, esc)
+    return s.encode()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), bitwise: slow but independent of the Go code."""
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
 def check_folder(out):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["format"] == "augloader-shards"
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
+    # The seal (docs/format.md): SHA-256 of the compact manifest without
+    # its checksum field.
+    unsealed = {k: v for k, v in manifest.items() if k != "checksum"}
+    want_seal = "sha256:" + hashlib.sha256(go_compact_json(unsealed)).hexdigest()
+    assert manifest["checksum"] == want_seal
     want = expected_schema(manifest)
     graphs = nodes = edges = 0
     for info in manifest["shards"]:
+        data = (out / info["file"]).read_bytes()
+        assert len(data) == info["bytes"]
+        assert f"{crc32c(data):08x}" == info["crc32c"]
         with pa.memory_map(str(out / info["file"])) as src:
             reader = ipc.open_file(src)
             assert reader.schema.equals(want), f"{reader.schema} != {want}"
             md = {k.decode(): v.decode() for k, v in reader.schema.metadata.items()}
-            assert md["augloader.format_version"] == "1"
+            assert md["augloader.format_version"] == str(manifest["format_version"])
             assert md["augloader.feature_kind"] == manifest["features"]["kind"]
             assert md["augloader.feature_dim"] == str(manifest["features"]["dim"])
             assert reader.num_record_batches == len(info["batches"])
