@@ -155,3 +155,35 @@ func TestLoadNeedsCommands(t *testing.T) {
 		t.Errorf("want an error pointing at make bench, got %v", err)
 	}
 }
+
+// The conversion section: one row per compression, each with its phase
+// split, and compression's cost worked out from the zstd and none rows.
+func TestConvertSection(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "convert\tbash bench/convert_collab.sh\n",
+		"convert.txt": "noise\nRESULT bytes=400000000 a_lines=25000000 wc_s=0.1 convert_s=2.0 read_s=1.2 write_s=0.8 " +
+			"lz4_s=1.7 lz4_read_s=1.2 lz4_write_s=0.5 none_s=1.5 none_read_s=1.2 none_write_s=0.3 rss_kib=262144\n",
+	})
+	pg, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.docs = t.TempDir()
+	var buf bytes.Buffer
+	if err := pg.write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		"zstd — the default, fsync, SHA-256 of the sources) | 2.000 s | 1.200 s | 0.800 s | 200 MB/s | 20× `wc -l` |",
+		"| `shardconv convert --compression lz4` | 1.700 s | 1.200 s | 0.500 s |",
+		"| `shardconv convert --compression none` | 1.500 s | 1.200 s | 0.300 s | 267 MB/s | 15× `wc -l` |",
+		"Compression costs 0.500 s of phase two",
+		"Uncompressed, conversion is still 15× `wc -l`",
+		"20.0× (2.000 s vs 0.100 s), 256 MiB | **not met**",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

@@ -88,8 +88,9 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 		secs := res.Elapsed.Seconds()
 		fmt.Fprintf(os.Stderr, "%s: %d graphs, %d nodes, %d edges, %d classes, features %s×%d → %d shard(s) in %s\n",
 			m.Dataset, m.Stats.Graphs, m.Stats.Nodes, m.Stats.Edges, m.Classes, m.Features.Kind, m.Features.Dim, len(m.Shards), out)
-		fmt.Fprintf(os.Stderr, "dropped %d self-loops and %d duplicate entries; read %.1f MB in %.2fs (%.0f MB/s)\n",
-			m.Stats.SelfLoopsDropped, m.Stats.DuplicateEdgesDropped, float64(res.InputBytes)/1e6, secs, float64(res.InputBytes)/1e6/secs)
+		fmt.Fprintf(os.Stderr, "dropped %d self-loops and %d duplicate entries; read %.1f MB in %.2fs (%.0f MB/s): %.2fs reading and canonicalising the graphs, %.2fs writing the shards after them\n",
+			m.Stats.SelfLoopsDropped, m.Stats.DuplicateEdgesDropped, float64(res.InputBytes)/1e6, secs, float64(res.InputBytes)/1e6/secs,
+			res.ReadElapsed.Seconds(), (res.Elapsed - res.ReadElapsed).Seconds())
 	}
 	return res, nil
 }

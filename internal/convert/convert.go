@@ -36,6 +36,10 @@ type Result struct {
 	Manifest   *shard.Manifest
 	InputBytes int64 // bytes of the source files read
 	Elapsed    time.Duration
+	// ReadElapsed is the part of Elapsed until every graph was read,
+	// canonicalised and handed to the writer (with degree features, the
+	// shards are written only after it; otherwise alongside it).
+	ReadElapsed time.Duration
 }
 
 // Run converts Input into Out. On any error Out is untouched (the temporary
@@ -68,9 +72,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	log.Info("loaded dataset", "name", ds.Name, "graphs", ds.NumGraphs, "nodes", ds.NumNodes, "features", ds.FeatureKind)
 
-	var man *shard.Manifest
+	var (
+		man      *shard.Manifest
+		readDone time.Time
+	)
 	for _, buffered := range []bool{false, true} {
-		man, _, err = write(ctx, o, ds, buffered)
+		man, readDone, err = write(ctx, o, ds, buffered)
 		if !errors.Is(err, tu.ErrUnordered) {
 			break
 		}
@@ -79,14 +86,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Manifest: man, Elapsed: time.Since(start)}
+	res := &Result{Manifest: man, Elapsed: time.Since(start), ReadElapsed: readDone.Sub(start)}
 	for _, s := range man.Sources {
 		res.InputBytes += s.Bytes
 	}
 	return res, nil
 }
 
-func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shard.Manifest, tu.EdgeStats, error) {
+// write converts ds into o.Out and returns the manifest and when the last
+// graph had been read.
+func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shard.Manifest, time.Time, error) {
 	wo := shard.WriterOptions{
 		Dataset: ds.Name, FeatureKind: ds.FeatureKind, FeatureDim: ds.FeatureDim,
 		EdgeLabels: ds.HasEdgeLabels, Compression: o.Compression, ShardBytes: o.ShardBytes, Force: o.Force,
@@ -98,10 +107,11 @@ func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shar
 		Features:     shard.Features{LabelMin: ds.LabelMin},
 	}
 	var (
-		w    *shard.Writer
-		st   tu.EdgeStats
-		err  error
-		done int
+		w        *shard.Writer
+		st       tu.EdgeStats
+		err      error
+		done     int
+		readDone time.Time
 	)
 	progress := func() {
 		done++
@@ -117,13 +127,14 @@ func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shar
 			all.add(g)
 			return nil
 		})
+		readDone = time.Now()
 		if err != nil {
-			return nil, st, err
+			return nil, readDone, err
 		}
 		m.Features.Degrees = all.degreeCodes()
 		wo.FeatureDim = len(m.Features.Degrees)
 		if w, err = shard.NewWriter(o.Out, wo); err != nil {
-			return nil, st, err
+			return nil, readDone, err
 		}
 		for i := range all.numNodes {
 			g := all.graph(i, ds.Labels[i])
@@ -134,7 +145,7 @@ func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shar
 		}
 	} else {
 		if w, err = shard.NewWriter(o.Out, wo); err != nil {
-			return nil, st, err
+			return nil, readDone, err
 		}
 		st, err = ds.Graphs(ctx, buffered, func(g *shard.Graph) error {
 			if err := w.Append(g); err != nil {
@@ -143,10 +154,11 @@ func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shar
 			progress()
 			return nil
 		})
+		readDone = time.Now()
 	}
 	if err != nil {
 		w.Abort()
-		return nil, st, err
+		return nil, readDone, err
 	}
 	m.Stats = shard.Stats{
 		DirectedEntries:       st.DirectedEntries,
@@ -160,9 +172,9 @@ func write(ctx context.Context, o Options, ds *tu.Dataset, buffered bool) (*shar
 	man, err := w.Finish(m)
 	if err != nil {
 		w.Abort()
-		return nil, st, err
+		return nil, readDone, err
 	}
-	return man, st, nil
+	return man, readDone, nil
 }
 
 // collected holds every graph's canonical edges for degree features, one

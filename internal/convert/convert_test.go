@@ -22,6 +22,10 @@ func convertTo(t *testing.T, o Options) *shard.Manifest {
 	if err != nil {
 		t.Fatalf("convert %s: %v", o.Input, err)
 	}
+	// The summary line's phase split (bench/convert_collab.sh reads it).
+	if res.ReadElapsed <= 0 || res.ReadElapsed > res.Elapsed {
+		t.Errorf("convert %s: read phase %v outside (0, %v]", o.Input, res.ReadElapsed, res.Elapsed)
+	}
 	return res.Manifest
 }
 
