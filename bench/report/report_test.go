@@ -108,16 +108,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 {"name": "paired/pyg/dropout_edge/fastest", "epochs": 3, "s_per_epoch": [1.1, 1.2, 1.5], "best_s": 1.1, "median_s": 1.2, "graphs": 5000, "batches": 0, "bytes": 0, "config": "pyg/dropout_edge/workers=0"}
 `,
 	})
-	pg, err := load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg.docs = t.TempDir()
-	var buf bytes.Buffer
-	if err := pg.write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	page := buf.String()
+	page, docs := renderPage(t, dir)
 	for _, want := range []string{
 		// The paired rows, when present, decide the headline goal.
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
@@ -145,7 +136,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(pg.docs, "python-COLLAB.png")); err != nil {
+	if _, err := os.Stat(filepath.Join(docs, "python-COLLAB.png")); err != nil {
 		t.Errorf("figure: %v", err)
 	}
 }
@@ -164,16 +155,7 @@ func TestConvertSection(t *testing.T) {
 		"convert.txt": "noise\nRESULT bytes=400000000 a_lines=25000000 wc_s=0.1 convert_s=2.0 read_s=1.2 write_s=0.8 " +
 			"lz4_s=1.7 lz4_read_s=1.2 lz4_write_s=0.5 none_s=1.5 none_read_s=1.2 none_write_s=0.3 rss_kib=262144\n",
 	})
-	pg, err := load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg.docs = t.TempDir()
-	var buf bytes.Buffer
-	if err := pg.write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	page := buf.String()
+	page, _ := renderPage(t, dir)
 	for _, want := range []string{
 		"zstd — the default, fsync, SHA-256 of the sources) | 2.000 s | 1.200 s | 0.800 s | 200 MB/s | 20× `wc -l` |",
 		"| `shardconv convert --compression lz4` | 1.700 s | 1.200 s | 0.500 s |",
@@ -186,4 +168,20 @@ func TestConvertSection(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+}
+
+// renderPage writes the page for the bench outputs in dir and returns its
+// text and the temporary folder that received its PNGs.
+func renderPage(t *testing.T, dir string) (page, docs string) {
+	t.Helper()
+	pg, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.docs = t.TempDir()
+	var buf bytes.Buffer
+	if err := pg.write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String(), pg.docs
 }
