@@ -17,14 +17,44 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// batchSize returns a served batch's graphs, nodes and undirected edges.
-func batchSize(rec arrow.RecordBatch) (graphs, nodes, edges int) {
+// batchShape is a sent batch's size: graphs, nodes and undirected edges.
+type batchShape struct{ graphs, nodes, edges int }
+
+func shapeOf(rec arrow.RecordBatch) batchShape {
 	s := rec.Schema()
+	b := batchShape{graphs: int(rec.NumRows())}
 	for _, v := range rec.Column(s.FieldIndices(wire.ColNumNodes)[0]).(*array.Int32).Int32Values() {
-		nodes += int(v)
+		b.nodes += int(v)
 	}
-	edges = rec.Column(s.FieldIndices(wire.ColEdgeSrc)[0]).(*array.List).ListValues().Len() / 2
-	return int(rec.NumRows()), nodes, edges
+	b.edges = rec.Column(s.FieldIndices(wire.ColEdgeSrc)[0]).(*array.List).ListValues().Len() / 2
+	return b
+}
+
+// sentShapes plans req, writes its stream and returns the plan and every
+// sent batch's shape.
+func sentShapes(t *testing.T, l *loader.Loader, req wire.Request) (*loader.Plan, []batchShape) {
+	t.Helper()
+	p, err := l.Plan(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := l.WriteStream(context.Background(), p, &buf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ipc.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var shapes []batchShape
+	for r.Next() {
+		shapes = append(shapes, shapeOf(r.RecordBatch()))
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return p, shapes
 }
 
 // Node and edge budgets hold for what is sent, augmented, for every op of
@@ -63,35 +93,22 @@ func TestBudgetsHold(t *testing.T) {
 					NodeBudget: c.budget.Nodes, EdgeBudget: c.budget.Edges}, nil)
 				var batches, over, flagged int
 				for e := range c.epochs {
-					p, err := l.Plan(wire.Request{Epoch: e, World: 1})
-					if err != nil {
-						t.Fatal(err)
-					}
+					p, shapes := sentShapes(t, l, wire.Request{Epoch: e, World: 1})
 					flaggedSet := map[int]bool{}
 					for _, b := range p.OverBudget {
 						flaggedSet[b] = true
 					}
 					flagged += len(p.OverBudget)
-					var buf bytes.Buffer
-					if _, err := l.WriteStream(context.Background(), p, &buf); err != nil {
-						t.Fatal(err)
-					}
-					r, err := ipc.NewReader(&buf)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for i := 0; r.Next(); i++ {
-						g, n, m := batchSize(r.RecordBatch())
+					for i, b := range shapes {
 						batches++
-						if c.budget.Over(n, m) {
+						if c.budget.Over(b.nodes, b.edges) {
 							over++
-							if g != 1 || !flaggedSet[i] {
+							if b.graphs != 1 || !flaggedSet[i] {
 								t.Fatalf("%s epoch %d batch %d: %d graphs, %d nodes, %d edges over the budget %+v (flagged %v)",
-									name, e, i, g, n, m, c.budget, flaggedSet[i])
+									name, e, i, b.graphs, b.nodes, b.edges, c.budget, flaggedSet[i])
 							}
 						}
 					}
-					r.Release()
 				}
 				t.Logf("%-12s %4d batches, %d over the budget (single graphs, flagged), %d flagged", name, batches, over, flagged)
 				if c.flagged && flagged == 0 {
@@ -111,28 +128,13 @@ func TestBudgetsHoldFixedEpochs(t *testing.T) {
 	l := newLoader(t, dir, loader.Config{Schedule: sched, Workers: 2, BatchSize: 64, NodeBudget: 150, EdgeBudget: 160}, nil)
 	budget := epoch.Budget{Nodes: 150, Edges: 160}
 	for e := range uint64(4) {
-		p, err := l.Plan(wire.Request{Epoch: e, World: 1, BatchesPerEpoch: 9})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if _, err := l.WriteStream(context.Background(), p, &buf); err != nil {
-			t.Fatal(err)
-		}
-		r, err := ipc.NewReader(&buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for r.Next() {
-			g, nodes, edges := batchSize(r.RecordBatch())
-			if budget.Over(nodes, edges) && g != 1 {
-				t.Fatalf("epoch %d batch %d: %d graphs, %d nodes, %d edges over %+v", e, n, g, nodes, edges, budget)
+		_, shapes := sentShapes(t, l, wire.Request{Epoch: e, World: 1, BatchesPerEpoch: 9})
+		for n, b := range shapes {
+			if budget.Over(b.nodes, b.edges) && b.graphs != 1 {
+				t.Fatalf("epoch %d batch %d: %d graphs, %d nodes, %d edges over %+v", e, n, b.graphs, b.nodes, b.edges, budget)
 			}
-			n++
 		}
-		r.Release()
-		if n != 9 {
+		if n := len(shapes); n != 9 {
 			t.Fatalf("epoch %d: %d batches", e, n)
 		}
 	}

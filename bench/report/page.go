@@ -323,28 +323,23 @@ func (pg *page) writeConvert(w *bytes.Buffer) {
 		"`../shared/datasets/tu/COLLAB/COLLAB_tu.tar.xz` (derived TU text, see its PROVENANCE), %s bytes of input, "+
 		"%s lines in `A.txt`; degree features (369). %s\n\n", pg.command("convert"), fnum(c["bytes"]), fnum(c["a_lines"]), pg.machineLine())
 	mb := c["bytes"] / 1e6
-	_, split := c["read_s"]
 	fmt.Fprintf(w, "| step | time | reading the graphs | writing the shards after them | input rate | ratio |\n|---|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(w, "| `wc -l COLLAB_A.txt` (the machine's line-scanning limit) | %s s | | | %s | 1× |\n", fs(c["wc_s"]), gbs(mb/c["wc_s"]))
-	row := func(what, key string) {
-		t, ok := c[key+"_s"]
+	// row: one conversion, its total and (when the run has them) its phases.
+	row := func(what, total, read, write string) {
+		t, ok := c[total]
 		if !ok {
 			return
 		}
 		rd, wr := "", ""
-		if r, ok := c[key+"_read_s"]; ok {
-			rd, wr = fs(r)+" s", fs(c[key+"_write_s"])+" s"
+		if r, ok := c[read]; ok {
+			rd, wr = fs(r)+" s", fs(c[write])+" s"
 		}
 		fmt.Fprintf(w, "| %s | %s s | %s | %s | %s | %s `wc -l` |\n", what, fs(t), rd, wr, mbsStr(mb/t), fx(t/c["wc_s"]))
 	}
-	// The zstd row's keys are convert_s, read_s and write_s.
-	c["zstd_s"] = c["convert_s"]
-	if r, ok := c["read_s"]; ok {
-		c["zstd_read_s"], c["zstd_write_s"] = r, c["write_s"]
-	}
-	row("`shardconv convert` (parse, canonicalise, degree codes, zstd — the default, fsync, SHA-256 of the sources)", "zstd")
-	row("`shardconv convert --compression lz4`", "lz4")
-	row("`shardconv convert --compression none`", "none")
+	row("`shardconv convert` (parse, canonicalise, degree codes, zstd — the default, fsync, SHA-256 of the sources)", "convert_s", "read_s", "write_s")
+	row("`shardconv convert --compression lz4`", "lz4_s", "lz4_read_s", "lz4_write_s")
+	row("`shardconv convert --compression none`", "none_s", "none_read_s", "none_write_s")
 	if r, ok := pg.py.get("pyg/read_tu_data"); ok {
 		fmt.Fprintf(w, "| peer: PyG's `read_tu_data` on the same folder (into memory, no files written; one run) | %s s | | | %s | %s `wc -l` |\n",
 			fs(r.Best), mbsStr(mb/r.Best), fx(r.Best/c["wc_s"]))
@@ -354,17 +349,18 @@ func (pg *page) writeConvert(w *bytes.Buffer) {
 		"for the fastest run of each). Phase one parses `A.txt` eight bytes at a time on one goroutine while another canonicalises "+
 		"each graph's edges (two counting-sort passes) and a third hashes the sources (SHA-256, SHA-NI); phase two writes the shards.",
 		c["rss_kib"]/1024)
-	if split {
-		if _, ok := c["none_s"]; ok {
-			fmt.Fprintf(w, " Compression costs %s s of phase two here (zstd's row less uncompressed's): arrow-go's IPC writer compresses "+
-				"a record batch's buffers concurrently but one batch at a time, and the edge buffer dominates every batch, so zstd, at "+
-				"arrow-go's fixed default level, runs on about one core. Uncompressed, conversion is still %s `wc -l`: phase one's "+
-				"parsing goroutine is the critical path. The 12× goal needs both phases changed: `A.txt` parsed in chunks on every core, "+
-				"and the shards' edge buffers compressed while phase one runs (an IPC encoder of our own; arrow-go exposes neither the "+
-				"level nor its payload-level file writer). Neither is done yet. A CPU profile: "+
-				"`go test -run XXX -bench ConvertCOLLAB -cpuprofile cpu.out ./internal/convert`.",
-				fs(c["write_s"]-c["none_write_s"]), fx(c["none_s"]/c["wc_s"]))
-		}
+	// Compression's cost and the critical path, when the run has each
+	// compression's phase split.
+	_, split := c["read_s"]
+	if _, none := c["none_write_s"]; split && none {
+		fmt.Fprintf(w, " Compression costs %s s of phase two here (zstd's row less uncompressed's): arrow-go's IPC writer compresses "+
+			"a record batch's buffers concurrently but one batch at a time, and the edge buffer dominates every batch, so zstd, at "+
+			"arrow-go's fixed default level, runs on about one core. Uncompressed, conversion is still %s `wc -l`: phase one's "+
+			"parsing goroutine is the critical path. The 12× goal needs both phases changed: `A.txt` parsed in chunks on every core, "+
+			"and the shards' edge buffers compressed while phase one runs (an IPC encoder of our own; arrow-go exposes neither the "+
+			"level nor its payload-level file writer). Neither is done yet. A CPU profile: "+
+			"`go test -run XXX -bench ConvertCOLLAB -cpuprofile cpu.out ./internal/convert`.",
+			fs(c["write_s"]-c["none_write_s"]), fx(c["none_s"]/c["wc_s"]))
 	}
 	w.WriteString("\n\n")
 }

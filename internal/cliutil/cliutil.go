@@ -114,28 +114,22 @@ func takesValue(cmd *cli.Command, name string) bool {
 // IntRange is an IntFlag Action refusing values outside [lo, hi], naming
 // the flag and the range (hi < lo: no upper bound).
 func IntRange(name string, lo, hi int) func(*cli.Context, int) error {
-	return func(_ *cli.Context, v int) error {
-		if v < lo || (hi >= lo && v > hi) {
-			if hi < lo {
-				return fmt.Errorf("--%s %d: want an integer ≥ %d", name, v, lo)
-			}
-			return fmt.Errorf("--%s %d: want %d..%d", name, v, lo, hi)
-		}
-		return nil
-	}
+	return func(_ *cli.Context, v int) error { return inRange(name, v, lo, hi) }
 }
 
 // Int64Range is IntRange for Int64Flags.
 func Int64Range(name string, lo, hi int64) func(*cli.Context, int64) error {
-	return func(_ *cli.Context, v int64) error {
-		if v < lo || (hi >= lo && v > hi) {
-			if hi < lo {
-				return fmt.Errorf("--%s %d: want an integer ≥ %d", name, v, lo)
-			}
-			return fmt.Errorf("--%s %d: want %d..%d", name, v, lo, hi)
+	return func(_ *cli.Context, v int64) error { return inRange(name, v, lo, hi) }
+}
+
+func inRange[T int | int64](name string, v, lo, hi T) error {
+	if v < lo || (hi >= lo && v > hi) {
+		if hi < lo {
+			return fmt.Errorf("--%s %d: want an integer ≥ %d", name, v, lo)
 		}
-		return nil
+		return fmt.Errorf("--%s %d: want %d..%d", name, v, lo, hi)
 	}
+	return nil
 }
 
 // OneOf is a StringFlag Action refusing values outside choices.

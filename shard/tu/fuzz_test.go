@@ -59,6 +59,21 @@ func FuzzTUFiles(f *testing.F) {
 	})
 }
 
+// parseFile writes data as a file called name and, if it opens as a
+// dataset, parses all of it (parseAll).
+func parseFile(t *testing.T, name string, data []byte) {
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := tu.Open(p, tu.OpenOptions{})
+	if err != nil {
+		return
+	}
+	defer src.Close()
+	parseAll(t, src)
+}
+
 // FuzzZipSource: any bytes given as a .zip are rejected cleanly or read.
 func FuzzZipSource(f *testing.F) {
 	var buf bytes.Buffer
@@ -70,16 +85,7 @@ func FuzzZipSource(f *testing.F) {
 	zw.Close()
 	f.Add(buf.Bytes())
 	f.Add([]byte("PK\x03\x04garbage"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		p := filepath.Join(t.TempDir(), "in.zip")
-		os.WriteFile(p, data, 0o644)
-		src, err := tu.OpenSource(p, "")
-		if err != nil {
-			return
-		}
-		defer src.Close()
-		parseAll(t, src)
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { parseFile(t, "in.zip", data) })
 }
 
 // FuzzGIN: any bytes given as a GIN text file are rejected cleanly (a
@@ -90,16 +96,7 @@ func FuzzGIN(f *testing.F) {
 	f.Add([]byte("1\n2 0\n0 1 1\n0 1 0\n"))
 	f.Add([]byte("2\n1 0\n0 0\n"))
 	f.Add([]byte("1\n1 5\n0 0 0.5 x\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		p := filepath.Join(t.TempDir(), "G.txt")
-		os.WriteFile(p, data, 0o644)
-		src, err := tu.Open(p, tu.OpenOptions{})
-		if err != nil {
-			return
-		}
-		defer src.Close()
-		parseAll(t, src)
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { parseFile(t, "G.txt", data) })
 }
 
 // FuzzTarSource: any bytes given as an archive (the container is sniffed)

@@ -33,12 +33,21 @@ def shared_or_skip(*parts):
 
 
 @pytest.fixture(scope="session")
-def synth_shards(bins, tmp_path_factory):
-    d = tmp_path_factory.mktemp("synth")
-    subprocess.run([bins / "shardconv", "synth", "--like", "COLLAB", "--graphs", "80", "--seed", "2", "--out", d / "tu"],
-                   check=True, capture_output=True)
-    subprocess.run([bins / "shardconv", "convert", "-q", "-i", d / "tu", "-o", d / "shards"], check=True)
-    return d / "shards"
+def make_synth_shards(bins, tmp_path_factory):
+    """Returns a function that synthesizes a COLLAB-shaped dataset of the
+    given size and seed, converts it, and returns the shard folder."""
+    def make(graphs, seed):
+        d = tmp_path_factory.mktemp(f"synth{graphs}")
+        subprocess.run([bins / "shardconv", "synth", "--like", "COLLAB", "--graphs", str(graphs), "--seed", str(seed),
+                        "--out", d / "tu"], check=True, capture_output=True)
+        subprocess.run([bins / "shardconv", "convert", "-q", "-i", d / "tu", "-o", d / "shards"], check=True)
+        return d / "shards"
+    return make
+
+
+@pytest.fixture(scope="session")
+def synth_shards(make_synth_shards):
+    return make_synth_shards(80, 2)
 
 
 @pytest.fixture(scope="session")

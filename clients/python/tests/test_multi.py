@@ -13,12 +13,8 @@ from augloader._multi import ConfigMismatch
 
 
 @pytest.fixture(scope="module")
-def big_shards(bins, tmp_path_factory):
-    d = tmp_path_factory.mktemp("big")
-    subprocess.run([bins / "shardconv", "synth", "--like", "COLLAB", "--graphs", "600", "--seed", "9", "--out", d / "tu"],
-                   check=True, capture_output=True)
-    subprocess.run([bins / "shardconv", "convert", "-q", "-i", d / "tu", "-o", d / "shards"], check=True)
-    return d / "shards"
+def big_shards(make_synth_shards):
+    return make_synth_shards(600, 9)
 
 
 def start(bins, shards, seed=1, flight=False):
