@@ -3,8 +3,8 @@
 # .tar.xz once to a temporary folder, warms the page cache, times `wc -l`
 # and `shardconv convert` on the same files (best of 5 with zstd, the
 # default; best of 3 with lz4 and with none), and reports input MB/s, peak
-# RSS, the ratio to wc -l and each run's split between reading the graphs
-# and writing the shards.
+# RSS and CPU time, the ratio to wc -l and each run's split between
+# reading the graphs and writing the shards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=../shared/datasets/tu/COLLAB/COLLAB_tu.tar.xz
@@ -40,13 +40,15 @@ conv() {
 read -r conv_s read_s write_s <<<"$(conv zstd 5)"
 read -r lz4_s lz4_read_s lz4_write_s <<<"$(conv lz4 3)"
 read -r none_s none_read_s none_write_s <<<"$(conv none 3)"
-rss=$( { /usr/bin/time -f '%M' bin/shardconv convert -q -i "$IN" -o "$TMP/out2"; } 2>&1 | tail -1)
+# One more run for peak RSS and the CPU time it took (user + system).
+read -r rss cpu_s <<<"$( { /usr/bin/time -f '%M %U %S' bin/shardconv convert -q -i "$IN" -o "$TMP/out2"; } 2>&1 | tail -1 | awk '{print $1, $2 + $3}')"
+cores=$(nproc)
 echo "COLLAB input: $bytes bytes"
 printf 'wc -l A.txt:        %.3f s\n' "$wc_s"
 printf 'shardconv convert:  %.3f s  (%.0f MB/s of input, %.1fx wc -l; %.2f s reading the graphs, %.2f s writing the shards)\n' "$conv_s" "$(echo "$bytes/1000000/$conv_s" | bc -l)" "$(echo "$conv_s/$wc_s" | bc -l)" "$read_s" "$write_s"
 printf '  --compression lz4:  %.3f s  (%.2f s + %.2f s)\n' "$lz4_s" "$lz4_read_s" "$lz4_write_s"
 printf '  --compression none: %.3f s  (%.2f s + %.2f s)\n' "$none_s" "$none_read_s" "$none_write_s"
-echo "peak RSS:           $((rss / 1024)) MiB"
+echo "peak RSS:           $((rss / 1024)) MiB; CPU time $cpu_s s on $cores cores"
 lines=$(wc -l < "$IN/COLLAB_A.txt")
 # One machine-readable line for bench/report.
-echo "RESULT bytes=$bytes a_lines=$lines wc_s=$wc_s convert_s=$conv_s read_s=$read_s write_s=$write_s lz4_s=$lz4_s lz4_read_s=$lz4_read_s lz4_write_s=$lz4_write_s none_s=$none_s none_read_s=$none_read_s none_write_s=$none_write_s rss_kib=$rss"
+echo "RESULT bytes=$bytes a_lines=$lines wc_s=$wc_s convert_s=$conv_s read_s=$read_s write_s=$write_s lz4_s=$lz4_s lz4_read_s=$lz4_read_s lz4_write_s=$lz4_write_s none_s=$none_s none_read_s=$none_read_s none_write_s=$none_write_s rss_kib=$rss cpu_s=$cpu_s cores=$cores"

@@ -84,7 +84,10 @@ func (o *WriterOptions) withDefaults() WriterOptions {
 
 // Writer writes a shard folder. It writes into a temporary folder beside the
 // destination and renames it into place in Finish, so a crash or an error
-// never leaves a folder that looks complete. Not safe for concurrent use.
+// never leaves a folder that looks complete. Not safe for concurrent use;
+// it compresses up to GOMAXPROCS record batches at once on goroutines of
+// its own and writes them in order, each shard byte for byte the file that
+// arrow-go's ipc.FileWriter writes (ipcFile).
 type Writer struct {
 	out, tmp string
 	td       *iox.TempDir
@@ -100,18 +103,14 @@ type Writer struct {
 	bw   *bufio.Writer
 	crc  hash.Hash32
 	cnt  iox.CountingWriter
-	ipcw *ipc.FileWriter
+	ipcf *ipcFile
 	cur  ShardInfo
 
-	// Pending record batch, reused across batches.
-	ids                []int64
-	labels, nnodes     []int32
-	edgeOff, featOff   []int32
-	elOff              []int32
-	edgeVals, codeVals []int32
-	elVals             []int32
-	xVals              []float32
-	pendingValues      int
+	// The batch being filled, batches being encoded (oldest first; written
+	// in that order) and buffers free for reuse.
+	b        *batchBuf
+	inflight []*encodeJob
+	free     []*batchBuf
 
 	seen []int64 // seen[v] == graph id + 1 when node v has an edge (isolated-node count)
 }
@@ -140,20 +139,54 @@ func NewWriter(out string, opts WriterOptions) (*Writer, error) {
 		out: out, tmp: td.Path, td: td, opts: o,
 		schema: Schema(o.Dataset, o.FeatureKind, o.FeatureDim, o.EdgeLabels),
 	}
-	w.resetBatch()
+	w.newBatch()
 	return w, nil
 }
 
 // TempDir is the folder being written (removed by Abort, renamed by Finish).
 func (w *Writer) TempDir() string { return w.tmp }
 
-func (w *Writer) resetBatch() {
-	w.ids, w.labels, w.nnodes = w.ids[:0], w.labels[:0], w.nnodes[:0]
-	w.edgeOff = append(w.edgeOff[:0], 0)
-	w.featOff = append(w.featOff[:0], 0)
-	w.elOff = append(w.elOff[:0], 0)
-	w.edgeVals, w.codeVals, w.elVals, w.xVals = w.edgeVals[:0], w.codeVals[:0], w.elVals[:0], w.xVals[:0]
-	w.pendingValues = 0
+// batchBuf is one record batch's columns while they are filled and then
+// encoded; its slices are reused once the batch is written.
+type batchBuf struct {
+	firstID            int64
+	ids                []int64
+	labels, nnodes     []int32
+	edgeOff, featOff   []int32
+	elOff              []int32
+	edgeVals, codeVals []int32
+	elVals             []int32
+	xVals              []float32
+	values             int   // list values, for BatchValues
+	nodes, edges       int64 // for the shard's counts
+}
+
+func (b *batchBuf) reset(firstID int64) {
+	b.firstID = firstID
+	b.ids, b.labels, b.nnodes = b.ids[:0], b.labels[:0], b.nnodes[:0]
+	b.edgeOff = append(b.edgeOff[:0], 0)
+	b.featOff = append(b.featOff[:0], 0)
+	b.elOff = append(b.elOff[:0], 0)
+	b.edgeVals, b.codeVals, b.elVals, b.xVals = b.edgeVals[:0], b.codeVals[:0], b.elVals[:0], b.xVals[:0]
+	b.values, b.nodes, b.edges = 0, 0, 0
+}
+
+// newBatch starts the next batch in a free buffer, or in a new one as large
+// as the batch before (growing one from empty costs as much as filling it).
+func (w *Writer) newBatch() {
+	prev := w.b
+	if n := len(w.free); n > 0 {
+		w.b, w.free = w.free[n-1], w.free[:n-1]
+	} else {
+		w.b = &batchBuf{}
+		if prev != nil {
+			w.b.edgeVals = make([]int32, 0, cap(prev.edgeVals))
+			w.b.codeVals = make([]int32, 0, cap(prev.codeVals))
+			w.b.elVals = make([]int32, 0, cap(prev.elVals))
+			w.b.xVals = make([]float32, 0, cap(prev.xVals))
+		}
+	}
+	w.b.reset(w.next)
 }
 
 // Append adds the next graph. Graph ids must be 0, 1, 2, ... in order. The
@@ -181,31 +214,35 @@ func (w *Writer) Append(g *Graph) error {
 		return fmt.Errorf("shard: graph %d: %d edge labels for %d edges", g.ID, len(g.EdgeLabels), len(g.Edges)/2)
 	}
 	vals := len(g.Edges) + featLen + len(g.EdgeLabels)
-	if len(w.ids) > 0 && (len(w.ids) >= w.opts.BatchGraphs || w.pendingValues+vals > w.opts.BatchValues) {
+	b := w.b
+	if len(b.ids) > 0 && (len(b.ids) >= w.opts.BatchGraphs || b.values+vals > w.opts.BatchValues) {
 		if err := w.flushBatch(); err != nil {
 			return err
 		}
+		b = w.b
 	}
-	if int64(len(w.edgeVals))+int64(len(g.Edges)) > 1<<31-1 || int64(len(w.codeVals))+int64(len(g.X))+int64(len(g.Codes)) > 1<<31-1 {
+	if int64(len(b.edgeVals))+int64(len(g.Edges)) > 1<<31-1 || int64(len(b.codeVals))+int64(len(g.X))+int64(len(g.Codes)) > 1<<31-1 {
 		return fmt.Errorf("shard: graph %d is too large for one record batch", g.ID)
 	}
-	w.ids = append(w.ids, g.ID)
-	w.labels = append(w.labels, g.Label)
-	w.nnodes = append(w.nnodes, g.NumNodes)
-	w.edgeVals = append(w.edgeVals, g.Edges...)
-	w.edgeOff = append(w.edgeOff, int32(len(w.edgeVals)))
+	b.ids = append(b.ids, g.ID)
+	b.labels = append(b.labels, g.Label)
+	b.nnodes = append(b.nnodes, g.NumNodes)
+	b.edgeVals = appendDoubling(b.edgeVals, g.Edges)
+	b.edgeOff = append(b.edgeOff, int32(len(b.edgeVals)))
 	if w.opts.FeatureKind.Categorical() {
-		w.codeVals = append(w.codeVals, g.Codes...)
-		w.featOff = append(w.featOff, int32(len(w.codeVals)))
+		b.codeVals = appendDoubling(b.codeVals, g.Codes)
+		b.featOff = append(b.featOff, int32(len(b.codeVals)))
 	} else {
-		w.xVals = append(w.xVals, g.X...)
-		w.featOff = append(w.featOff, int32(len(w.xVals)))
+		b.xVals = appendDoubling(b.xVals, g.X)
+		b.featOff = append(b.featOff, int32(len(b.xVals)))
 	}
 	if w.opts.EdgeLabels {
-		w.elVals = append(w.elVals, g.EdgeLabels...)
-		w.elOff = append(w.elOff, int32(len(w.elVals)))
+		b.elVals = appendDoubling(b.elVals, g.EdgeLabels)
+		b.elOff = append(b.elOff, int32(len(b.elVals)))
 	}
-	w.pendingValues += vals
+	b.values += vals
+	b.nodes += int64(g.NumNodes)
+	b.edges += int64(g.NumEdges())
 	w.next++
 	w.stats.Graphs++
 	w.stats.Nodes += int64(g.NumNodes)
@@ -213,8 +250,6 @@ func (w *Writer) Append(g *Graph) error {
 	w.stats.MaxNodes = max(w.stats.MaxNodes, int64(g.NumNodes))
 	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(g.NumEdges()))
 	w.stats.IsolatedNodes += w.isolated(g)
-	w.cur.Nodes += int64(g.NumNodes)
-	w.cur.Edges += int64(g.NumEdges())
 	return nil
 }
 
@@ -235,7 +270,7 @@ func (w *Writer) isolated(g *Graph) int64 {
 	return int64(g.NumNodes) - touched
 }
 
-func (w *Writer) openShard() error {
+func (w *Writer) openShard(firstGraph int64) error {
 	name := fmt.Sprintf(ShardPattern, len(w.shards))
 	f, err := os.OpenFile(filepath.Join(w.tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -245,66 +280,128 @@ func (w *Writer) openShard() error {
 	w.crc = crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.crc), 1<<20)
 	w.cnt = iox.CountingWriter{W: w.bw}
-	opts := []ipc.Option{ipc.WithSchema(w.schema), ipc.WithAllocator(w.opts.Mem), ipc.WithCompressConcurrency(runtime.GOMAXPROCS(0))}
+	ipcf, err := newIPCFile(&w.cnt, w.schema, w.opts.Mem)
+	if err != nil {
+		return fmt.Errorf("shard: %s: %w", name, err)
+	}
+	w.ipcf = ipcf
+	w.cur = ShardInfo{File: name, FirstGraph: firstGraph}
+	return nil
+}
+
+// encodeJob is one batch being encoded and compressed on a goroutine of its
+// own; done is closed when p (or err) is ready.
+type encodeJob struct {
+	b    *batchBuf
+	done chan struct{}
+	p    ipc.Payload
+	err  error
+}
+
+// flushBatch hands the pending graphs over to be encoded as one record batch
+// beside the caller, and writes the oldest encoded batches once as many as
+// there are cores are under way.
+func (w *Writer) flushBatch() error {
+	if len(w.b.ids) == 0 {
+		return nil
+	}
+	j := &encodeJob{b: w.b, done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		rec := w.record(j.b)
+		defer rec.Release()
+		j.p, j.err = ipc.GetRecordBatchPayload(rec, w.encodeOptions()...)
+	}()
+	w.inflight = append(w.inflight, j)
+	w.newBatch()
+	for len(w.inflight) >= runtime.GOMAXPROCS(0) {
+		if err := w.writeOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Writer) encodeOptions() []ipc.Option {
+	opts := []ipc.Option{ipc.WithAllocator(w.opts.Mem), ipc.WithCompressConcurrency(runtime.GOMAXPROCS(0))}
 	switch w.opts.Compression {
 	case CompressZstd:
 		opts = append(opts, ipc.WithZstd())
 	case CompressLZ4:
 		opts = append(opts, ipc.WithLZ4())
 	}
-	ipcw, err := ipc.NewFileWriter(&w.cnt, opts...)
-	if err != nil {
-		return fmt.Errorf("shard: %s: %w", name, err)
-	}
-	w.ipcw = ipcw
-	w.cur = ShardInfo{File: name, FirstGraph: w.next - int64(len(w.ids))}
-	return nil
+	return opts
 }
 
-// flushBatch writes the pending graphs as one record batch, opening a shard
-// first if none is open and closing it when it reached the target size.
-func (w *Writer) flushBatch() error {
-	if len(w.ids) == 0 {
-		return nil
+// writeOldest waits for the oldest batch under way and writes it, opening a
+// shard first if none is open and closing it when it reached the target
+// size: batches land in shards exactly as if each had been written when it
+// was cut.
+func (w *Writer) writeOldest() error {
+	j := w.inflight[0]
+	w.inflight = w.inflight[1:]
+	<-j.done
+	defer func() {
+		j.p.Release()
+		w.free = append(w.free, j.b)
+	}()
+	if j.err != nil {
+		return fmt.Errorf("shard: encode graphs %d..%d: %w", j.b.firstID, j.b.firstID+int64(len(j.b.ids))-1, j.err)
 	}
-	if w.ipcw == nil {
-		nodes, edges := w.cur.Nodes, w.cur.Edges
-		if err := w.openShard(); err != nil {
+	if w.ipcf == nil {
+		if err := w.openShard(j.b.firstID); err != nil {
 			return err
 		}
-		w.cur.Nodes, w.cur.Edges = nodes, edges
 	}
-	rec := w.record()
-	err := w.ipcw.Write(rec)
-	rec.Release()
-	if err != nil {
+	if err := w.ipcf.writeBatch(&j.p); err != nil {
 		return fmt.Errorf("shard: write %s: %w", w.cur.File, err)
 	}
-	w.cur.NumGraphs += int64(len(w.ids))
-	w.cur.Batches = append(w.cur.Batches, int64(len(w.ids)))
-	w.resetBatch()
+	w.cur.NumGraphs += int64(len(j.b.ids))
+	w.cur.Batches = append(w.cur.Batches, int64(len(j.b.ids)))
+	w.cur.Nodes += j.b.nodes
+	w.cur.Edges += j.b.edges
 	if w.cnt.N >= w.opts.ShardBytes {
 		return w.closeShard()
 	}
 	return nil
 }
 
-// record wraps the pending slices as Arrow arrays without copying them.
-func (w *Writer) record() arrow.RecordBatch {
-	n := len(w.ids)
+// drain writes every batch under way; after an error it only waits for them.
+func (w *Writer) drain() error {
+	for len(w.inflight) > 0 {
+		if err := w.writeOldest(); err != nil {
+			w.discard()
+			return err
+		}
+	}
+	return nil
+}
+
+// discard waits for the batches under way and drops them.
+func (w *Writer) discard() {
+	for _, j := range w.inflight {
+		<-j.done
+		j.p.Release()
+	}
+	w.inflight = nil
+}
+
+// record wraps a batch's slices as Arrow arrays without copying them.
+func (w *Writer) record(b *batchBuf) arrow.RecordBatch {
+	n := len(b.ids)
 	cols := []arrow.Array{
-		arrowx.Primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(w.ids)),
-		arrowx.Primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(w.labels)),
-		arrowx.Primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(w.nnodes)),
-		arrowx.List(arrow.PrimitiveTypes.Int32, w.edgeOff, len(w.edgeVals), arrow.Int32Traits.CastToBytes(w.edgeVals)),
+		arrowx.Primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(b.ids)),
+		arrowx.Primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(b.labels)),
+		arrowx.Primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(b.nnodes)),
+		arrowx.List(arrow.PrimitiveTypes.Int32, b.edgeOff, len(b.edgeVals), arrow.Int32Traits.CastToBytes(b.edgeVals)),
 	}
 	if w.opts.FeatureKind.Categorical() {
-		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, w.featOff, len(w.codeVals), arrow.Int32Traits.CastToBytes(w.codeVals)))
+		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, b.featOff, len(b.codeVals), arrow.Int32Traits.CastToBytes(b.codeVals)))
 	} else {
-		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Float32, w.featOff, len(w.xVals), arrow.Float32Traits.CastToBytes(w.xVals)))
+		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Float32, b.featOff, len(b.xVals), arrow.Float32Traits.CastToBytes(b.xVals)))
 	}
 	if w.opts.EdgeLabels {
-		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, w.elOff, len(w.elVals), arrow.Int32Traits.CastToBytes(w.elVals)))
+		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, b.elOff, len(b.elVals), arrow.Int32Traits.CastToBytes(b.elVals)))
 	}
 	rec := array.NewRecordBatch(w.schema, cols, int64(n))
 	for _, c := range cols {
@@ -314,10 +411,10 @@ func (w *Writer) record() arrow.RecordBatch {
 }
 
 func (w *Writer) closeShard() error {
-	if w.ipcw == nil {
+	if w.ipcf == nil {
 		return nil
 	}
-	err := w.ipcw.Close()
+	err := w.ipcf.close()
 	if err == nil {
 		err = w.bw.Flush()
 	}
@@ -334,7 +431,7 @@ func (w *Writer) closeShard() error {
 	w.cur.CRC32C = fmt.Sprintf("%08x", w.crc.Sum32())
 	w.shards = append(w.shards, w.cur)
 	w.cur = ShardInfo{}
-	w.ipcw, w.file, w.bw = nil, nil, nil
+	w.ipcf, w.file, w.bw = nil, nil, nil
 	return nil
 }
 
@@ -343,6 +440,9 @@ func (w *Writer) closeShard() error {
 // into place. After Finish the Writer is done.
 func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 	if err := w.flushBatch(); err != nil {
+		return nil, err
+	}
+	if err := w.drain(); err != nil {
 		return nil, err
 	}
 	if err := w.closeShard(); err != nil {
@@ -377,9 +477,22 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 
 // Abort removes the temporary folder. Safe to call after Finish (no-op).
 func (w *Writer) Abort() {
+	w.discard()
 	if w.file != nil {
 		w.file.Close()
 		w.file = nil
 	}
 	w.td.Abort()
+}
+
+// appendDoubling is append for a batch's value slices, which grow to tens
+// of MiB: it doubles the capacity where append grows large slices by a
+// quarter, so filling a batch copies each value about once, not four times.
+func appendDoubling[T any](s, vals []T) []T {
+	if n := len(s) + len(vals); n > cap(s) {
+		t := make([]T, len(s), max(n, 2*cap(s), 1<<12))
+		copy(t, s)
+		s = t
+	}
+	return append(s, vals...)
 }

@@ -43,12 +43,13 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 	}
 	var st EdgeStats
 	fileA := d.src.FileName(SuffixA)
-	rc, err := d.src.Open(SuffixA)
+	rc, err := d.src.openHashed(SuffixA) // pairReader reads ahead
 	if err != nil {
 		return st, err
 	}
 	defer rc.Close()
-	la := newLineReader(rc, fileA)
+	la := newPairReader(rc, fileA, pairBlockSize)
+	defer la.close() // before rc.Close: it may be reading rc
 	var le *lineReader
 	if d.HasEdgeLabels {
 		rcl, err := d.src.Open(SuffixEdgeLabels)
@@ -85,37 +86,58 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		}
 		return st, err
 	}
+	var (
+		pairs []uint64 // a batch of lines from la
+		pi    int      // the next in pairs
+		// The graph the last entry fell in and its nodes [lo, hi): entries
+		// inside it skip the range checks and the graph lookups.
+		gLast  int
+		lo, hi int64
+	)
 	for {
 		if st.DirectedEntries&0xffff == 0 {
 			if err := ctx.Err(); err != nil {
 				return fail(err)
 			}
 		}
-		a, c, ok := la.fastPair()
-		if !ok {
-			b, err := la.next()
+		var a, c int64
+		if pi == len(pairs) {
+			pairs, pi = la.batch(), 0
+		}
+		if pi < len(pairs) {
+			a, c = int64(pairs[pi]>>32), int64(pairs[pi]&(1<<32-1))
+			pi++
+		} else {
+			b, err := la.seq.next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return fail(err)
 			}
+			var ok bool
 			if a, c, ok = pair(b); !ok {
-				if a, c, err = la.slowPair(b); err != nil {
+				if a, c, err = la.seq.slowPair(b); err != nil {
 					return fail(err)
 				}
 			}
 		}
 		st.DirectedEntries++
-		if a < 1 || a > n {
-			return fail(formatErr(fileA, la.line, 1, "node %d out of range 1..%d", a, n))
-		}
-		if c < 1 || c > n {
-			return fail(formatErr(fileA, la.line, 2, "node %d out of range 1..%d", c, n))
-		}
-		ga, gc := d.nodeGraph[a-1], d.nodeGraph[c-1]
-		if ga != gc {
-			return fail(formatErr(fileA, la.line, 0, "edge (%d, %d) joins graph %d and graph %d", a, c, ga+1, gc+1))
+		g := gLast
+		if uint64(a-1-lo) >= uint64(hi-lo) || uint64(c-1-lo) >= uint64(hi-lo) {
+			line := la.lineNo() - int64(len(pairs)-pi) // this entry's line
+			if a < 1 || a > n {
+				return fail(formatErr(fileA, line, 1, "node %d out of range 1..%d", a, n))
+			}
+			if c < 1 || c > n {
+				return fail(formatErr(fileA, line, 2, "node %d out of range 1..%d", c, n))
+			}
+			ga, gc := d.nodeGraph[a-1], d.nodeGraph[c-1]
+			if ga != gc {
+				return fail(formatErr(fileA, line, 0, "edge (%d, %d) joins graph %d and graph %d", a, c, ga+1, gc+1))
+			}
+			g = int(ga)
+			gLast, lo, hi = g, d.GraphStart[g], d.GraphStart[g+1]
 		}
 		var lab int32
 		if le != nil {
@@ -132,9 +154,7 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 			st.SelfLoops++
 			continue
 		}
-		g := int(ga)
-		start := d.GraphStart[g]
-		key := pack(a-1-start, c-1-start)
+		key := pack(a-1-lo, c-1-lo)
 		if buffered {
 			bufG = append(bufG, int32(g))
 			keys = append(keys, key)
@@ -143,12 +163,15 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 			}
 			continue
 		}
-		if g < cur {
-			return fail(fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, la.line, g+1, cur+1))
-		}
-		for ; cur < g; cur++ {
-			if err := pipe.endGraph(ctx); err != nil {
-				return fail(err)
+		if g != cur {
+			if g < cur {
+				line := la.lineNo() - int64(len(pairs)-pi)
+				return fail(fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, line, g+1, cur+1))
+			}
+			for ; cur < g; cur++ {
+				if err := pipe.endGraph(ctx); err != nil {
+					return fail(err)
+				}
 			}
 		}
 		pipe.add(key, lab)
@@ -354,7 +377,7 @@ func (e *emitter) emitBuffered(gs []int32, keys []entry, labels []int32, hasLabe
 // canon sorts a graph's entries by (u, v) in O(n + entries) with two stable
 // counting-sort passes, then merges duplicates. Buffers are reused.
 type canon struct {
-	cnt        []int32
+	cnt, cur   []int32
 	tmp        []entry
 	tmpL       []int32
 	sorted     []entry
@@ -370,6 +393,10 @@ func (c *canon) build(n int32, keys []entry, labels []int32, st *EdgeStats) ([]i
 		return c.edges, nil
 	}
 	withL := labels != nil
+	if !withL && c.presorted(n, keys, st) {
+		return c.edges, nil
+	}
+	c.edges = c.edges[:0]
 	c.tmp = grow(c.tmp, m)
 	c.sorted = grow(c.sorted, m)
 	if withL {
@@ -401,6 +428,84 @@ func (c *canon) build(n int32, keys []entry, labels []int32, st *EdgeStats) ([]i
 		return c.edges, nil
 	}
 	return c.edges, c.edgeLabels
+}
+
+// presorted is build's fast path for the layouts TU files use: every
+// undirected edge listed in both directions, lines sorted by (first,
+// second) or by (second, first). Then one direction's entries, in file
+// order, are already sorted by (u, v) (call them S) and the other's are
+// sorted by (v, u) (T). presorted checks that in one pass, writes S as the
+// edges, and checks that every entry of T is in S, walking each row of S
+// with a cursor (T visits a row's v in increasing order): O(n + entries)
+// with sequential writes instead of two scatters. Anything else (a
+// duplicate, an entry of T missing from S, another order) returns false
+// with the stats untouched and build takes the general path. Edge labels
+// always take the general path, which picks the label of the first listing.
+func (c *canon) presorted(n int32, keys []entry, st *EdgeStats) bool {
+	var (
+		lastUV, lastVU [2]uint64 // per direction
+		okUV, okVU     = [2]bool{true, true}, [2]bool{true, true}
+		count          [2]int
+	)
+	first := [2]bool{true, true}
+	for _, k := range keys {
+		d := k & 1
+		uv := k >> 1
+		vu := uv<<32 | uv>>32
+		if !first[d] {
+			okUV[d] = okUV[d] && uv > lastUV[d]
+			okVU[d] = okVU[d] && vu > lastVU[d]
+		}
+		first[d] = false
+		lastUV[d], lastVU[d] = uv, vu
+		count[d]++
+	}
+	// Both directions may qualify as S (a star, say); either may then fail.
+	for s := range entry(2) {
+		if okUV[s] && okVU[1-s] && c.presortedAs(n, keys, s, count[s]) {
+			st.Asymmetric += int64(count[s] - count[1-s])
+			return true
+		}
+	}
+	return false
+}
+
+// presortedAs writes the entries of direction s (S) as the edges and
+// reports whether every entry of the other direction (T) is among them.
+func (c *canon) presortedAs(n int32, keys []entry, s entry, size int) bool {
+	c.cnt = grow(c.cnt, int(n)+1)
+	c.cur = grow(c.cur, int(n)+1)
+	row, cur := c.cnt, c.cur
+	clear(row)
+	c.edges = grow(c.edges, 2*size)
+	i := 0
+	for _, k := range keys {
+		if k&1 == s {
+			u, v := int32(k>>33), int32(k>>1&(1<<32-1))
+			c.edges[i], c.edges[i+1] = u, v
+			i += 2
+			row[u+1]++
+		}
+	}
+	for u := int32(0); u < n; u++ {
+		row[u+1] += row[u]
+	}
+	copy(cur, row)
+	for _, k := range keys {
+		if k&1 == s {
+			continue
+		}
+		u, v := k>>33, int32(k>>1&(1<<32-1))
+		p, end := cur[u], row[u+1]
+		for p < end && c.edges[2*p+1] < v {
+			p++
+		}
+		if p == end || c.edges[2*p+1] != v {
+			return false
+		}
+		cur[u] = p + 1
+	}
+	return true
 }
 
 func (c *canon) countingPass(n int32, src []entry, srcL []int32, dst []entry, dstL []int32, shift uint, withL bool) {

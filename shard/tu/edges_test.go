@@ -13,16 +13,24 @@ import (
 	"github.com/augloader/augloader/shard/tu"
 )
 
-// chain writes a TU folder of n path graphs of 4 nodes each.
-func chain(t *testing.T, n int) *tu.Dataset {
+// chain writes a TU folder of n path graphs of 4 nodes each, listing the
+// graphs in the given order (nil: in id order).
+func chain(t *testing.T, n int, order ...int) *tu.Dataset {
 	t.Helper()
 	dir := t.TempDir()
 	var a, ind, lab strings.Builder
-	for g := range n {
+	if order == nil {
+		for g := range n {
+			order = append(order, g)
+		}
+	}
+	for _, g := range order {
 		base := 4*g + 1
 		for v := range 3 {
 			fmt.Fprintf(&a, "%d, %d\n%d, %d\n", base+v, base+v+1, base+v+1, base+v)
 		}
+	}
+	for g := range n {
 		for range 4 {
 			fmt.Fprintf(&ind, "%d\n", g+1)
 		}
@@ -86,5 +94,31 @@ func TestGraphsOrderAndStop(t *testing.T) {
 	cancel()
 	if _, err := ds.Graphs(ctx, false, func(*shard.Graph) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// A file that goes back to an earlier graph stops the streaming read with
+// ErrUnordered naming the line; the buffered read accepts it and gives
+// every graph in id order.
+func TestGraphsUnordered(t *testing.T) {
+	ds := chain(t, 500, append([]int{0, 1, 2, 4, 3}, func() (o []int) {
+		for g := 5; g < 500; g++ {
+			o = append(o, g)
+		}
+		return o
+	}()...)...)
+	_, err := ds.Graphs(context.Background(), false, func(*shard.Graph) error { return nil })
+	if !errors.Is(err, tu.ErrUnordered) || !strings.Contains(err.Error(), "C_A.txt:25 lists graph 4 after graph 5") {
+		t.Fatalf("streaming: %v", err)
+	}
+	var ids []int64
+	if _, err := ds.Graphs(context.Background(), true, func(g *shard.Graph) error {
+		ids = append(ids, g.ID)
+		if len(g.Edges) != 6 {
+			return fmt.Errorf("graph %d: %d edges", g.ID, len(g.Edges)/2)
+		}
+		return nil
+	}); err != nil || len(ids) != 500 || ids[3] != 3 || ids[499] != 499 {
+		t.Fatalf("buffered: %d graphs, %v", len(ids), err)
 	}
 }

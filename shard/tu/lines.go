@@ -22,7 +22,7 @@ type lineReader struct {
 	line   int64
 	blanks int64 // blank lines seen and not yet followed by content
 
-	// fastPair's window of the buffer, and how much of it it consumed.
+	// fastPairs' window of the buffer, and how much of it it consumed.
 	win  []byte
 	used int
 }
@@ -64,16 +64,18 @@ func (l *lineReader) next() ([]byte, error) {
 	}
 }
 
-// fastPair parses the next line in place when it is a plain "a, b" pair
-// (pair's syntax) ending in '\n' inside the buffered bytes — nearly every
-// line of an A file — counting it as next would, without next's per-line
-// machinery: lines are cut from a window of the buffer that is handed back
-// (Discard) only when fastPair runs dry or next is called. ok false
-// consumes nothing: the caller takes next and pair, which also handle
-// '\r', blanks, the end of the buffer and every fault.
-func (l *lineReader) fastPair() (a, c int64, ok bool) {
+// fastPairs parses in place the plain "a, b" lines (scanPairs' form) that
+// come next in the buffered bytes — nearly every line of an A file —
+// appending each as a<<32 | b to dst and counting them as next would,
+// without next's per-line machinery: lines are cut from a window of the
+// buffer that is handed back (Discard) only when fastPairs runs dry or next
+// is called. It stops before any other line (and one that reaches the end
+// of the buffered bytes), consuming nothing of it: the caller takes next and
+// pair, which also handle '\r', blanks, the end of the buffer and every
+// fault.
+func (l *lineReader) fastPairs(dst []uint64) []uint64 {
 	if l.blanks > 0 {
-		return 0, 0, false
+		return dst
 	}
 	b := l.win[l.used:]
 	if len(b) < 64 {
@@ -81,16 +83,14 @@ func (l *lineReader) fastPair() (a, c int64, ok bool) {
 		l.win, _ = l.br.Peek(l.br.Buffered())
 		b = l.win
 	}
-	a, c, i, ok := scanPairSWAR(b)
-	if !ok || i == len(b) || b[i] != '\n' {
-		return 0, 0, false
-	}
-	l.used += i + 1
-	l.line++
-	return a, c, true
+	start := len(dst)
+	dst, n := scanPairs(b, dst)
+	l.used += n
+	l.line += int64(len(dst) - start)
+	return dst
 }
 
-// sync hands the lines fastPair cut from its window back to the buffer.
+// sync hands the lines fastPairs cut from its window back to the buffer.
 func (l *lineReader) sync() {
 	if l.used > 0 {
 		l.br.Discard(l.used)

@@ -28,39 +28,67 @@ func (c *chunky) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readPairs reads every A line as Graphs does, with or without the fast
-// path, and lists what it saw: line number and pair, or the error.
-func readPairs(data []byte, fast bool, seed uint64) []string {
-	l := newLineReader(&chunky{data, rand.New(rand.NewPCG(seed, 9)), []int{200, 1 << 16}[seed%2]}, "F_A.txt")
+// How readPairs reads.
+const (
+	bySlowPath = iota // next and pair alone
+	byFastPath        // fastPairs, then next and pair
+	byBlocks          // pairReader, blocks of 8 to 307 bytes
+)
+
+// readPairs reads every A line as Graphs does, in one of the ways above,
+// and lists what it saw: line number and pair, or the error.
+func readPairs(data []byte, how int, seed uint64) []string {
+	src := &chunky{data, rand.New(rand.NewPCG(seed, 9)), []int{200, 1 << 16}[seed%2]}
+	l := newLineReader(src, "F_A.txt")
+	var pr *pairReader
+	if how == byBlocks {
+		pr = newPairReader(src, "F_A.txt", 8+int(seed%300))
+		defer pr.close()
+	}
 	var out []string
 	for {
-		var a, c int64
-		ok := false
-		if fast {
-			a, c, ok = l.fastPair()
+		var pairs []uint64
+		switch how {
+		case byFastPath:
+			pairs = l.fastPairs(nil)
+		case byBlocks:
+			pairs = pr.batch()
+			if pr.seq != nil {
+				l = pr.seq
+			}
 		}
+		for i, p := range pairs {
+			line := l.line
+			if pr != nil {
+				line = pr.lineNo()
+			}
+			out = append(out, fmt.Sprintf("%d: %d, %d", line-int64(len(pairs)-1-i), p>>32, p&(1<<32-1)))
+		}
+		if len(pairs) > 0 {
+			continue
+		}
+		b, err := l.next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			return append(out, "error: "+err.Error())
+		}
+		a, c, ok := pair(b)
 		if !ok {
-			b, err := l.next()
-			if err == io.EOF {
-				return out
-			}
-			if err != nil {
+			if a, c, err = l.slowPair(b); err != nil {
 				return append(out, "error: "+err.Error())
-			}
-			if a, c, ok = pair(b); !ok {
-				if a, c, err = l.slowPair(b); err != nil {
-					return append(out, "error: "+err.Error())
-				}
 			}
 		}
 		out = append(out, fmt.Sprintf("%d: %d, %d", l.line, a, c))
 	}
 }
 
-// TestFastPairSameAsNext: the fast path yields exactly what next and pair
-// yield — pairs, line numbers, errors — on lines of every shape: spacing,
-// tabs, '\r', numbers of 1 to 19 digits, signs, junk, blank lines, a last
-// line without '\n' — whatever the reads' sizes.
+// TestFastPairSameAsNext: the fast path and the parallel blocks yield
+// exactly what next and pair yield — pairs, line numbers, errors — on lines
+// of every shape: spacing, tabs, '\r', numbers of 1 to 19 digits, signs,
+// junk, blank lines, a last line without '\n' — whatever the reads' and
+// the blocks' sizes.
 func TestFastPairSameAsNext(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	num := func() string {
@@ -94,26 +122,32 @@ func TestFastPairSameAsNext(t *testing.T) {
 			}
 		}
 		data := buf.Bytes()
-		want, got := readPairs(data, false, uint64(trial)), readPairs(data, true, uint64(trial))
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			for i := range min(len(got), len(want)) {
-				if got[i] != want[i] {
-					t.Fatalf("trial %d, item %d: fast path %q, next %q", trial, i, got[i], want[i])
+		want := readPairs(data, bySlowPath, uint64(trial))
+		for _, how := range []int{byFastPath, byBlocks} {
+			got := readPairs(data, how, uint64(trial))
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				for i := range min(len(got), len(want)) {
+					if got[i] != want[i] {
+						t.Fatalf("trial %d, way %d, item %d: %q, next %q", trial, how, i, got[i], want[i])
+					}
 				}
+				t.Fatalf("trial %d, way %d: %d items, next %d", trial, how, len(got), len(want))
 			}
-			t.Fatalf("trial %d: fast path %d items, next %d", trial, len(got), len(want))
 		}
 	}
 }
 
-// FuzzFastPair: on any bytes the fast path and next agree.
+// FuzzFastPair: on any bytes the fast path, the parallel blocks and next
+// agree.
 func FuzzFastPair(f *testing.F) {
 	f.Add([]byte("1, 2\n2, 1\n"), uint64(1))
 	f.Add([]byte("1234567, 7654321\n12345678, 1\n 3 ,4 \n\n"), uint64(2))
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
-		want, got := readPairs(data, false, seed), readPairs(data, true, seed)
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("fast path %q\nnext      %q", got, want)
+		want := readPairs(data, bySlowPath, seed)
+		for _, how := range []int{byFastPath, byBlocks} {
+			if got := readPairs(data, how, seed); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("way %d %q\nnext  %q", how, got, want)
+			}
 		}
 	})
 }
@@ -149,4 +183,31 @@ func TestScanPairSWAR(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkScanPairs parses 1 MiB blocks of "a, b" lines shaped like
+// COLLAB's (numbers of 1 to 6 digits): the pairReader's per-block work.
+//
+//	go test -run XXX -bench ScanPairs -count 6 ./shard/tu | benchstat -
+func BenchmarkScanPairs(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var buf bytes.Buffer
+	for buf.Len() < 1<<20 {
+		u := 1 + r.Int64N(372474)
+		fmt.Fprintf(&buf, "%d, %d\n", u, u+1+r.Int64N(300))
+	}
+	data := buf.Bytes()
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
+	lines := bytes.Count(data, []byte{'\n'})
+	b.SetBytes(int64(len(data)))
+	var dst []uint64
+	b.ResetTimer()
+	for range b.N {
+		var n int
+		dst, n = scanPairs(data, dst[:0])
+		if n != len(data) || len(dst) != lines {
+			b.Fatalf("parsed %d of %d bytes, %d of %d lines", n, len(data), len(dst), lines)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
 }

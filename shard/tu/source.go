@@ -375,8 +375,19 @@ func (s *Source) FileName(key string) string {
 // Has reports whether the dataset has the file with this key (a TU suffix).
 func (s *Source) Has(key string) bool { return s.open[key] != nil }
 
-// Open opens a dataset file; reading it to EOF records its SHA-256 (see Hashes).
+// Open opens a dataset file; reading it to EOF records its SHA-256 (see
+// Hashes). A goroutine reads and hashes ahead of the caller.
 func (s *Source) Open(key string) (io.ReadCloser, error) {
+	rc, err := s.openHashed(key)
+	if err != nil {
+		return nil, err
+	}
+	return newPrefetcher(rc), nil
+}
+
+// openHashed is Open without the read-ahead, for a caller that reads on a
+// goroutine of its own (pairReader): one copy of the bytes fewer.
+func (s *Source) openHashed(key string) (io.ReadCloser, error) {
 	op := s.open[key]
 	if op == nil {
 		return nil, formatErr(s.FileName(key), 0, 0, "missing required file")
@@ -385,7 +396,7 @@ func (s *Source) Open(key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, formatErr(s.FileName(key), 0, 0, "cannot open: %v", err)
 	}
-	return newPrefetcher(&hashingReader{rc: rc, h: sha256.New(), name: s.FileName(key), src: s}), nil
+	return &hashingReader{rc: rc, h: sha256.New(), name: s.FileName(key), src: s}, nil
 }
 
 // prefetcher reads (and so hashes) its source in a goroutine, one block

@@ -1,0 +1,235 @@
+package tu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+)
+
+// pairReader yields the entries of an A file in batches. While the lines
+// keep the plain "a, b" form (scanPairs'), the file is cut into blocks of
+// whole lines that are parsed on goroutines of their own, several at once,
+// and handed over in file order. From the first line that does not (and
+// at the end of the file, or at a read error), the rest of the stream goes
+// through a lineReader: the rest of that block, the blocks after it, then
+// the source's unread part. So every other form, every fault and every line
+// number is answered exactly as a lineReader over the whole file answers
+// it; on two cores the parse of a large file overlaps reading, hashing and
+// canonicalising it.
+type pairReader struct {
+	file   string
+	line   int64 // lines yielded before the sequential part
+	blocks chan *pairBlock
+	free   chan *pairBlock
+	stop   chan struct{}
+	done   chan struct{}
+	cur    *pairBlock // handed over by batch, recycled by the next call
+	seq    *lineReader
+	seqBuf []uint64 // batches of the sequential part
+
+	blockSize int
+}
+
+// pairBlock is whole lines of the file and their parse.
+type pairBlock struct {
+	data   []byte
+	pairs  []uint64 // scanPairs' result: a<<32 | b per line
+	used   int      // bytes of data that pairs covers
+	rest   io.Reader
+	final  bool // the last block: rest is what follows data
+	parsed chan struct{}
+}
+
+const (
+	pairBlockSize = 1 << 20
+	pairBlocks    = 6 // in flight: the one being read, parsed and handed over
+)
+
+// newPairReader reads src in blocks of blockSize bytes (pairBlockSize
+// unless a test asks for small ones).
+func newPairReader(src io.Reader, file string, blockSize int) *pairReader {
+	r := &pairReader{
+		blockSize: blockSize, file: file, blocks: make(chan *pairBlock, pairBlocks), free: make(chan *pairBlock, pairBlocks),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for range pairBlocks {
+		r.free <- &pairBlock{}
+	}
+	go r.dispatch(src)
+	return r
+}
+
+// dispatch reads src into blocks cut after their last '\n', starts each
+// one's parse and queues it in file order. A block that reaches the end of
+// src, a read error, or no '\n' at all is the final one: what follows its
+// data (nothing, the error, or the rest of src) is left to the lineReader.
+func (r *pairReader) dispatch(src io.Reader) {
+	defer close(r.done)
+	defer close(r.blocks)
+	var carry []byte // a partial line, the start of the next block
+	for {
+		var b *pairBlock
+		select {
+		case b = <-r.free:
+		case <-r.stop:
+			return
+		}
+		if cap(b.data) < len(carry)+r.blockSize {
+			b.data = make([]byte, 0, len(carry)+2*r.blockSize)
+		}
+		m := copy(b.data[:len(carry)], carry)
+		n, err := io.ReadFull(src, b.data[m:m+r.blockSize])
+		b.data = b.data[:m+n]
+		b.final, b.rest = false, nil
+		switch cut := bytes.LastIndexByte(b.data, '\n') + 1; {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			b.final, b.rest = true, bytes.NewReader(nil)
+		case err != nil:
+			b.final, b.rest = true, errReader{err}
+		case cut == 0:
+			b.final, b.rest = true, src
+		default:
+			carry = append(carry[:0], b.data[cut:]...)
+			b.data = b.data[:cut]
+		}
+		b.parsed = make(chan struct{})
+		go func() {
+			b.pairs, b.used = scanPairs(b.data, b.pairs[:0])
+			close(b.parsed)
+		}()
+		select {
+		case r.blocks <- b:
+		case <-r.stop:
+			return
+		}
+		if b.final {
+			return
+		}
+	}
+}
+
+// batch returns the next entries (a<<32 | b) of lines in the plain form,
+// valid until the following call. An empty batch means: take the next line
+// from r.seq (next, pair, slowPair), which is then set.
+func (r *pairReader) batch() []uint64 {
+	if r.seq != nil {
+		r.seqBuf = r.seq.fastPairs(r.seqBuf[:0])
+		return r.seqBuf
+	}
+	if r.cur != nil {
+		r.free <- r.cur
+		r.cur = nil
+	}
+	b, ok := <-r.blocks
+	if !ok { // only after close
+		r.toSequential(bytes.NewReader(nil))
+		return nil
+	}
+	<-b.parsed
+	r.line += int64(len(b.pairs))
+	switch {
+	case b.final:
+		r.toSequential(io.MultiReader(bytes.NewReader(b.data[b.used:]), b.rest))
+	case b.used < len(b.data):
+		r.toSequential(io.MultiReader(bytes.NewReader(b.data[b.used:]), &blockStream{r: r}))
+	default:
+		r.cur = b
+	}
+	return b.pairs
+}
+
+func (r *pairReader) toSequential(rest io.Reader) {
+	r.seq = newLineReader(rest, r.file)
+	r.seq.line = r.line
+}
+
+// lineNo is the number of the last line of the last batch (or of the line
+// that r.seq returned last).
+func (r *pairReader) lineNo() int64 {
+	if r.seq != nil {
+		return r.seq.line
+	}
+	return r.line
+}
+
+// close stops reading ahead; call it before closing the source.
+func (r *pairReader) close() {
+	close(r.stop)
+	<-r.done
+}
+
+// blockStream reads the data of the blocks still queued, then what follows
+// the final one: the stream after a block that left the plain form. It
+// hands each block back once read (the block that left the plain form stays
+// with the lineReader).
+type blockStream struct {
+	r    *pairReader
+	cur  *pairBlock
+	data []byte
+	rest io.Reader
+}
+
+func (s *blockStream) Read(p []byte) (int, error) {
+	for len(s.data) == 0 {
+		if s.rest != nil {
+			return s.rest.Read(p)
+		}
+		if s.cur != nil {
+			<-s.cur.parsed // its parse may still be reading data
+			s.r.free <- s.cur
+			s.cur = nil
+		}
+		b, ok := <-s.r.blocks
+		if !ok {
+			return 0, io.EOF
+		}
+		s.data = b.data
+		if b.final {
+			s.rest = b.rest // b stays: rest may be reading after it
+		} else {
+			s.cur = b
+		}
+	}
+	n := copy(p, s.data)
+	s.data = s.data[n:]
+	return n, nil
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// scanPairs parses the plain "a, b" lines (scanPairSWAR's form, both
+// numbers below 2^32, '\n' inside b) at the start of b into dst as
+// a<<32 | b, and returns dst and the bytes those lines took.
+func scanPairs(b []byte, dst []uint64) ([]uint64, int) {
+	i := 0
+	for i < len(b) {
+		// The common line — numbers of 1 to 7 digits, ", " or ",", '\n' —
+		// inside a 32-byte window, inline; any other goes to scanPairSWAR,
+		// which answers the same wherever this does.
+		if len(b)-i >= 32 {
+			w := b[i : i+32 : i+32]
+			a, n := digits8(binary.LittleEndian.Uint64(w))
+			if n != 0 && n != 8 && w[n] == ',' {
+				j := n + 1
+				if w[j] == ' ' {
+					j++
+				}
+				c, m := digits8(binary.LittleEndian.Uint64(w[j:]))
+				if j += m; m != 0 && m != 8 && w[j] == '\n' {
+					dst = append(dst, uint64(a)<<32|uint64(c))
+					i += j + 1
+					continue
+				}
+			}
+		}
+		a, c, n, ok := scanPairSWAR(b[i:])
+		if !ok || i+n == len(b) || b[i+n] != '\n' || (a|c)>>32 != 0 {
+			break
+		}
+		dst = append(dst, uint64(a)<<32|uint64(c))
+		i += n + 1
+	}
+	return dst, i
+}
