@@ -323,7 +323,7 @@ func (w *Writer) flushBatch() error {
 }
 
 func (w *Writer) encodeOptions() []ipc.Option {
-	opts := []ipc.Option{ipc.WithAllocator(w.opts.Mem), ipc.WithCompressConcurrency(runtime.GOMAXPROCS(0))}
+	opts := []ipc.Option{ipc.WithAllocator(w.opts.Mem)} // one goroutine per batch: batches run side by side
 	switch w.opts.Compression {
 	case CompressZstd:
 		opts = append(opts, ipc.WithZstd())

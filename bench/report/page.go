@@ -344,24 +344,36 @@ func (pg *page) writeConvert(w *bytes.Buffer) {
 		fmt.Fprintf(w, "| peer: PyG's `read_tu_data` on the same folder (into memory, no files written; one run) | %s s | | | %s | %s `wc -l` |\n",
 			fs(r.Best), mbsStr(mb/r.Best), fx(r.Best/c["wc_s"]))
 	}
+	if one, ok := c["one_core_s"]; ok && one > 0 {
+		fmt.Fprintf(w, "| `shardconv convert` pinned to one core (`taskset -c 0`; best of 3) | %s s | | | %s | %s `wc -l` |\n",
+			fs(one), mbsStr(mb/one), fx(one/c["wc_s"]))
+	}
 	fmt.Fprintf(w, "\nPeak RSS of the conversion: %.0f MiB. COLLAB has degree features, whose vocabulary (the distinct degrees, 369) "+
 		"is known only once every graph is read, so conversion has two phases (the split is from `shardconv convert`'s summary line, "+
-		"for the fastest run of each). Phase one parses `A.txt` eight bytes at a time on one goroutine while another canonicalises "+
-		"each graph's edges (two counting-sort passes) and a third hashes the sources (SHA-256, SHA-NI); phase two writes the shards.",
+		"for the fastest run of each). Phase one: one goroutine reads `A.txt` in 1 MiB blocks of whole lines and hashes it "+
+		"(SHA-256, SHA-NI); each block is parsed eight bytes at a time on a goroutine of its own, several at once; another "+
+		"goroutine groups the entries by graph and one more canonicalises each graph (a single pass where, as in TU files, every "+
+		"edge is listed both ways in sorted order). Phase two writes the shards, compressing as many record batches at once as "+
+		"there are cores (arrow-go encodes each batch; our writer lays the file out byte for byte as arrow-go's FileWriter does).",
 		c["rss_kib"]/1024)
-	// Compression's cost and the critical path, when the run has each
-	// compression's phase split.
-	_, split := c["read_s"]
-	if _, none := c["none_write_s"]; split && none {
-		fmt.Fprintf(w, " Compression costs %s s of phase two here (zstd's row less uncompressed's): arrow-go's IPC writer compresses "+
-			"a record batch's buffers concurrently but one batch at a time, and the edge buffer dominates every batch, so zstd, at "+
-			"arrow-go's fixed default level, runs on about one core. Uncompressed, conversion is still %s `wc -l`: phase one's "+
-			"parsing goroutine is the critical path. The 12× goal needs both phases changed: `A.txt` parsed in chunks on every core, "+
-			"and the shards' edge buffers compressed while phase one runs (an IPC encoder of our own; arrow-go exposes neither the "+
-			"level nor its payload-level file writer). Neither is done yet. A CPU profile: "+
-			"`go test -run XXX -bench ConvertCOLLAB -cpuprofile cpu.out ./internal/convert`.",
-			fs(c["write_s"]-c["none_write_s"]), fx(c["none_s"]/c["wc_s"]))
+	if _, none := c["none_write_s"]; none {
+		if _, split := c["read_s"]; split {
+			fmt.Fprintf(w, " Compression costs %s s of phase two here (zstd's row less uncompressed's).", fs(c["write_s"]-c["none_write_s"]))
+		}
 	}
+	// Whether more overlap could reach 12x: the CPU time against what 12x
+	// wc -l leaves on these cores.
+	if cpu, ok := c["cpu_s"]; ok && c["cores"] > 0 {
+		budget := 12 * c["wc_s"] * c["cores"]
+		fmt.Fprintf(w, " One run took %s s of CPU (user + system) on %.0f cores", fs(cpu), c["cores"])
+		if one, ok := c["one_core_s"]; ok && one > 0 {
+			fmt.Fprintf(w, ", and one core takes %s as long as all of them", fx(one/c["convert_s"]))
+		}
+		fmt.Fprintf(w, ": the conversion is bound by CPU, not by waiting. At 12× `wc -l` (%s s) these cores give at most %s s "+
+			"of CPU, %.0f%% of what it uses now, so the goal needs the work itself cut, not more of it overlapped.",
+			fs(12*c["wc_s"]), fs(budget), 100*budget/cpu)
+	}
+	w.WriteString(" A CPU profile: `go test -run XXX -bench ConvertCOLLAB -cpuprofile cpu.out ./internal/convert`.")
 	w.WriteString("\n\n")
 }
 

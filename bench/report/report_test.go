@@ -148,12 +148,14 @@ func TestLoadNeedsCommands(t *testing.T) {
 }
 
 // The conversion section: one row per compression, each with its phase
-// split, and compression's cost worked out from the zstd and none rows.
+// split, compression's cost worked out from the zstd and none rows, the
+// one-core row, and the CPU time set against what 12× wc -l allows.
 func TestConvertSection(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"commands.tsv": "convert\tbash bench/convert_collab.sh\n",
 		"convert.txt": "noise\nRESULT bytes=400000000 a_lines=25000000 wc_s=0.1 convert_s=2.0 read_s=1.2 write_s=0.8 " +
-			"lz4_s=1.7 lz4_read_s=1.2 lz4_write_s=0.5 none_s=1.5 none_read_s=1.2 none_write_s=0.3 rss_kib=262144\n",
+			"lz4_s=1.7 lz4_read_s=1.2 lz4_write_s=0.5 none_s=1.5 none_read_s=1.2 none_write_s=0.3 rss_kib=262144 " +
+			"cpu_s=3.0 cores=2 one_core_s=3.6\n",
 	})
 	page, _ := renderPage(t, dir)
 	for _, want := range []string{
@@ -161,7 +163,9 @@ func TestConvertSection(t *testing.T) {
 		"| `shardconv convert --compression lz4` | 1.700 s | 1.200 s | 0.500 s |",
 		"| `shardconv convert --compression none` | 1.500 s | 1.200 s | 0.300 s | 267 MB/s | 15× `wc -l` |",
 		"Compression costs 0.500 s of phase two",
-		"Uncompressed, conversion is still 15× `wc -l`",
+		"| `shardconv convert` pinned to one core (`taskset -c 0`; best of 3) | 3.600 s | | | 111 MB/s | 36× `wc -l` |",
+		"One run took 3.000 s of CPU (user + system) on 2 cores, and one core takes 1.8× as long as all of them",
+		"At 12× `wc -l` (1.200 s) these cores give at most 2.400 s of CPU, 80% of what it uses now",
 		"20.0× (2.000 s vs 0.100 s), 256 MiB | **not met**",
 	} {
 		if !strings.Contains(page, want) {
