@@ -48,7 +48,11 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		return st, err
 	}
 	defer rc.Close()
-	la := newPairReader(rc, fileA, pairBlockSize)
+	var k *keyer // entries made beside the parse, but labels go line by line
+	if !d.HasEdgeLabels {
+		k = &keyer{n: d.NumNodes, nodeGraph: d.nodeGraph, start: d.GraphStart}
+	}
+	la := newPairReader(rc, fileA, pairBlockSize, k)
 	defer la.close() // before rc.Close: it may be reading rc
 	var le *lineReader
 	if d.HasEdgeLabels {
@@ -102,7 +106,42 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		}
 		var a, c int64
 		if pi == len(pairs) {
-			pairs, pi = la.batch(), 0
+			blk := la.batch()
+			pairs, pi = blk.pairs, 0
+			if blk.keyLines > 0 {
+				if err := ctx.Err(); err != nil {
+					return fail(err)
+				}
+				// The block's entries made beside the parse, run by run.
+				first := la.lineNo() - int64(len(pairs)) // lines before the block
+				for j, run := range blk.runs {
+					end := len(blk.keys)
+					if j+1 < len(blk.runs) {
+						end = blk.runs[j+1].start
+					}
+					ks := blk.keys[run.start:end]
+					if buffered {
+						for range ks {
+							bufG = append(bufG, int32(run.g))
+						}
+						keys = append(keys, ks...)
+						continue
+					}
+					if run.g < cur {
+						return fail(fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, first+int64(run.line)+1, run.g+1, cur+1))
+					}
+					for ; cur < run.g; cur++ {
+						if err := pipe.endGraph(ctx); err != nil {
+							return fail(err)
+						}
+					}
+					pipe.addKeys(ks)
+				}
+				st.DirectedEntries += int64(blk.keyLines)
+				st.SelfLoops += blk.selfLoops
+				pi = blk.keyLines
+				continue // the lines after them, if any, one by one
+			}
 		}
 		if pi < len(pairs) {
 			a, c = int64(pairs[pi]>>32), int64(pairs[pi]&(1<<32-1))
@@ -255,6 +294,9 @@ func (p *emitPipe) run() {
 	}
 	p.done <- err
 }
+
+// addKeys adds entries without labels.
+func (p *emitPipe) addKeys(ks []entry) { p.cur.keys = append(p.cur.keys, ks...) }
 
 func (p *emitPipe) add(k entry, lab int32) {
 	p.cur.keys = append(p.cur.keys, k)

@@ -42,7 +42,7 @@ func readPairs(data []byte, how int, seed uint64) []string {
 	l := newLineReader(src, "F_A.txt")
 	var pr *pairReader
 	if how == byBlocks {
-		pr = newPairReader(src, "F_A.txt", 8+int(seed%300))
+		pr = newPairReader(src, "F_A.txt", 8+int(seed%300), nil)
 		defer pr.close()
 	}
 	var out []string
@@ -52,7 +52,7 @@ func readPairs(data []byte, how int, seed uint64) []string {
 		case byFastPath:
 			pairs = l.fastPairs(nil)
 		case byBlocks:
-			pairs = pr.batch()
+			pairs = pr.batch().pairs
 			if pr.seq != nil {
 				l = pr.seq
 			}

@@ -25,31 +25,85 @@ type pairReader struct {
 	done   chan struct{}
 	cur    *pairBlock // handed over by batch, recycled by the next call
 	seq    *lineReader
-	seqBuf []uint64 // batches of the sequential part
+	seqBlk pairBlock // batches of the sequential part
 
 	blockSize int
+	keyer     *keyer // nil: pairs only
 }
 
 // pairBlock is whole lines of the file and their parse.
 type pairBlock struct {
-	data   []byte
-	pairs  []uint64 // scanPairs' result: a<<32 | b per line
-	used   int      // bytes of data that pairs covers
-	rest   io.Reader
-	final  bool // the last block: rest is what follows data
-	parsed chan struct{}
+	data  []byte
+	pairs []uint64 // scanPairs' result: a<<32 | b per line
+	used  int      // bytes of data that pairs covers
+	rest  io.Reader
+	final bool // the last block: rest is what follows data
+	// With a keyer: the first keyLines lines of pairs as entries (keys,
+	// self-loops left out and counted) in runs of one graph each.
+	keyLines  int
+	keys      []entry
+	runs      []keyRun
+	selfLoops int64
+	parsed    chan struct{}
 }
 
-const (
-	pairBlockSize = 1 << 20
-	pairBlocks    = 6 // in flight: the one being read, parsed and handed over
-)
+// keyRun is consecutive entries of one graph: keys[start:] up to the next
+// run's start; line is the index in pairs of its first entry.
+type keyRun struct {
+	g, start, line int
+}
+
+// keyer turns parsed lines into entries on the parsing goroutines: what
+// Graphs does per line, for the lines whose nodes exist and lie in one graph
+// (it stops before any other, which Graphs then takes line by line and
+// names). It only reads the Dataset.
+type keyer struct {
+	n         int64
+	nodeGraph []int32
+	start     []int64
+}
+
+func (k *keyer) keys(b *pairBlock) {
+	b.keys, b.runs, b.selfLoops = b.keys[:0], b.runs[:0], 0
+	var (
+		g, runG = -1, -1
+		lo, hi  int64 // graph g's nodes
+	)
+	for i, p := range b.pairs {
+		a, c := int64(p>>32), int64(p&(1<<32-1))
+		if uint64(a-1-lo) >= uint64(hi-lo) || uint64(c-1-lo) >= uint64(hi-lo) {
+			if a < 1 || a > k.n || c < 1 || c > k.n || k.nodeGraph[a-1] != k.nodeGraph[c-1] {
+				b.keyLines = i
+				return
+			}
+			g = int(k.nodeGraph[a-1])
+			lo, hi = k.start[g], k.start[g+1]
+		}
+		if a == c {
+			b.selfLoops++
+			continue
+		}
+		if g != runG {
+			b.runs = append(b.runs, keyRun{g: g, start: len(b.keys), line: i})
+			runG = g
+		}
+		b.keys = append(b.keys, pack(a-1-lo, c-1-lo))
+	}
+	b.keyLines = len(b.pairs)
+}
+
+const pairBlocks = 6 // in flight: the one being read, parsed and handed over
+
+// pairBlockSize is the size of Graphs' blocks (a variable so that tests
+// can make blocks of a few lines).
+var pairBlockSize = 1 << 20
 
 // newPairReader reads src in blocks of blockSize bytes (pairBlockSize
-// unless a test asks for small ones).
-func newPairReader(src io.Reader, file string, blockSize int) *pairReader {
+// unless a test asks for small ones), keying each block's lines with k
+// when k is not nil.
+func newPairReader(src io.Reader, file string, blockSize int, k *keyer) *pairReader {
 	r := &pairReader{
-		blockSize: blockSize, file: file, blocks: make(chan *pairBlock, pairBlocks), free: make(chan *pairBlock, pairBlocks),
+		blockSize: blockSize, file: file, keyer: k, blocks: make(chan *pairBlock, pairBlocks), free: make(chan *pairBlock, pairBlocks),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for range pairBlocks {
@@ -95,6 +149,10 @@ func (r *pairReader) dispatch(src io.Reader) {
 		b.parsed = make(chan struct{})
 		go func() {
 			b.pairs, b.used = scanPairs(b.data, b.pairs[:0])
+			b.keyLines = 0
+			if r.keyer != nil {
+				r.keyer.keys(b)
+			}
 			close(b.parsed)
 		}()
 		select {
@@ -108,13 +166,14 @@ func (r *pairReader) dispatch(src io.Reader) {
 	}
 }
 
-// batch returns the next entries (a<<32 | b) of lines in the plain form,
-// valid until the following call. An empty batch means: take the next line
-// from r.seq (next, pair, slowPair), which is then set.
-func (r *pairReader) batch() []uint64 {
+// batch returns the next lines in the plain form (pairs; with a keyer,
+// their entries for a prefix of them), valid until the following call. No
+// pairs means: take the next line from r.seq (next, pair, slowPair), which
+// is then set.
+func (r *pairReader) batch() *pairBlock {
 	if r.seq != nil {
-		r.seqBuf = r.seq.fastPairs(r.seqBuf[:0])
-		return r.seqBuf
+		r.seqBlk.pairs = r.seq.fastPairs(r.seqBlk.pairs[:0])
+		return &r.seqBlk
 	}
 	if r.cur != nil {
 		r.free <- r.cur
@@ -123,7 +182,7 @@ func (r *pairReader) batch() []uint64 {
 	b, ok := <-r.blocks
 	if !ok { // only after close
 		r.toSequential(bytes.NewReader(nil))
-		return nil
+		return &r.seqBlk
 	}
 	<-b.parsed
 	r.line += int64(len(b.pairs))
@@ -135,7 +194,7 @@ func (r *pairReader) batch() []uint64 {
 	default:
 		r.cur = b
 	}
-	return b.pairs
+	return b
 }
 
 func (r *pairReader) toSequential(rest io.Reader) {
