@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,44 +11,24 @@ import (
 	"github.com/augloader/augloader/shard/tu"
 )
 
-// chain writes a TU folder of n path graphs of 4 nodes each, listing the
-// graphs in the given order (nil: in id order).
+// chain is a TU folder of n path graphs of 4 nodes each, the graphs listed
+// in the given order (none: in id order).
 func chain(t *testing.T, n int, order ...int) *tu.Dataset {
-	t.Helper()
-	dir := t.TempDir()
-	var a, ind, lab strings.Builder
-	if order == nil {
-		for g := range n {
-			order = append(order, g)
+	return tu.ChainDataset(t, n, order, nil)
+}
+
+// pathIDs reads every graph and returns the ids in the order fn saw them,
+// failing on a graph that is not a path of three edges.
+func pathIDs(ds *tu.Dataset, buffered bool) ([]int64, error) {
+	var ids []int64
+	_, err := ds.Graphs(context.Background(), buffered, func(g *shard.Graph) error {
+		ids = append(ids, g.ID)
+		if len(g.Edges) != 6 {
+			return fmt.Errorf("graph %d: %d edges", g.ID, len(g.Edges)/2)
 		}
-	}
-	for _, g := range order {
-		base := 4*g + 1
-		for v := range 3 {
-			fmt.Fprintf(&a, "%d, %d\n%d, %d\n", base+v, base+v+1, base+v+1, base+v)
-		}
-	}
-	for g := range n {
-		for range 4 {
-			fmt.Fprintf(&ind, "%d\n", g+1)
-		}
-		fmt.Fprintf(&lab, "%d\n", g%2)
-	}
-	for name, s := range map[string]string{"A": a.String(), "graph_indicator": ind.String(), "graph_labels": lab.String()} {
-		if err := os.WriteFile(filepath.Join(dir, "C_"+name+".txt"), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src, err := tu.OpenSource(dir, "C")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { src.Close() })
-	ds, err := tu.Load(src, tu.FeaturesAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ds
+		return nil
+	})
+	return ids, err
 }
 
 // Graphs calls fn once per graph in id order (its canonicalisation runs
@@ -58,14 +36,8 @@ func chain(t *testing.T, n int, order ...int) *tu.Dataset {
 // graph follows it; a cancelled context stops it too.
 func TestGraphsOrderAndStop(t *testing.T) {
 	ds := chain(t, 3000) // several runs of the pipe
-	var ids []int64
-	if _, err := ds.Graphs(context.Background(), false, func(g *shard.Graph) error {
-		ids = append(ids, g.ID)
-		if len(g.Edges) != 6 {
-			return fmt.Errorf("graph %d: %d edges", g.ID, len(g.Edges)/2)
-		}
-		return nil
-	}); err != nil {
+	ids, err := pathIDs(ds, false)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
@@ -111,14 +83,7 @@ func TestGraphsUnordered(t *testing.T) {
 	if !errors.Is(err, tu.ErrUnordered) || !strings.Contains(err.Error(), "C_A.txt:25 lists graph 4 after graph 5") {
 		t.Fatalf("streaming: %v", err)
 	}
-	var ids []int64
-	if _, err := ds.Graphs(context.Background(), true, func(g *shard.Graph) error {
-		ids = append(ids, g.ID)
-		if len(g.Edges) != 6 {
-			return fmt.Errorf("graph %d: %d edges", g.ID, len(g.Edges)/2)
-		}
-		return nil
-	}); err != nil || len(ids) != 500 || ids[3] != 3 || ids[499] != 499 {
+	if ids, err := pathIDs(ds, true); err != nil || len(ids) != 500 || ids[3] != 3 || ids[499] != 499 {
 		t.Fatalf("buffered: %d graphs, %v", len(ids), err)
 	}
 }
