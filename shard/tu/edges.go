@@ -48,11 +48,13 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		return st, err
 	}
 	defer rc.Close()
-	var k *keyer // entries made beside the parse, but labels go line by line
+	at := graphOf{n: d.NumNodes, nodeGraph: d.nodeGraph, start: d.GraphStart}
+	var locate *graphOf // entries made beside the parse, but labels go line by line
 	if !d.HasEdgeLabels {
-		k = &keyer{n: d.NumNodes, nodeGraph: d.nodeGraph, start: d.GraphStart}
+		fresh := at // the parsing goroutines copy it; at is this one's
+		locate = &fresh
 	}
-	la := newPairReader(rc, fileA, pairBlockSize, k)
+	la := newPairReader(rc, fileA, pairBlockSize, locate)
 	defer la.close() // before rc.Close: it may be reading rc
 	var le *lineReader
 	if d.HasEdgeLabels {
@@ -66,11 +68,10 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 
 	e := emitter{d: d, fn: fn, st: &st}
 	var (
-		cur    int     // streaming: the graph being collected
-		bufG   []int32 // buffered: graph of each entry
-		keys   []entry // buffered: all entries
-		labels []int32 // buffered: edge labels in step with keys
-		n      = d.NumNodes
+		cur    int       // streaming: the graph being collected
+		bufG   []int32   // buffered: graph of each entry
+		keys   []entry   // buffered: all entries
+		labels []int32   // buffered: edge labels in step with keys
 		pipe   *emitPipe // streaming: canonicalises and calls fn beside the parse
 	)
 	if !buffered {
@@ -90,21 +91,50 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		}
 		return st, err
 	}
+	unordered := func(line int64, g int) error {
+		return fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, line, g+1, cur+1)
+	}
+	// addBlock adds the entries made beside the parse of a block whose
+	// first line follows line first, run by run.
+	addBlock := func(blk *pairBlock, first int64) error {
+		for j, run := range blk.runs {
+			end := len(blk.keys)
+			if j+1 < len(blk.runs) {
+				end = blk.runs[j+1].start
+			}
+			ks := blk.keys[run.start:end]
+			if buffered {
+				for range ks {
+					bufG = append(bufG, int32(run.g))
+				}
+				keys = append(keys, ks...)
+				continue
+			}
+			if run.g < cur {
+				return unordered(first+int64(run.line)+1, run.g)
+			}
+			for ; cur < run.g; cur++ {
+				if err := pipe.endGraph(ctx); err != nil {
+					return err
+				}
+			}
+			pipe.addKeys(ks)
+		}
+		st.DirectedEntries += int64(blk.keyLines)
+		st.SelfLoops += blk.selfLoops
+		return nil
+	}
 	var (
 		pairs []uint64 // a batch of lines from la
 		pi    int      // the next in pairs
-		// The graph the last entry fell in and its nodes [lo, hi): entries
-		// inside it skip the range checks and the graph lookups.
-		gLast  int
-		lo, hi int64
 	)
+	line := func() int64 { return la.lineNo() - int64(len(pairs)-pi) } // the entry's line
 	for {
 		if st.DirectedEntries&0xffff == 0 {
 			if err := ctx.Err(); err != nil {
 				return fail(err)
 			}
 		}
-		var a, c int64
 		if pi == len(pairs) {
 			blk := la.batch()
 			pairs, pi = blk.pairs, 0
@@ -112,37 +142,14 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 				if err := ctx.Err(); err != nil {
 					return fail(err)
 				}
-				// The block's entries made beside the parse, run by run.
-				first := la.lineNo() - int64(len(pairs)) // lines before the block
-				for j, run := range blk.runs {
-					end := len(blk.keys)
-					if j+1 < len(blk.runs) {
-						end = blk.runs[j+1].start
-					}
-					ks := blk.keys[run.start:end]
-					if buffered {
-						for range ks {
-							bufG = append(bufG, int32(run.g))
-						}
-						keys = append(keys, ks...)
-						continue
-					}
-					if run.g < cur {
-						return fail(fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, first+int64(run.line)+1, run.g+1, cur+1))
-					}
-					for ; cur < run.g; cur++ {
-						if err := pipe.endGraph(ctx); err != nil {
-							return fail(err)
-						}
-					}
-					pipe.addKeys(ks)
+				if err := addBlock(blk, la.lineNo()-int64(len(pairs))); err != nil {
+					return fail(err)
 				}
-				st.DirectedEntries += int64(blk.keyLines)
-				st.SelfLoops += blk.selfLoops
 				pi = blk.keyLines
 				continue // the lines after them, if any, one by one
 			}
 		}
+		var a, c int64
 		if pi < len(pairs) {
 			a, c = int64(pairs[pi]>>32), int64(pairs[pi]&(1<<32-1))
 			pi++
@@ -162,22 +169,10 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 			}
 		}
 		st.DirectedEntries++
-		g := gLast
-		if uint64(a-1-lo) >= uint64(hi-lo) || uint64(c-1-lo) >= uint64(hi-lo) {
-			line := la.lineNo() - int64(len(pairs)-pi) // this entry's line
-			if a < 1 || a > n {
-				return fail(formatErr(fileA, line, 1, "node %d out of range 1..%d", a, n))
-			}
-			if c < 1 || c > n {
-				return fail(formatErr(fileA, line, 2, "node %d out of range 1..%d", c, n))
-			}
-			ga, gc := d.nodeGraph[a-1], d.nodeGraph[c-1]
-			if ga != gc {
-				return fail(formatErr(fileA, line, 0, "edge (%d, %d) joins graph %d and graph %d", a, c, ga+1, gc+1))
-			}
-			g = int(ga)
-			gLast, lo, hi = g, d.GraphStart[g], d.GraphStart[g+1]
+		if !at.find(a, c) {
+			return fail(at.err(fileA, line(), a, c))
 		}
+		g := at.g
 		var lab int32
 		if le != nil {
 			v, err := le.nextInt()
@@ -193,7 +188,7 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 			st.SelfLoops++
 			continue
 		}
-		key := pack(a-1-lo, c-1-lo)
+		key := pack(a-at.base, c-at.base)
 		if buffered {
 			bufG = append(bufG, int32(g))
 			keys = append(keys, key)
@@ -204,8 +199,7 @@ func (d *Dataset) Graphs(ctx context.Context, buffered bool, fn func(*shard.Grap
 		}
 		if g != cur {
 			if g < cur {
-				line := la.lineNo() - int64(len(pairs)-pi)
-				return fail(fmt.Errorf("%w: %s:%d lists graph %d after graph %d", ErrUnordered, fileA, line, g+1, cur+1))
+				return fail(unordered(line(), g))
 			}
 			for ; cur < g; cur++ {
 				if err := pipe.endGraph(ctx); err != nil {

@@ -28,7 +28,7 @@ type pairReader struct {
 	seqBlk pairBlock // batches of the sequential part
 
 	blockSize int
-	keyer     *keyer // nil: pairs only
+	locate    *graphOf // nil: pairs only
 }
 
 // pairBlock is whole lines of the file and their parse.
@@ -38,7 +38,7 @@ type pairBlock struct {
 	used  int      // bytes of data that pairs covers
 	rest  io.Reader
 	final bool // the last block: rest is what follows data
-	// With a keyer: the first keyLines lines of pairs as entries (keys,
+	// With a graphOf: the first keyLines lines of pairs as entries (keys,
 	// self-loops left out and counted) in runs of one graph each.
 	keyLines  int
 	keys      []entry
@@ -53,41 +53,72 @@ type keyRun struct {
 	g, start, line int
 }
 
-// keyer turns parsed lines into entries on the parsing goroutines: what
-// Graphs does per line, for the lines whose nodes exist and lie in one graph
-// (it stops before any other, which Graphs then takes line by line and
-// names). It only reads the Dataset.
-type keyer struct {
+// graphOf finds the graph an entry's two nodes lie in, remembering the last
+// graph's nodes so that entries inside it need no lookup. It only reads the
+// Dataset; copies are independent.
+type graphOf struct {
 	n         int64
 	nodeGraph []int32
 	start     []int64
+	g         int    // the graph found last
+	base      int64  // its first node, 1-based: a node's local id is id − base
+	width     uint64 // its number of nodes
 }
 
-func (k *keyer) keys(b *pairBlock) {
+// find reports whether nodes a and c (1-based) exist and lie in one graph,
+// which it leaves in f.g and f.base; err names the fault otherwise.
+func (f *graphOf) find(a, c int64) bool {
+	if max(uint64(a-f.base), uint64(c-f.base)) < f.width {
+		return true
+	}
+	return f.lookUp(a, c)
+}
+
+// lookUp is find's slow path, kept out of line so that find inlines.
+//
+//go:noinline
+func (f *graphOf) lookUp(a, c int64) bool {
+	if a < 1 || a > f.n || c < 1 || c > f.n || f.nodeGraph[a-1] != f.nodeGraph[c-1] {
+		return false
+	}
+	f.g = int(f.nodeGraph[a-1])
+	f.base, f.width = f.start[f.g]+1, uint64(f.start[f.g+1]-f.start[f.g])
+	return true
+}
+
+// err names why find refused a and c, on line line of file.
+func (f *graphOf) err(file string, line, a, c int64) error {
+	switch {
+	case a < 1 || a > f.n:
+		return formatErr(file, line, 1, "node %d out of range 1..%d", a, f.n)
+	case c < 1 || c > f.n:
+		return formatErr(file, line, 2, "node %d out of range 1..%d", c, f.n)
+	}
+	ga, gc := f.nodeGraph[a-1], f.nodeGraph[c-1]
+	return formatErr(file, line, 0, "edge (%d, %d) joins graph %d and graph %d", a, c, ga+1, gc+1)
+}
+
+// key turns the block's parsed lines into entries on its parsing goroutine:
+// what Graphs does per line, up to the first line find refuses (Graphs then
+// takes that one line by line and names it).
+func (b *pairBlock) key(at graphOf) {
 	b.keys, b.runs, b.selfLoops = b.keys[:0], b.runs[:0], 0
-	var (
-		g, runG = -1, -1
-		lo, hi  int64 // graph g's nodes
-	)
+	runG := -1
 	for i, p := range b.pairs {
 		a, c := int64(p>>32), int64(p&(1<<32-1))
-		if uint64(a-1-lo) >= uint64(hi-lo) || uint64(c-1-lo) >= uint64(hi-lo) {
-			if a < 1 || a > k.n || c < 1 || c > k.n || k.nodeGraph[a-1] != k.nodeGraph[c-1] {
-				b.keyLines = i
-				return
-			}
-			g = int(k.nodeGraph[a-1])
-			lo, hi = k.start[g], k.start[g+1]
+		if !at.find(a, c) {
+			b.keyLines = i
+			return
 		}
 		if a == c {
 			b.selfLoops++
 			continue
 		}
-		if g != runG {
-			b.runs = append(b.runs, keyRun{g: g, start: len(b.keys), line: i})
-			runG = g
+		if at.g != runG {
+			b.runs = append(b.runs, keyRun{g: at.g, start: len(b.keys), line: i})
+			runG = at.g
 		}
-		b.keys = append(b.keys, pack(a-1-lo, c-1-lo))
+		b.keys = append(b.keys, pack(a-at.base, c-at.base))
 	}
 	b.keyLines = len(b.pairs)
 }
@@ -99,11 +130,11 @@ const pairBlocks = 6 // in flight: the one being read, parsed and handed over
 var pairBlockSize = 1 << 20
 
 // newPairReader reads src in blocks of blockSize bytes (pairBlockSize
-// unless a test asks for small ones), keying each block's lines with k
-// when k is not nil.
-func newPairReader(src io.Reader, file string, blockSize int, k *keyer) *pairReader {
+// unless a test asks for small ones), making each block's entries with
+// locate when it is not nil.
+func newPairReader(src io.Reader, file string, blockSize int, locate *graphOf) *pairReader {
 	r := &pairReader{
-		blockSize: blockSize, file: file, keyer: k, blocks: make(chan *pairBlock, pairBlocks), free: make(chan *pairBlock, pairBlocks),
+		blockSize: blockSize, file: file, locate: locate, blocks: make(chan *pairBlock, pairBlocks), free: make(chan *pairBlock, pairBlocks),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for range pairBlocks {
@@ -150,8 +181,8 @@ func (r *pairReader) dispatch(src io.Reader) {
 		go func() {
 			b.pairs, b.used = scanPairs(b.data, b.pairs[:0])
 			b.keyLines = 0
-			if r.keyer != nil {
-				r.keyer.keys(b)
+			if r.locate != nil {
+				b.key(*r.locate)
 			}
 			close(b.parsed)
 		}()
@@ -166,7 +197,7 @@ func (r *pairReader) dispatch(src io.Reader) {
 	}
 }
 
-// batch returns the next lines in the plain form (pairs; with a keyer,
+// batch returns the next lines in the plain form (pairs; with a graphOf,
 // their entries for a prefix of them), valid until the following call. No
 // pairs means: take the next line from r.seq (next, pair, slowPair), which
 // is then set.
