@@ -19,6 +19,7 @@ package bench
 //	stage=loader   + collation into PyG-ready Arrow batches (loader.Stream, no-op sink)
 //	stage=encode   + Arrow IPC encoding (loader.WriteStream to a byte counter)
 //	stage=socket   + augloader's server on a Unix socket to the Go client, which decodes every batch
+//	stage=shm      the same socket with the shared-memory transport (a 32 MiB memfd ring)
 //	stage=flight   the same over Arrow Flight (gRPC on loopback TCP)
 //
 // and per policy, without the daemon:
@@ -214,28 +215,35 @@ func benchEpoch(b *testing.B, dataset string) {
 				}
 				report(b, n, cw.n)
 			})
-			b.Run(name+"/stage=socket", func(b *testing.B) {
-				sock := filepath.Join(b.TempDir(), "s.sock")
-				srv, _ := server.New(server.Options{Source: server.Live{L: l}})
-				ln, err := server.Listen(sock, 0o600)
-				if err != nil {
-					b.Fatal(err)
-				}
-				sctx, cancel := context.WithCancel(ctx)
-				done := make(chan struct{})
-				go func() { srv.Serve(sctx, ln); close(done) }()
-				defer func() { cancel(); <-done }()
-				var bytes int64
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					res, err := client.Fetch(ctx, sock, wire.Request{Epoch: uint64(i), World: 1}, client.Options{}, nil)
+			// The socket, and the same socket with the shared-memory
+			// transport (a 32 MiB ring, as the Python client's default).
+			for _, tr := range []struct {
+				stage string
+				ring  int
+			}{{"socket", 0}, {"shm", 32 << 20}} {
+				b.Run(name+"/stage="+tr.stage, func(b *testing.B) {
+					sock := filepath.Join(b.TempDir(), "s.sock")
+					srv, _ := server.New(server.Options{Source: server.Live{L: l}})
+					ln, err := server.Listen(sock, 0o600)
 					if err != nil {
 						b.Fatal(err)
 					}
-					bytes += res.Bytes
-				}
-				report(b, n, bytes)
-			})
+					sctx, cancel := context.WithCancel(ctx)
+					done := make(chan struct{})
+					go func() { srv.Serve(sctx, ln); close(done) }()
+					defer func() { cancel(); <-done }()
+					var bytes int64
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						res, err := client.Fetch(ctx, sock, wire.Request{Epoch: uint64(i), World: 1}, client.Options{ShmRing: tr.ring}, nil)
+						if err != nil {
+							b.Fatal(err)
+						}
+						bytes += res.Bytes
+					}
+					report(b, n, bytes)
+				})
+			}
 			b.Run(name+"/stage=flight", func(b *testing.B) {
 				ln, err := server.ListenFlight(server.FlightOptions{Address: "grpc://127.0.0.1:0"})
 				if err != nil {

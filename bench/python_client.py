@@ -28,7 +28,8 @@
 With --peers-only (and --prefix NAME/) only the two PyG DataLoader peers run,
 on another dataset's shards.
 
-t is socket (Unix socket) or flight (Arrow Flight on loopback TCP).
+t is socket (Unix socket), shm (the same socket with the shared-memory transport:
+batches through a memfd ring, unix+shm://) or flight (Arrow Flight on loopback TCP).
 
 Usage (make bench runs it):
   python bench/python_client.py --bin bin --shards COLLAB.shards --epochs 5 --json out.jsonl
@@ -131,6 +132,24 @@ def raw_epoch(url, epoch):
             if not k:
                 break
             nbytes += k
+        s.close()
+    elif url.startswith("unix+shm://"):
+        # Shared memory: each message's descriptor read and the message
+        # released, its bytes (in the ring) never touched.
+        from augloader import _socket
+        ring = _socket.ShmRing(augloader.SHM_RING_DEFAULT)
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(url[len("unix+shm://"):])
+        socket.send_fds(s, [_wire.encode_request({"epoch": epoch, "rank": 0, "world": 1, "shm": True})], [ring.fd])
+        ring.close_fd()
+        f = _socket.SocketReader(s)
+        _wire.read_frame(f, _wire.MAGIC_RESPONSE)
+        for buf in _socket.shm_messages(f, s, ring):
+            nbytes += buf.size
+            if buf.size == 8:
+                break  # the end-of-stream marker
+            del buf
+        _wire.read_frame(f, _wire.MAGIC_TRAILER)
         s.close()
     else:
         import pyarrow.flight as fl
@@ -380,7 +399,7 @@ def main():
         d = Daemon(args.bin, args.shards, policy, args.workdir)
         try:
             client_epoch(d.unix, 0, "raw")  # NodeSam's index is built in the first epoch
-            for transport, url in (("socket", d.unix), ("flight", d.grpc)):
+            for transport, url in (("socket", d.unix), ("shm", d.unix.replace("unix://", "unix+shm://")), ("flight", d.grpc)):
                 for layout in ("raw", "views", "pyg-layout"):
                     runs, daemon = with_counters(d, lambda: [client_epoch(url, e, layout) for e in range(args.epochs)])
                     record(f"augloader/{transport}/{policy}/{layout}", runs, daemon)

@@ -54,6 +54,10 @@ type Options struct {
 	// TLS configures grpc+tls:// Flight addresses (default: the system's
 	// roots).
 	TLS *tls.Config
+	// ShmRing, when > 0, has Fetch take the stream through the
+	// shared-memory transport, a memfd ring of that many bytes
+	// (docs/protocol.md, "Shared memory"); Linux, Unix socket only.
+	ShmRing int
 	// BatchTimeout, with FetchMany, is how long a daemon may take to send
 	// its next batch before its share is asked of another; default 30 s.
 	BatchTimeout time.Duration
@@ -75,6 +79,9 @@ func Fetch(ctx context.Context, socket string, req wire.Request, o Options, fn f
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	if o.ShmRing > 0 {
+		return fetchShm(conn.(*net.UnixConn), req, o, fn)
+	}
 	if err := wire.WriteFrame(conn, wire.MagicRequest, wire.StatusOK, req); err != nil {
 		return nil, fmt.Errorf("client: send request: %w", err)
 	}
@@ -93,6 +100,23 @@ func FetchAddr(ctx context.Context, addr string, req wire.Request, o Options, fn
 // Read reads a response, stream and trailer from r (exposed for other
 // transports).
 func Read(r io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, error) {
+	return read(r, byteStream(r), o, fn)
+}
+
+// arrowSource opens the Arrow IPC stream of a conversation, counting (and
+// hashing, when t has hashes) every byte of it in t.
+type arrowSource func(mem memory.Allocator, t *tally) (*ipc.Reader, error)
+
+// byteStream is the Arrow IPC stream read from r.
+func byteStream(r io.Reader) arrowSource {
+	return func(mem memory.Allocator, t *tally) (*ipc.Reader, error) {
+		return ipc.NewReader(&hashingReader{r: r, t: t}, ipc.WithAllocator(mem))
+	}
+}
+
+// read reads the frames from r and the Arrow IPC stream between them from
+// stream (on the socket, from r itself).
+func read(r io.Reader, stream arrowSource, o Options, fn func(arrow.RecordBatch) error) (*Result, error) {
 	status, body, err := wire.ReadFrame(r, wire.MagicResponse)
 	if err != nil {
 		return nil, err
@@ -113,7 +137,7 @@ func Read(r io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, er
 			return nil, err
 		}
 	}
-	if err := readArrow(r, o, fn, res); err != nil {
+	if err := readArrow(stream, o, fn, res); err != nil {
 		return res, err
 	}
 	status, body, err = wire.ReadFrame(r, wire.MagicTrailer)
@@ -133,39 +157,39 @@ func Read(r io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, er
 	return res, nil
 }
 
-// readArrow decodes one Arrow IPC stream from r into res, calling fn per
-// batch and hashing the bytes when asked.
-func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Result) error {
-	tee := &hashingReader{r: r}
+// readArrow decodes one Arrow IPC stream into res, calling fn per batch
+// and hashing the bytes when asked.
+func readArrow(stream arrowSource, o Options, fn func(arrow.RecordBatch) error, res *Result) error {
+	t := &tally{}
 	if o.Digests {
-		tee.all, tee.one = sha256.New(), sha256.New()
+		t.all, t.one = sha256.New(), sha256.New()
 	}
 	mem := o.Mem
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	ir, err := ipc.NewReader(tee, ipc.WithAllocator(mem))
+	ir, err := stream(mem, t)
 	if err != nil {
 		return fmt.Errorf("client: arrow stream: %w", err)
 	}
 	defer ir.Release()
 	res.Schema = ir.Schema()
 	if o.Digests {
-		tee.one.Reset() // the schema message is not a batch
+		t.one.Reset() // the schema message is not a batch
 	}
-	seen := tee.n
+	seen := t.n
 	for ir.Next() {
 		rec := ir.RecordBatch()
 		var d [32]byte
 		if o.Digests {
-			copy(d[:], tee.one.Sum(nil))
-			tee.one.Reset()
+			copy(d[:], t.one.Sum(nil))
+			t.one.Reset()
 			res.BatchDigests = append(res.BatchDigests, d)
 		}
 		if o.onBatch != nil {
-			o.onBatch(d, tee.n-seen)
+			o.onBatch(d, t.n-seen)
 		}
-		seen = tee.n
+		seen = t.n
 		res.Batches++
 		res.Graphs += int(rec.NumRows())
 		if fn != nil {
@@ -178,27 +202,36 @@ func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Re
 		return fmt.Errorf("client: arrow stream after %d batches: %w", res.Batches, err)
 	}
 	if o.Digests {
-		copy(res.Digest[:], tee.all.Sum(nil))
+		copy(res.Digest[:], t.all.Sum(nil))
 	}
-	res.Bytes = tee.n
+	res.Bytes = t.n
 	return nil
 }
 
-// hashingReader hashes every byte the Arrow reader consumes: all of them,
-// and those since the last batch. arrow-go reads message by message with
-// exact lengths, so the bytes between two Next calls are one message.
-type hashingReader struct {
-	r        io.Reader
+// tally counts, and with hashes hashes, the bytes of a stream: all of
+// them, and those since the last batch. arrow-go reads message by message,
+// so the bytes between two Next calls are one message.
+type tally struct {
 	all, one hash.Hash
 	n        int64
 }
 
+func (t *tally) add(p []byte) {
+	if t.all != nil {
+		t.all.Write(p)
+		t.one.Write(p)
+	}
+	t.n += int64(len(p))
+}
+
+// hashingReader tallies every byte the Arrow reader consumes.
+type hashingReader struct {
+	r io.Reader
+	t *tally
+}
+
 func (h *hashingReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
-	if h.all != nil {
-		h.all.Write(p[:n])
-		h.one.Write(p[:n])
-	}
-	h.n += int64(n)
+	h.t.add(p[:n])
 	return n, err
 }

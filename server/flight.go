@@ -90,8 +90,15 @@ func statusOf(code string, err error) error {
 }
 
 // ParseTicket decodes a ticket: the JSON body of a request frame, with the
-// same checks as the socket's.
-func ParseTicket(t []byte) (wire.Request, error) { return wire.DecodeRequest(t) }
+// same checks as the socket's; the shared-memory transport is the Unix
+// socket's alone.
+func ParseTicket(t []byte) (wire.Request, error) {
+	req, err := wire.DecodeRequest(t)
+	if err == nil && req.Shm {
+		err = fmt.Errorf("%w: shm is for the Unix socket only", wire.ErrProtocol)
+	}
+	return req, err
+}
 
 func (f *Flight) log() *slog.Logger {
 	if f.Logger == nil {

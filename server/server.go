@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -33,6 +34,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/wire"
@@ -253,15 +256,34 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 	conn := pc.Conn
 	defer conn.Close()
 	start := time.Now()
-	req, err := wire.ParseRequest(bufio.NewReaderSize(conn, 4096))
+	// The request is read through fdReader on a Unix connection: a
+	// shared-memory client's ring comes with it.
+	fdr := &fdReader{}
+	var rd io.Reader = conn
+	if uc, ok := conn.(*net.UnixConn); ok {
+		fdr.uc, rd = uc, fdr
+	}
+	req, err := wire.ParseRequest(bufio.NewReaderSize(rd, 4096))
 	s.requestRead(pc)
 	conn.SetReadDeadline(time.Time{})
+	var ring []byte
+	if err == nil {
+		ring, err = fdr.ring(req)
+	} else {
+		fdr.close()
+	}
+	if ring != nil {
+		defer unix.Munmap(ring)
+	}
 	switch {
 	case pc.evicted.Load():
 		s.reject(conn, wire.CodeUnavailable, fmt.Errorf("too many connections waiting to send a request (%d)", s.lim.MaxPending))
 		return
 	case err != nil:
 		s.reject(conn, wire.CodeBadRequest, err)
+		return
+	case req.Shm && ring == nil:
+		s.reject(conn, wire.CodeBadRequest, fmt.Errorf("%w: shm is for the Unix socket only", wire.ErrProtocol))
 		return
 	}
 	client := ""
@@ -300,15 +322,26 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 		s.opts.Metrics.done(0, 0, 0, workerTimes{}, err)
 		return
 	}
-	// A closed client connection cancels the stream: watch for EOF.
+	// A closed client connection cancels the stream: watch for EOF (and,
+	// over shared memory, read the client's records until then).
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var out io.Writer = conn
+	var shm *shmWriter
+	if ring != nil {
+		shm = newShmWriter(sctx, ring, conn)
+		out = shm
+	}
 	go func() {
-		var b [1]byte
-		conn.Read(b[:]) // returns on close (clients send nothing more)
+		if shm != nil {
+			shm.readRecords(conn)
+		} else {
+			var b [1]byte
+			conn.Read(b[:]) // returns on close (clients send nothing more)
+		}
 		cancel()
 	}()
-	cw := &iox.CountingWriter{W: conn}
+	cw := &iox.CountingWriter{W: out}
 	if req.Digest {
 		cw.Hash = sha256.New()
 	}
@@ -340,6 +373,9 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 		"seconds", secs, "graphs_per_s", float64(graphs) / max(secs, 1e-9)}
 	if measured {
 		attrs = append(attrs, "wait_workers_s", times.waitWorkers.Seconds(), "wait_client_s", times.waitClient.Seconds())
+	}
+	if shm != nil {
+		attrs = append(attrs, "shm_ring_MB", float64(len(ring))/1e6, "shm_inline_messages", shm.inline)
 	}
 	switch {
 	case err != nil:

@@ -26,6 +26,15 @@ type protocolDoc struct {
 		MaxBody       int `json:"max_body"`
 		SchemaVersion int `json:"schema_version"`
 	} `json:"arrow"`
+	Shm struct {
+		DescriptorSize int    `json:"descriptor_size"`
+		Ring           int    `json:"ring"`
+		Inline         int    `json:"inline"`
+		RecordSize     int    `json:"record_size"`
+		Read           uint64 `json:"read"`
+		MinRing        int    `json:"min_ring"`
+		MaxRing        int    `json:"max_ring"`
+	} `json:"shm"`
 	Codes          []string          `json:"codes"`
 	Columns        []string          `json:"columns"`
 	MetadataKeys   []string          `json:"metadata_keys"`
@@ -61,6 +70,9 @@ func TestProtocolGolden(t *testing.T) {
 	d.Frame.Magic = map[string]string{"request": string(wire.MagicRequest[:]), "response": string(wire.MagicResponse[:]), "trailer": string(wire.MagicTrailer[:])}
 	d.Frame.Status = map[string]int{"ok": wire.StatusOK, "error": wire.StatusError}
 	d.Arrow.MaxMetadata, d.Arrow.MaxBody, d.Arrow.SchemaVersion = wire.MaxArrowMetadata, wire.MaxArrowBody, wire.SchemaVersion
+	d.Shm.DescriptorSize, d.Shm.Ring, d.Shm.Inline = wire.ShmDescriptorSize, wire.ShmRing, wire.ShmInline
+	d.Shm.RecordSize, d.Shm.Read = wire.ShmRecordSize, wire.ShmRead
+	d.Shm.MinRing, d.Shm.MaxRing = wire.MinShmRing, wire.MaxShmRing
 	d.Codes = []string{wire.CodeBadRequest, wire.CodeOutOfRange, wire.CodeUnavailable, wire.CodeInternal}
 	d.Columns = []string{wire.ColGraphID, wire.ColNumNodes, wire.ColEdgeSrc, wire.ColEdgeDst, wire.ColXNode, wire.ColXCode,
 		wire.ColXWeight, wire.ColX, wire.ColY, wire.ColYMix, wire.ColYQ, wire.ColPolicy, wire.ColPadded}

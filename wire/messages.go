@@ -47,6 +47,10 @@ type Request struct {
 	// sent, in the trailer (a Flight client, which does not see the
 	// stream's bytes, can check it against another daemon's).
 	Digest bool `json:"digest,omitempty"`
+	// Shm asks for the shared-memory transport (ShmRing): the request
+	// frame carries the client's ring as a file descriptor. Unix socket
+	// only.
+	Shm bool `json:"shm,omitempty"`
 }
 
 // MaxViewName caps a view's name.

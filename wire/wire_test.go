@@ -74,3 +74,27 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// A shared-memory descriptor either parses to one that lies inside the ring
+// (and encodes back to the same bytes) or is refused as a protocol error.
+func FuzzParseShmDescriptor(f *testing.F) {
+	for _, d := range []wire.ShmDescriptor{{Kind: wire.ShmRing, Length: 8, Offset: 0}, {Kind: wire.ShmRing, Length: 4096, Offset: 61440},
+		{Kind: wire.ShmInline, Length: 1 << 20}, {Kind: 3, Length: 8}, {Kind: wire.ShmRing, Length: 16, Offset: 1<<64 - 8}} {
+		f.Add(wire.AppendShmDescriptor(nil, d), uint64(wire.MinShmRing))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, ring uint64) {
+		d, err := wire.ParseShmDescriptor(b, ring)
+		if err != nil {
+			if !errors.Is(err, wire.ErrProtocol) {
+				t.Fatalf("error outside ErrProtocol: %v", err)
+			}
+			return
+		}
+		if d.Length < 8 || d.Kind == wire.ShmRing && d.Offset+uint64(d.Length) > ring || d.Kind == wire.ShmInline && d.Offset != 0 {
+			t.Fatalf("accepted %+v in a ring of %d bytes", d, ring)
+		}
+		if !bytes.Equal(wire.AppendShmDescriptor(nil, d), b) {
+			t.Fatalf("%+v does not encode back to %x", d, b)
+		}
+	})
+}

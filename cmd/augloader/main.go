@@ -354,6 +354,12 @@ func fetchCmd() *cli.Command {
 			&cli.BoolFlag{Name: "drop-last", Usage: "drop each pass's short final batch"},
 			&cli.StringFlag{Name: "view", Usage: "the daemon's view to read (default: its default view)"},
 			&cli.IntFlag{Name: "fold", Usage: "the fold of a per-fold view", Action: cliutil.IntRange("fold", 0, -1)},
+			&cli.IntFlag{Name: "shm-ring", Usage: "read Unix sockets over shared memory, through a memfd ring of this many bytes (65536 to 2^30; 0: the socket itself)", Action: func(_ *cli.Context, v int) error {
+				if v != 0 && (v < wire.MinShmRing || v > wire.MaxShmRing) {
+					return fmt.Errorf("--shm-ring %d: want 0 or %d to %d", v, wire.MinShmRing, wire.MaxShmRing)
+				}
+				return nil
+			}},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
 		Action: func(c *cli.Context) error {
@@ -368,7 +374,7 @@ func fetchCmd() *cli.Command {
 			if len(addrs) == 0 {
 				return errors.New("fetch: give --socket or --addr")
 			}
-			o := client.Options{Digests: true, BatchTimeout: c.Duration("batch-timeout"), Logger: logger()}
+			o := client.Options{Digests: true, BatchTimeout: c.Duration("batch-timeout"), Logger: logger(), ShmRing: c.Int("shm-ring")}
 			if tf := c.String("token-file"); tf != "" {
 				b, err := os.ReadFile(tf)
 				if err != nil {

@@ -174,10 +174,13 @@ func TestServeProcessMUTAG(t *testing.T) {
 			if digests[0] != digests[1] {
 				t.Fatal("the same request gave different streams")
 			}
-			// `augloader fetch` prints the same digest.
-			out, err := exec.Command(bin, "fetch", "--socket", sock, "--epoch", "4").CombinedOutput()
-			if err != nil || !strings.Contains(string(out), digests[0]) || !strings.Contains(string(out), "188 graphs") {
-				t.Fatalf("fetch: %v\n%s", err, out)
+			// `augloader fetch` prints the same digest, over the socket
+			// and over shared memory.
+			for _, shm := range []string{"0", "1048576"} {
+				out, err := exec.Command(bin, "fetch", "--socket", sock, "--epoch", "4", "--shm-ring", shm).CombinedOutput()
+				if err != nil || !strings.Contains(string(out), digests[0]) || !strings.Contains(string(out), "188 graphs") {
+					t.Fatalf("fetch --shm-ring %s: %v\n%s", shm, err, out)
+				}
 			}
 			stopServe(t, cmd, sock, logs)
 			if !strings.Contains(logs.String(), "epoch served") {

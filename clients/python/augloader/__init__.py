@@ -5,7 +5,7 @@ iterate one epoch of one rank as PyG-ready numpy batches, built from the
 Arrow buffers without any per-graph Python loop::
 
     import augloader
-    client = augloader.connect("unix:///tmp/aug.sock")   # or "grpc://127.0.0.1:8815"
+    client = augloader.connect("unix:///tmp/aug.sock")   # or "unix+shm:///tmp/aug.sock", "grpc://127.0.0.1:8815"
     for batch in client.epoch(3, rank=0, world=1):
         batch.edge_src, batch.edge_dst  # int32 [2|E|] views of the Arrow buffers
         batch.edge_index   # int64 [2, 2|E|], batch-global, both directions (built on first use)
@@ -13,6 +13,13 @@ Arrow buffers without any per-graph Python loop::
         batch.batch        # int64 [N], graph of each node
         batch.dense_x()    # float32 [N, dim] one-hot (mixes for merged nodes)
         batch.soft_y()     # float32 [B, C]
+
+``unix+shm://`` (same host, Linux) reads the same stream through a memfd
+ring this process maps (``?ring=BYTES``, 32 MiB by default): the daemon
+writes each batch into it once and the arrays are views of the ring, with
+no socket copy; a batch's place in the ring is given back when its last
+array is freed, so keeping batches is safe (the daemon then sends them
+through the socket instead).
 
 The int32 views cost nothing; ``edge_index`` and ``dense_x()`` are the
 host-memory layout of a PyG ``Batch`` and cost a widening copy and a dense
@@ -30,7 +37,7 @@ transports).
 from __future__ import annotations
 
 from typing import Iterator, Optional
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from . import _flight, _socket
 from ._wire import ConnectionLost, ServerError
@@ -38,6 +45,10 @@ from .batch import Batch
 
 __all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream", "Daemon", "DaemonError"]
 __version__ = "0.1.0"
+
+# The shared-memory transport's ring when a unix+shm:// URL names none
+# (?ring=BYTES): room for a few dozen COLLAB batches of 32 graphs.
+SHM_RING_DEFAULT = 32 << 20
 
 
 class Stream:
@@ -64,12 +75,18 @@ class Client:
     def __init__(self, url: str, token: Optional[str] = None, timeout: Optional[float] = None, tls_root_certs=None):
         u = urlparse(url)
         self.url, self.token, self.timeout, self.tls_root_certs = url, token, timeout, tls_root_certs
-        if u.scheme == "unix":
+        self._shm_ring = 0
+        if u.scheme in ("unix", "unix+shm"):
             self._transport, self._path = "unix", u.path
+            if u.scheme == "unix+shm":
+                ring = parse_qs(u.query).get("ring", [str(SHM_RING_DEFAULT)])[-1]
+                if not ring.isdigit():
+                    raise ValueError(f"augloader: ring={ring!r} in {url!r} is not a byte count")
+                self._shm_ring = int(ring)
         elif u.scheme in ("grpc", "grpc+tcp", "grpc+unix", "grpc+tls"):
             self._transport = "flight"
         else:
-            raise ValueError(f"augloader: unsupported url {url!r} (want unix:///path, grpc://host:port, grpc+tls://host:port or grpc+unix:///path)")
+            raise ValueError(f"augloader: unsupported url {url!r} (want unix:///path, unix+shm:///path, grpc://host:port, grpc+tls://host:port or grpc+unix:///path)")
 
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
               start_batch: int = 0, digest: bool = False, *, stride: int = 1, count: int = 0,
@@ -87,7 +104,7 @@ class Client:
         if self._transport == "unix":
             if server_digest:
                 req["digest"] = True
-            return _socket.open_stream(self._path, req, self.timeout, digest, Stream)
+            return _socket.open_stream(self._path, req, self.timeout, digest, Stream, self._shm_ring)
         if digest or server_digest:
             req["digest"] = True
         return _flight.open_stream(self.url, req, self.token, self.timeout, Stream, self.tls_root_certs)
@@ -111,7 +128,8 @@ def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, star
 
 def connect(url, token: Optional[str] = None, timeout: Optional[float] = None, *,
             batch_timeout: float = 30.0, tls_root_certs=None):
-    """Return a client for ``unix:///path.sock``, ``grpc://host:port``,
+    """Return a client for ``unix:///path.sock``, ``unix+shm:///path.sock``
+    (shared memory, ``?ring=BYTES``), ``grpc://host:port``,
     ``grpc+tls://host:port`` or ``grpc+unix:///path`` (Flight); or, given a
     list of such URLs, a client reading every epoch from all of those
     daemons at once, in order, failing over (``augloader._multi``).

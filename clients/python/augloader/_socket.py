@@ -1,8 +1,16 @@
 """The Unix-socket transport: one request frame, the response frame, the
-Arrow IPC stream, the trailer (docs/protocol.md)."""
+Arrow IPC stream, the trailer (docs/protocol.md); and over the same socket
+the shared-memory transport, where the stream's messages come through a
+memfd ring this process maps (``unix+shm://`` URLs)."""
 from __future__ import annotations
 
+import collections
+import fcntl
+import mmap
+import os
 import socket
+
+import pyarrow as pa
 
 from . import _wire
 from ._wire import ConnectionLost, ServerError
@@ -51,11 +59,101 @@ class SocketReader:
         return bytes(out[:got])
 
 
-def read_conversation(f, stream, digest: bool):
+class ShmRing:
+    """The shared-memory transport's ring: a memfd of ``size`` bytes,
+    sealed against shrinking and growing, mapped here; the daemon writes
+    the stream's messages into it (docs/protocol.md, "Shared memory")."""
+
+    def __init__(self, size: int):
+        if not _wire.MIN_SHM_RING <= size <= _wire.MAX_SHM_RING:
+            raise ValueError(f"augloader: shm ring of {size} bytes (want {_wire.MIN_SHM_RING} to {_wire.MAX_SHM_RING})")
+        if not hasattr(os, "memfd_create"):
+            raise OSError("augloader: the shared-memory transport needs memfd_create (Linux)")
+        fd = os.memfd_create("augloader-ring", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            # Populated at once: one call instead of a page fault per page
+            # as the daemon's messages first land in it. Writable, as the
+            # socket's buffers are: a tensor made over a batch's array and
+            # changed in place must not fault (the message is the batch's
+            # until it is released, so nothing else sees the change).
+            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd  # sent with the request, then closed: the mapping stays
+        self.size = size
+        self._buf = pa.py_buffer(self._mm)
+        self.address = self._buf.address
+        self.released: collections.deque = collections.deque()
+
+    def close_fd(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _Lease:
+    """Owns one ring message for pyarrow (the base of its foreign buffer):
+    when the last array over the message is gone, the message's sequence
+    number is queued for release, and the ring stays mapped until then."""
+
+    __slots__ = ("_ring", "_seq")
+
+    def __init__(self, ring: ShmRing, seq: int):
+        self._ring, self._seq = ring, seq
+
+    def __del__(self):
+        self._ring.released.append(self._seq)
+
+
+def shm_messages(f, sock: socket.socket, ring: ShmRing):
+    """The stream's messages over shared memory: a descriptor per message
+    from f; a ring message is a view of the ring (no copy), an inline one
+    is read from f. Before each descriptor is read, the daemon learns how
+    many ring messages were read and which are no longer referenced
+    anywhere (released: it may write over them)."""
+    seq = 0
+    while True:
+        # How many ring messages were read (the daemon waits for releases
+        # while some are unread, and goes inline once all are kept), and
+        # the ones freed since the last descriptor.
+        out = bytearray(_wire.SHM_RECORD.pack(_wire.SHM_READ | seq))
+        while ring.released:
+            out += _wire.SHM_RECORD.pack(ring.released.popleft())
+        try:
+            sock.sendall(out)
+        except OSError:
+            pass  # the daemon is gone: the descriptor read says so
+        d = f.read(_wire.SHM_DESCRIPTOR.size)
+        if len(d) != _wire.SHM_DESCRIPTOR.size:
+            raise ConnectionLost("connection closed before an shm descriptor")
+        kind, length, offset = _wire.SHM_DESCRIPTOR.unpack(d)
+        if length < 8:
+            raise ConnectionLost(f"protocol error: shm message of {length} bytes")
+        if kind == _wire.SHM_RING:
+            if offset + length > ring.size:
+                raise ConnectionLost(f"protocol error: shm message [{offset}, +{length}) outside the ring of {ring.size} bytes")
+            yield pa.foreign_buffer(ring.address + offset, length, base=_Lease(ring, seq))
+            seq += 1
+        elif kind == _wire.SHM_INLINE and offset == 0:
+            if length > 8 + _wire.MAX_ARROW_METADATA + _wire.MAX_ARROW_BODY:
+                raise ConnectionLost(f"protocol error: inline shm message of {length} bytes")
+            buf = pa.allocate_buffer(length)
+            _wire.read_exact(f, memoryview(buf).cast("B"))
+            yield buf
+        else:
+            raise ConnectionLost(f"protocol error: shm descriptor kind {kind} at {offset}")
+
+
+def read_conversation(f, stream, digest: bool, messages=None):
     """Yields the Batches of one response read from f (a SocketReader or
     any object with read and readinto) and checks the trailer; the
-    response frame has been read into stream.info."""
-    reader = _wire.ArrowReader(f, digest)
+    response frame has been read into stream.info. messages: the stream's
+    messages when they do not come inline from f (shared memory)."""
+    reader = _wire.ArrowReader(_wire.socket_messages(f) if messages is None else messages, digest)
     stream.batch_digests = reader.batch_digests  # filled as batches arrive
     try:
         for rb in reader:
@@ -73,14 +171,26 @@ def read_conversation(f, stream, digest: bool):
         raise ConnectionLost(f"got {trailer.get('batches')} batches, promised {stream.info.get('batches')}")
 
 
-def open_stream(path: str, req: dict, timeout, digest: bool, make_stream):
+def open_stream(path: str, req: dict, timeout, digest: bool, make_stream, shm_ring: int = 0):
     """Sends req to the daemon at path and returns make_stream(batches,
-    info) once the response frame is read."""
+    info) once the response frame is read. shm_ring > 0: over shared
+    memory, through a ring of that many bytes."""
+    ring = None
+    if shm_ring:
+        ring = ShmRing(shm_ring)
+        req = dict(req, shm=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         sock.connect(path)
-        sock.sendall(_wire.encode_request(req))
+        frame = _wire.encode_request(req)
+        if ring is not None:
+            # The ring goes with the request's bytes (SCM_RIGHTS).
+            sent = socket.send_fds(sock, [frame], [ring.fd])
+            sock.sendall(frame[sent:])
+            ring.close_fd()
+        else:
+            sock.sendall(frame)
         f = SocketReader(sock)
         status, info = _wire.read_frame(f, _wire.MAGIC_RESPONSE)
     except OSError as e:
@@ -89,13 +199,17 @@ def open_stream(path: str, req: dict, timeout, digest: bool, make_stream):
     except Exception:
         sock.close()
         raise
+    finally:
+        if ring is not None:
+            ring.close_fd()
     if status != _wire.STATUS_OK:
         sock.close()
         raise ServerError(info.get("code", "internal"), info.get("error", ""))
 
     def batches(stream):
         try:
-            yield from read_conversation(f, stream, digest)
+            messages = shm_messages(f, sock, ring) if ring is not None else None
+            yield from read_conversation(f, stream, digest, messages)
         finally:
             sock.close()
 

@@ -42,7 +42,18 @@ METADATA_KEYS = ("augloader.protocol_version", "augloader.dataset", "augloader.f
                  "augloader.world")
 
 REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch", "stride", "count",
-                  "batches_per_epoch", "drop_last", "view", "fold", "digest")
+                  "batches_per_epoch", "drop_last", "view", "fold", "digest", "shm")
+
+# The shared-memory transport: descriptors (kind u32 | length u32 | offset
+# u64) in place of the stream's messages; records (u64) back: a release
+# (a ring message's sequence number) or SHM_READ | ring messages read.
+SHM_DESCRIPTOR = struct.Struct("<IIQ")
+SHM_RING = 1
+SHM_INLINE = 2
+SHM_RECORD = struct.Struct("<Q")
+SHM_READ = 1 << 63
+MIN_SHM_RING = 64 << 10
+MAX_SHM_RING = 1 << 30
 MAX_VIEW_NAME = 64
 
 _I32, _I64, _F32 = pa.int32(), pa.int64(), pa.float32()
@@ -103,7 +114,7 @@ def encode_request(req: dict) -> bytes:
     if unknown:
         raise ValueError(f"augloader: unknown request fields {sorted(unknown)}")
     for k, v in req.items():
-        if k in ("drop_last", "digest"):
+        if k in ("drop_last", "digest", "shm"):
             if not isinstance(v, bool):
                 raise ValueError(f"augloader: request field {k}={v!r} is not a bool")
         elif k == "view":
@@ -170,16 +181,44 @@ def body_length(meta) -> int:
         raise ConnectionLost("protocol error: malformed Arrow message header") from None
 
 
-class ArrowReader:
-    """Reads one Arrow IPC stream message by message. Each message lands,
-    with one copy from the transport, in a buffer from pyarrow's memory
-    pool (which recycles memory: no fresh pages per batch), and the record
-    batch's arrays are views of it. Counts, and with digest=True hashes,
-    every byte of the stream; ``batch_digests`` holds each record batch
-    message's SHA-256 (the Go client's per-batch digest)."""
+def socket_messages(f) -> Iterator[pa.Buffer]:
+    """The messages of an Arrow IPC stream read from f (anything with
+    readinto), each whole (prefix, metadata, body) in one buffer from
+    pyarrow's memory pool (which recycles memory: no fresh pages per
+    batch), with one copy from the transport; the last is the 8-byte
+    end-of-stream marker."""
+    prefix = bytearray(8)
+    while True:
+        read_exact(f, memoryview(prefix))
+        cont, mlen = struct.unpack("<Ii", prefix)
+        if cont != CONTINUATION or not 0 <= mlen <= MAX_ARROW_METADATA or mlen % 8:
+            raise ConnectionLost(f"protocol error: Arrow message prefix {bytes(prefix).hex()}")
+        if mlen == 0:
+            yield pa.py_buffer(bytes(prefix))
+            return
+        meta = bytearray(mlen)
+        read_exact(f, memoryview(meta))
+        body = body_length(meta)
+        if not 0 <= body <= MAX_ARROW_BODY or body % 8:
+            raise ConnectionLost(f"protocol error: Arrow message body of {body} bytes")
+        buf = pa.allocate_buffer(8 + mlen + body)
+        mv = memoryview(buf).cast("B")
+        mv[:8] = prefix
+        mv[8:8 + mlen] = meta
+        read_exact(f, mv[8 + mlen:])
+        yield buf
 
-    def __init__(self, f, digest: bool):
-        self._f = f
+
+class ArrowReader:
+    """Reads one Arrow IPC stream message by message from ``messages``
+    (whole messages, as ``socket_messages`` or the shared-memory transport
+    yields them); the record batch's arrays are views of each message's
+    buffer. Counts, and with digest=True hashes, every byte of the stream;
+    ``batch_digests`` holds each record batch message's SHA-256 (the Go
+    client's per-batch digest)."""
+
+    def __init__(self, messages, digest: bool):
+        self._messages = messages
         self._h = hashlib.sha256() if digest else None
         self.batch_digests: list = []
         self.metadata: dict = {}
@@ -194,25 +233,21 @@ class ArrowReader:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         schema = None
-        prefix = bytearray(8)
-        while True:
-            read_exact(self._f, memoryview(prefix))
-            cont, mlen = struct.unpack("<Ii", prefix)
-            if cont != CONTINUATION or not 0 <= mlen <= MAX_ARROW_METADATA or mlen % 8:
-                raise ConnectionLost(f"protocol error: Arrow message prefix {bytes(prefix).hex()}")
-            if mlen == 0:
-                self._take(prefix, False)
-                return  # end-of-stream marker
-            meta = bytearray(mlen)
-            read_exact(self._f, memoryview(meta))
-            body = body_length(meta)
-            if not 0 <= body <= MAX_ARROW_BODY or body % 8:
-                raise ConnectionLost(f"protocol error: Arrow message body of {body} bytes")
-            buf = pa.allocate_buffer(8 + mlen + body)
+        for buf in self._messages:
             mv = memoryview(buf).cast("B")
-            mv[:8] = prefix
-            mv[8:8 + mlen] = meta
-            read_exact(self._f, mv[8 + mlen:])
+            if len(mv) < 8:
+                raise ConnectionLost(f"protocol error: Arrow message of {len(mv)} bytes")
+            cont, mlen = struct.unpack_from("<Ii", mv)
+            if cont != CONTINUATION or not 0 <= mlen <= MAX_ARROW_METADATA or mlen % 8 or 8 + mlen > len(mv):
+                raise ConnectionLost(f"protocol error: Arrow message prefix {bytes(mv[:8]).hex()}")
+            if mlen == 0:
+                if len(mv) != 8:
+                    raise ConnectionLost(f"protocol error: end-of-stream marker of {len(mv)} bytes")
+                self._take(mv, False)
+                return
+            body = body_length(mv[8:8 + mlen])
+            if not 0 <= body <= MAX_ARROW_BODY or body % 8 or 8 + mlen + body != len(mv):
+                raise ConnectionLost(f"protocol error: Arrow message body of {body} bytes in {len(mv)}")
             try:
                 msg = ipc.read_message(buf)
                 if msg.type == "schema" and schema is None:
@@ -230,6 +265,7 @@ class ArrowReader:
                     raise ConnectionLost(f"protocol error: unexpected Arrow {msg.type} message")
             except (pa.ArrowException, ValueError, TypeError, OSError) as e:
                 raise ConnectionLost(f"arrow stream broke: {e}") from e
+        raise ConnectionLost("the stream ended without its end-of-stream marker")
 
     def hexdigest(self) -> Optional[str]:
         return self._h.hexdigest() if self._h is not None else None

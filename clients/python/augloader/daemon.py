@@ -100,6 +100,11 @@ class Daemon:
         return "unix://" + self.socket
 
     @property
+    def shm_url(self) -> str:
+        """The same socket with the shared-memory transport (unix+shm://)."""
+        return "unix+shm://" + self.socket
+
+    @property
     def flight_url(self) -> Optional[str]:
         """The Flight endpoint's URL (grpc://127.0.0.1:PORT), if serving one."""
         return self.ready.get("flight")

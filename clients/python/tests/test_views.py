@@ -87,10 +87,11 @@ def test_dataloader_workers_each_batch_once(bins, synth_shards):
         want = augloader.connect(d.url).epoch(3, rank=1, world=2, digest=True)
         want_batches = [(b.graph_id.tolist()) for b in want]
         assert len(want_batches) == 5 and len(want.batch_digests) == 5
-        for workers in (0, 2, 3):
-            ds = AugloaderDataset(d.url, rank=1, world=2, pyg=False, digest=True)
+        # Over the socket and over shared memory (each worker its own ring).
+        for workers, url in ((0, d.url), (2, d.url), (3, d.url), (2, d.shm_url)):
+            ds = AugloaderDataset(url, rank=1, world=2, pyg=False, digest=True)
             ds.set_epoch(3)
             got = list(DataLoader(ds, batch_size=None, num_workers=workers))
-            assert [t["batch_index"] for t in got] == list(range(5)), workers
-            assert [t["graph_id"].tolist() for t in got] == want_batches, workers
-            assert [t["digest"] for t in got] == want.batch_digests, workers
+            assert [t["batch_index"] for t in got] == list(range(5)), (workers, url)
+            assert [t["graph_id"].tolist() for t in got] == want_batches, (workers, url)
+            assert [t["digest"] for t in got] == want.batch_digests, (workers, url)

@@ -1,0 +1,363 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/augloader/augloader/internal/ipcframe"
+	"github.com/augloader/augloader/wire"
+)
+
+// The shared-memory transport, server side (package wire's ShmRing): the
+// client's memfd arrives with the request and is mapped; the stream's
+// messages are copied into the mapping (no kernel copy) and descriptors go
+// out on the socket. A mapping faults (SIGBUS) where its file has shrunk
+// away, so only a memfd sealed against shrinking is taken; a memfd lives
+// in no size-limited mount and is never hugetlb-backed (tmpfs is checked),
+// so a write into the mapping cannot fault either.
+
+// fdReader reads from a Unix connection and keeps the file descriptors
+// that come with the bytes (SCM_RIGHTS): the request frame's ring.
+type fdReader struct {
+	uc        *net.UnixConn
+	fds       []int
+	truncated bool // more descriptors than the control buffer holds (the kernel closed the rest)
+}
+
+// maxRequestFDs is how many descriptors a request's control buffer has
+// room for: one is expected; more are refused.
+const maxRequestFDs = 4
+
+func (r *fdReader) Read(p []byte) (int, error) {
+	oob := make([]byte, syscall.CmsgSpace(4*maxRequestFDs))
+	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, oob)
+	if oobn > 0 {
+		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
+		if perr != nil {
+			r.truncated = true
+		}
+		for i := range msgs {
+			if fds, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
+				r.fds = append(r.fds, fds...)
+			}
+		}
+	}
+	if flags&syscall.MSG_CTRUNC != 0 {
+		r.truncated = true
+	}
+	// On an error (a deadline) ReadMsgUnix may return the syscall's -1,
+	// which an io.Reader must never (bufio panics on it).
+	return max(n, 0), err
+}
+
+// close closes every descriptor received.
+func (r *fdReader) close() {
+	for _, fd := range r.fds {
+		syscall.Close(fd)
+	}
+	r.fds = nil
+}
+
+// ring checks what came with a request: for Shm, exactly one descriptor,
+// a writable memfd of MinShmRing to MaxShmRing bytes sealed against
+// shrinking, returned mapped; otherwise none at all. Every descriptor
+// received is closed.
+func (r *fdReader) ring(req wire.Request) ([]byte, error) {
+	defer r.close()
+	if !req.Shm {
+		if len(r.fds) > 0 || r.truncated {
+			return nil, fmt.Errorf("%w: file descriptors sent without shm", wire.ErrProtocol)
+		}
+		return nil, nil
+	}
+	if len(r.fds) != 1 || r.truncated {
+		return nil, fmt.Errorf("%w: shm needs exactly one file descriptor with the request, got %d", wire.ErrProtocol, len(r.fds))
+	}
+	size, err := checkRing(r.fds[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: shm ring: %v", wire.ErrProtocol, err)
+	}
+	// Populated: the ring's pages are made in one call, not one fault each
+	// as the first messages land (an epoch goes round the ring many times).
+	mem, err := unix.Mmap(r.fds[0], 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("%w: shm ring: map: %v", wire.ErrProtocol, err)
+	}
+	return mem, nil
+}
+
+func checkRing(fd int) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, errors.New("not a regular file (want a memfd)")
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return 0, err
+	}
+	if fs.Type != unix.TMPFS_MAGIC {
+		return 0, fmt.Errorf("not in memory (file system %#x; want a memfd)", fs.Type)
+	}
+	if st.Size < wire.MinShmRing || st.Size > wire.MaxShmRing {
+		return 0, fmt.Errorf("%d bytes (want %d to %d)", st.Size, wire.MinShmRing, wire.MaxShmRing)
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return 0, err
+	}
+	if fl&unix.O_ACCMODE != unix.O_RDWR {
+		return 0, errors.New("not open for reading and writing")
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	switch {
+	case err != nil || seals&unix.F_SEAL_SHRINK == 0:
+		return 0, errors.New("not sealed against shrinking (want a memfd with F_SEAL_SHRINK)")
+	case seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0:
+		return 0, errors.New("sealed against writing")
+	}
+	return st.Size, nil
+}
+
+// shmWriter takes an Arrow IPC stream, as the socket transport would send
+// it, and delivers it message by message through the ring: each message
+// is placed in the ring's free space (or inline on the socket when there
+// is none), written there, and announced by its descriptor.
+type shmWriter struct {
+	ctx  context.Context
+	ring []byte // the client's memfd, mapped
+	size int64
+	out  io.Writer // the connection: descriptors and inline messages
+
+	mu       sync.Mutex
+	inflight []shmRegion // ring messages not released yet, oldest first
+	read     uint64      // ring messages the client has read (ShmRead)
+	changed  chan struct{}
+
+	next      int64  // where the next ring message may start
+	seq       uint64 // the next ring message's sequence number
+	announced uint64 // ring messages whose descriptor is out
+
+	// The message being written.
+	placed bool   // its place is known (its prefix and metadata are written)
+	hdr    []byte // its prefix and metadata, until its length is known
+	left   int64  // its bytes still to come once placed
+	at     int64  // where its next byte goes in the ring; -1: inline
+	start  int64
+	length int64
+
+	inline int // messages sent inline
+	desc   [wire.ShmDescriptorSize]byte
+}
+
+type shmRegion struct {
+	seq        uint64
+	start, end int64
+	released   bool
+}
+
+func newShmWriter(ctx context.Context, ring []byte, out io.Writer) *shmWriter {
+	return &shmWriter{ctx: ctx, ring: ring, size: int64(len(ring)), out: out, changed: make(chan struct{}, 1)}
+}
+
+// Write implements io.Writer.
+func (w *shmWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if !w.placed {
+			k, err := w.header(p)
+			p = p[k:]
+			if err != nil {
+				return n - len(p), err
+			}
+			continue
+		}
+		k := min(int64(len(p)), w.left)
+		if err := w.put(p[:k]); err != nil {
+			return n - len(p), err
+		}
+		p, w.left = p[k:], w.left-k
+		if w.left == 0 {
+			if err := w.finish(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+// header collects the current message's prefix and metadata from p; once
+// they are whole, it places the message and writes them.
+func (w *shmWriter) header(p []byte) (int, error) {
+	need := 8
+	if len(w.hdr) >= 8 {
+		need = 8 + int(int32(binary.LittleEndian.Uint32(w.hdr[4:])))
+	}
+	k := min(need-len(w.hdr), len(p))
+	w.hdr = append(w.hdr, p[:k]...)
+	if len(w.hdr) < need {
+		return k, nil
+	}
+	if need == 8 {
+		if binary.LittleEndian.Uint32(w.hdr) != 0xffffffff {
+			return k, fmt.Errorf("server: shm: %w: no continuation marker", ipcframe.ErrFrame)
+		}
+		m := int32(binary.LittleEndian.Uint32(w.hdr[4:]))
+		if m < 0 || m > ipcframe.MaxMetadata || m%8 != 0 {
+			return k, fmt.Errorf("server: shm: %w: metadata length %d", ipcframe.ErrFrame, m)
+		}
+		if m > 0 {
+			return k, nil // the metadata next
+		}
+	}
+	var body int64
+	if len(w.hdr) > 8 {
+		var err error
+		if body, err = ipcframe.BodyLength(w.hdr[8:]); err != nil {
+			return k, fmt.Errorf("server: shm: %w", err)
+		}
+	}
+	if err := w.place(int64(len(w.hdr)) + body); err != nil {
+		return k, err
+	}
+	err := w.put(w.hdr)
+	w.hdr, w.left, w.placed = w.hdr[:0], body, true
+	if err == nil && body == 0 {
+		err = w.finish()
+	}
+	return k, err
+}
+
+// place finds room for a message of n bytes, waiting for releases while
+// the client has ring messages left to read; when it has read them all
+// and still keeps the ring full, the message goes inline, its descriptor
+// first.
+func (w *shmWriter) place(n int64) error {
+	w.start, w.length, w.at = 0, n, -1
+	if n > 1<<32-1 {
+		return fmt.Errorf("server: shm: message of %d bytes", n)
+	}
+	if n <= w.size {
+		at := w.room(n)
+		for at < 0 && w.behind() {
+			select {
+			case <-w.changed:
+				at = w.room(n)
+			case <-w.ctx.Done():
+				return w.ctx.Err()
+			}
+		}
+		if at >= 0 {
+			w.start, w.at = at, at
+			return nil
+		}
+	}
+	w.inline++
+	return w.descriptor(wire.ShmInline, 0)
+}
+
+// behind reports whether the client has ring messages left to read.
+func (w *shmWriter) behind() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.read < w.announced
+}
+
+// room reserves n contiguous bytes of the ring for the next message and
+// returns where, or -1. Regions are taken in ring order: the free space is
+// after the newest region (up to the end, or up to the oldest after a
+// wrap) and before the oldest.
+func (w *shmWriter) room(n int64) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.inflight) > 0 && w.inflight[0].released {
+		w.inflight = w.inflight[1:]
+	}
+	at := int64(-1)
+	if len(w.inflight) == 0 {
+		at = 0
+	} else {
+		oldest, newest := w.inflight[0].start, w.inflight[len(w.inflight)-1].start
+		switch {
+		case newest >= oldest && w.size-w.next >= n:
+			at = w.next
+		case newest >= oldest && oldest >= n:
+			at = 0
+		case newest < oldest && oldest-w.next >= n:
+			at = w.next
+		}
+	}
+	if at >= 0 {
+		w.inflight = append(w.inflight, shmRegion{seq: w.seq, start: at, end: at + n})
+		w.next = at + n
+		w.seq++
+	}
+	return at
+}
+
+// record takes one of the client's records: a release (numbers of
+// messages not announced or already reclaimed are ignored) or how many
+// ring messages it has read.
+func (w *shmWriter) record(v uint64) {
+	w.mu.Lock()
+	switch {
+	case v&wire.ShmRead != 0:
+		w.read = v &^ wire.ShmRead
+	case len(w.inflight) > 0 && v >= w.inflight[0].seq && v < w.announced:
+		w.inflight[v-w.inflight[0].seq].released = true
+	}
+	w.mu.Unlock()
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// readRecords reads the client's records until the connection closes.
+func (w *shmWriter) readRecords(r io.Reader) error {
+	var b [wire.ShmRecordSize]byte
+	for {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return err
+		}
+		w.record(binary.LittleEndian.Uint64(b[:]))
+	}
+}
+
+// put writes the current message's next bytes.
+func (w *shmWriter) put(b []byte) error {
+	if w.at < 0 {
+		_, err := w.out.Write(b)
+		return err
+	}
+	w.at += int64(copy(w.ring[w.at:], b))
+	return nil
+}
+
+// finish ends the current message, announcing it when it is in the ring.
+func (w *shmWriter) finish() error {
+	w.placed = false
+	if w.at < 0 {
+		return nil
+	}
+	w.mu.Lock()
+	w.announced++
+	w.mu.Unlock()
+	return w.descriptor(wire.ShmRing, w.start)
+}
+
+func (w *shmWriter) descriptor(kind uint32, offset int64) error {
+	b := wire.AppendShmDescriptor(w.desc[:0], wire.ShmDescriptor{Kind: kind, Length: uint32(w.length), Offset: uint64(offset)})
+	_, err := w.out.Write(b)
+	return err
+}
