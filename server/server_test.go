@@ -205,6 +205,11 @@ func TestReplayEqualsLive(t *testing.T) {
 				if a.Digest != b.Digest || a.Bytes != b.Bytes {
 					t.Fatalf("%+v: replay (%d bytes) differs from live (%d bytes)", req, b.Bytes, a.Bytes)
 				}
+				// Replayed over shared memory: the same bytes.
+				c, err := client.Fetch(context.Background(), replay, req, client.Options{Digests: true, ShmRing: 1 << 20}, nil)
+				if err != nil || c.Digest != a.Digest {
+					t.Fatalf("%+v: replay over shared memory differs from live: %v", req, err)
+				}
 			}
 		}
 	}

@@ -161,9 +161,9 @@ type shmWriter struct {
 }
 
 type shmRegion struct {
-	seq        uint64
-	start, end int64
-	released   bool
+	seq      uint64
+	start    int64
+	released bool
 }
 
 func newShmWriter(ctx context.Context, ring []byte, out io.Writer) *shmWriter {
@@ -298,7 +298,7 @@ func (w *shmWriter) room(n int64) int64 {
 		}
 	}
 	if at >= 0 {
-		w.inflight = append(w.inflight, shmRegion{seq: w.seq, start: at, end: at + n})
+		w.inflight = append(w.inflight, shmRegion{seq: w.seq, start: at})
 		w.next = at + n
 		w.seq++
 	}
