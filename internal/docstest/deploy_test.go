@@ -1,11 +1,13 @@
 package docstest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,19 +49,23 @@ func TestDeployGuide(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	script := "set -euo pipefail\n" + strings.Join(blocks, "\n")
-	cmd := exec.Command("bash", "-c", script)
+	// set -x: a failure shows which command it was. The script and the
+	// daemons it starts share a process group, killed whole on timeout and
+	// at the end, so no daemon outlives the test holding the guide's ports.
+	script := "set -euxo pipefail\n" + strings.Join(blocks, "\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Minute):
-		cmd.Process.Kill()
-		<-done
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if ctx.Err() != nil {
 		t.Fatalf("the guide's commands did not finish in 3 minutes:\n%s", out)
 	}
 	if err != nil {
