@@ -1,6 +1,7 @@
-// Package client reads augloader streams from a Unix socket: one request,
-// the record batches in order, the trailer. Used by tests, benchmarks and
-// `augloader fetch`.
+// Package client reads augloader streams from a Unix socket (directly, or
+// through a shared-memory ring with Options.ShmRing) or Arrow Flight: one
+// request, the record batches in order, the trailer. Used by tests,
+// benchmarks and `augloader fetch`.
 //
 // Safe for concurrent use: each Fetch opens its own connection.
 package client

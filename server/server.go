@@ -1,9 +1,11 @@
 // Package server is augloader's daemon: it serves streams of augmented
 // batches (Live, from a loader; Replay, from epochs materialized to disk)
-// over a Unix socket (package wire's frames around an Arrow IPC stream)
-// and Arrow Flight (the same request as a ticket, the same IPC messages as
-// FlightData), with Prometheus counters. Run starts all of it as one
-// daemon; Server and Flight are its two transports.
+// over a Unix socket (package wire's frames around an Arrow IPC stream, or
+// around descriptors of the same messages placed in the client's memfd
+// ring: the shared-memory transport) and Arrow Flight (the same request as
+// a ticket, the same IPC messages as FlightData), with Prometheus
+// counters. Run starts all of it as one daemon; Server and Flight are its
+// two transports.
 //
 // Contract:
 //   - The socket file is created with the given mode (0600 by default) and
@@ -13,6 +15,10 @@
 //     client, connections waiting for their request; the excess is refused
 //     with "unavailable", never by dying (accept keeps going after
 //     running out of descriptors, backing off).
+//   - A shared-memory request's descriptor is checked before anything is
+//     served (a writable memfd sealed against shrinking, of bounded size);
+//     anything else is refused as bad_request, and no client can make the
+//     daemon's mapping fault.
 //   - Shutdown (ctx cancelled) stops accepting, lets streams finish for
 //     the drain period, then cuts them with an "unavailable" trailer,
 //     within a bounded time even when a client has stopped reading.

@@ -9,8 +9,10 @@
 //
 //	magic [4]byte | version u8 | status u8 | reserved u16 (0) | length u32 LE | JSON body
 //
-// with the body at most MaxBody bytes. Arrow Flight carries the same
-// request as a ticket and the same IPC messages as FlightData.
+// with the body at most MaxBody bytes. Over shared memory (shm.go) the
+// messages of the stream lie in the client's memfd ring and the socket
+// carries a descriptor for each. Arrow Flight carries the same request as
+// a ticket and the same IPC messages as FlightData.
 //
 // Contract: these constants are the protocol; they change only together
 // with docs/protocol.md and testdata/golden/protocol.json, which the Go and
