@@ -140,8 +140,7 @@ def raw_epoch(url, epoch):
         ring = _socket.ShmRing(augloader.SHM_RING_DEFAULT)
         s = socket.socket(socket.AF_UNIX)
         s.connect(url[len("unix+shm://"):])
-        socket.send_fds(s, [_wire.encode_request({"epoch": epoch, "rank": 0, "world": 1, "shm": True})], [ring.fd])
-        ring.close_fd()
+        _socket.send_request(s, {"epoch": epoch, "rank": 0, "world": 1}, ring)
         f = _socket.SocketReader(s)
         _wire.read_frame(f, _wire.MAGIC_RESPONSE)
         for buf in _socket.shm_messages(f, s, ring):

@@ -101,23 +101,12 @@ func FetchAddr(ctx context.Context, addr string, req wire.Request, o Options, fn
 // Read reads a response, stream and trailer from r (exposed for other
 // transports).
 func Read(r io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, error) {
-	return read(r, byteStream(r), o, fn)
-}
-
-// arrowSource opens the Arrow IPC stream of a conversation, counting (and
-// hashing, when t has hashes) every byte of it in t.
-type arrowSource func(mem memory.Allocator, t *tally) (*ipc.Reader, error)
-
-// byteStream is the Arrow IPC stream read from r.
-func byteStream(r io.Reader) arrowSource {
-	return func(mem memory.Allocator, t *tally) (*ipc.Reader, error) {
-		return ipc.NewReader(&hashingReader{r: r, t: t}, ipc.WithAllocator(mem))
-	}
+	return read(r, r, o, fn)
 }
 
 // read reads the frames from r and the Arrow IPC stream between them from
-// stream (on the socket, from r itself).
-func read(r io.Reader, stream arrowSource, o Options, fn func(arrow.RecordBatch) error) (*Result, error) {
+// stream (on the socket, r itself).
+func read(r, stream io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Result, error) {
 	status, body, err := wire.ReadFrame(r, wire.MagicResponse)
 	if err != nil {
 		return nil, err
@@ -158,39 +147,39 @@ func read(r io.Reader, stream arrowSource, o Options, fn func(arrow.RecordBatch)
 	return res, nil
 }
 
-// readArrow decodes one Arrow IPC stream into res, calling fn per batch
-// and hashing the bytes when asked.
-func readArrow(stream arrowSource, o Options, fn func(arrow.RecordBatch) error, res *Result) error {
-	t := &tally{}
+// readArrow decodes one Arrow IPC stream from r into res, calling fn per
+// batch and hashing the bytes when asked.
+func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Result) error {
+	tee := &hashingReader{r: r}
 	if o.Digests {
-		t.all, t.one = sha256.New(), sha256.New()
+		tee.all, tee.one = sha256.New(), sha256.New()
 	}
 	mem := o.Mem
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	ir, err := stream(mem, t)
+	ir, err := ipc.NewReader(tee, ipc.WithAllocator(mem))
 	if err != nil {
 		return fmt.Errorf("client: arrow stream: %w", err)
 	}
 	defer ir.Release()
 	res.Schema = ir.Schema()
 	if o.Digests {
-		t.one.Reset() // the schema message is not a batch
+		tee.one.Reset() // the schema message is not a batch
 	}
-	seen := t.n
+	seen := tee.n
 	for ir.Next() {
 		rec := ir.RecordBatch()
 		var d [32]byte
 		if o.Digests {
-			copy(d[:], t.one.Sum(nil))
-			t.one.Reset()
+			copy(d[:], tee.one.Sum(nil))
+			tee.one.Reset()
 			res.BatchDigests = append(res.BatchDigests, d)
 		}
 		if o.onBatch != nil {
-			o.onBatch(d, t.n-seen)
+			o.onBatch(d, tee.n-seen)
 		}
-		seen = t.n
+		seen = tee.n
 		res.Batches++
 		res.Graphs += int(rec.NumRows())
 		if fn != nil {
@@ -203,36 +192,27 @@ func readArrow(stream arrowSource, o Options, fn func(arrow.RecordBatch) error, 
 		return fmt.Errorf("client: arrow stream after %d batches: %w", res.Batches, err)
 	}
 	if o.Digests {
-		copy(res.Digest[:], t.all.Sum(nil))
+		copy(res.Digest[:], tee.all.Sum(nil))
 	}
-	res.Bytes = t.n
+	res.Bytes = tee.n
 	return nil
 }
 
-// tally counts, and with hashes hashes, the bytes of a stream: all of
-// them, and those since the last batch. arrow-go reads message by message,
-// so the bytes between two Next calls are one message.
-type tally struct {
+// hashingReader hashes every byte the Arrow reader consumes: all of them,
+// and those since the last batch. arrow-go reads message by message with
+// exact lengths, so the bytes between two Next calls are one message.
+type hashingReader struct {
+	r        io.Reader
 	all, one hash.Hash
 	n        int64
 }
 
-func (t *tally) add(p []byte) {
-	if t.all != nil {
-		t.all.Write(p)
-		t.one.Write(p)
-	}
-	t.n += int64(len(p))
-}
-
-// hashingReader tallies every byte the Arrow reader consumes.
-type hashingReader struct {
-	r io.Reader
-	t *tally
-}
-
 func (h *hashingReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
-	h.t.add(p[:n])
+	if h.all != nil {
+		h.all.Write(p[:n])
+		h.one.Write(p[:n])
+	}
+	h.n += int64(n)
 	return n, err
 }

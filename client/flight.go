@@ -61,7 +61,7 @@ func FetchFlight(ctx context.Context, addr, token string, req wire.Request, o Op
 	}
 	fr := &flightReader{stream: stream, onInfo: o.onInfo}
 	res := &Result{}
-	if err := readArrow(byteStream(fr), o, fn, res); err != nil {
+	if err := readArrow(fr, o, fn, res); err != nil {
 		if fr.err != nil {
 			return res, fromStatus(fr.err)
 		}

@@ -51,7 +51,7 @@ func fetchShm(conn *net.UnixConn, req wire.Request, o Options, fn func(arrow.Rec
 		return nil, fmt.Errorf("client: send request: %w", err)
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
-	return read(br, byteStream(&shmStream{src: br, conn: conn, ring: ring}), o, fn)
+	return read(br, &shmStream{src: br, conn: conn, ring: ring}, o, fn)
 }
 
 // shmStream is the Arrow IPC stream of a shared-memory conversation, as

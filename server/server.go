@@ -288,9 +288,6 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 	case err != nil:
 		s.reject(conn, wire.CodeBadRequest, err)
 		return
-	case req.Shm && ring == nil:
-		s.reject(conn, wire.CodeBadRequest, fmt.Errorf("%w: shm is for the Unix socket only", wire.ErrProtocol))
-		return
 	}
 	client := ""
 	if uid, ok := peerUID(conn); ok {

@@ -135,8 +135,7 @@ func checkRing(fd int) (int64, error) {
 // is none), written there, and announced by its descriptor.
 type shmWriter struct {
 	ctx  context.Context
-	ring []byte // the client's memfd, mapped
-	size int64
+	ring []byte    // the client's memfd, mapped
 	out  io.Writer // the connection: descriptors and inline messages
 
 	mu       sync.Mutex
@@ -167,7 +166,7 @@ type shmRegion struct {
 }
 
 func newShmWriter(ctx context.Context, ring []byte, out io.Writer) *shmWriter {
-	return &shmWriter{ctx: ctx, ring: ring, size: int64(len(ring)), out: out, changed: make(chan struct{}, 1)}
+	return &shmWriter{ctx: ctx, ring: ring, out: out, changed: make(chan struct{}, 1)}
 }
 
 // Write implements io.Writer.
@@ -247,7 +246,7 @@ func (w *shmWriter) place(n int64) error {
 	if n > 1<<32-1 {
 		return fmt.Errorf("server: shm: message of %d bytes", n)
 	}
-	if n <= w.size {
+	if n <= int64(len(w.ring)) {
 		at := w.room(n)
 		for at < 0 && w.behind() {
 			select {
@@ -289,7 +288,7 @@ func (w *shmWriter) room(n int64) int64 {
 	} else {
 		oldest, newest := w.inflight[0].start, w.inflight[len(w.inflight)-1].start
 		switch {
-		case newest >= oldest && w.size-w.next >= n:
+		case newest >= oldest && int64(len(w.ring))-w.next >= n:
 			at = w.next
 		case newest >= oldest && oldest >= n:
 			at = 0

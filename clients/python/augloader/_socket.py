@@ -9,6 +9,7 @@ import fcntl
 import mmap
 import os
 import socket
+from typing import Optional
 
 import pyarrow as pa
 
@@ -171,26 +172,31 @@ def read_conversation(f, stream, digest: bool, messages=None):
         raise ConnectionLost(f"got {trailer.get('batches')} batches, promised {stream.info.get('batches')}")
 
 
+def send_request(sock: socket.socket, req: dict, ring: Optional[ShmRing] = None) -> None:
+    """Sends req's frame on sock; with a ring, asks for shared memory and
+    passes the ring's memfd with the frame's bytes (SCM_RIGHTS), then
+    closes this process's descriptor (the mapping stays)."""
+    if ring is None:
+        sock.sendall(_wire.encode_request(req))
+        return
+    try:
+        frame = _wire.encode_request(dict(req, shm=True))
+        sent = socket.send_fds(sock, [frame], [ring.fd])
+        sock.sendall(frame[sent:])
+    finally:
+        ring.close_fd()
+
+
 def open_stream(path: str, req: dict, timeout, digest: bool, make_stream, shm_ring: int = 0):
     """Sends req to the daemon at path and returns make_stream(batches,
     info) once the response frame is read. shm_ring > 0: over shared
     memory, through a ring of that many bytes."""
-    ring = None
-    if shm_ring:
-        ring = ShmRing(shm_ring)
-        req = dict(req, shm=True)
+    ring = ShmRing(shm_ring) if shm_ring else None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         sock.connect(path)
-        frame = _wire.encode_request(req)
-        if ring is not None:
-            # The ring goes with the request's bytes (SCM_RIGHTS).
-            sent = socket.send_fds(sock, [frame], [ring.fd])
-            sock.sendall(frame[sent:])
-            ring.close_fd()
-        else:
-            sock.sendall(frame)
+        send_request(sock, req, ring)
         f = SocketReader(sock)
         status, info = _wire.read_frame(f, _wire.MAGIC_RESPONSE)
     except OSError as e:
@@ -201,7 +207,7 @@ def open_stream(path: str, req: dict, timeout, digest: bool, make_stream, shm_ri
         raise
     finally:
         if ring is not None:
-            ring.close_fd()
+            ring.close_fd()  # if sending never got to it
     if status != _wire.STATUS_OK:
         sock.close()
         raise ServerError(info.get("code", "internal"), info.get("error", ""))
