@@ -175,16 +175,28 @@ def read_conversation(f, stream, digest: bool, messages=None):
 def send_request(sock: socket.socket, req: dict, ring: Optional[ShmRing] = None) -> None:
     """Sends req's frame on sock; with a ring, asks for shared memory and
     passes the ring's memfd with the frame's bytes (SCM_RIGHTS), then
-    closes this process's descriptor (the mapping stays)."""
-    if ring is None:
-        sock.sendall(_wire.encode_request(req))
-        return
+    closes this process's descriptor (the mapping stays).
+
+    Nothing is sent once the frame is out: the daemon may answer and
+    close at once (a refusal, or a short stream that fits in the ring and
+    the socket buffer), and a send after that fails with EPIPE. CPython's
+    ``sendall`` makes one ``send`` even for an empty buffer, so the
+    remainder is sent only when there is one. A broken pipe while the frame
+    is going out is left to the response read: the daemon wrote its answer
+    (a refusal's error frame) before it closed."""
     try:
+        if ring is None:
+            sock.sendall(_wire.encode_request(req))
+            return
         frame = _wire.encode_request(dict(req, shm=True))
         sent = socket.send_fds(sock, [frame], [ring.fd])
-        sock.sendall(frame[sent:])
+        if sent < len(frame):
+            sock.sendall(frame[sent:])
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the response read says why (or that the connection is gone)
     finally:
-        ring.close_fd()
+        if ring is not None:
+            ring.close_fd()
 
 
 def open_stream(path: str, req: dict, timeout, digest: bool, make_stream, shm_ring: int = 0):

@@ -130,13 +130,21 @@ class Daemon:
         reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
         reader.join(self.ready_timeout)
-        if not line or not line[0]:
-            rc = self.proc.poll()
-            if rc is None:
+        if not line:  # no line and no end of file within ready_timeout
+            self.proc.kill()
+            self.proc.wait()
+            raise DaemonError(f"augloader serve did not get ready within {self.ready_timeout:.0f} s", self.log)
+        if not line[0]:
+            # End of file on stdout: the daemon is exiting. The process may
+            # not be reaped yet (poll() can still say "running" for a
+            # moment on a busy machine), so wait for its status.
+            try:
+                self.proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise DaemonError(f"augloader serve did not get ready within {self.ready_timeout:.0f} s", self.log)
-            self.proc.wait()
+                raise DaemonError("augloader serve closed its standard output without a readiness line "
+                                  f"and did not exit within {self.stop_timeout:.0f} s", self.log) from None
             raise DaemonError(f"augloader serve exited with status {self.proc.returncode} before it was ready", self.log)
         try:
             self.ready = json.loads(line[0])
