@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,12 +134,9 @@ func (m *many) check(addr string, info wire.Response) error {
 		m.first, m.firstAt = &c, addr
 		return nil
 	}
-	if info.Config.ID != m.first.ID {
-		a, b := m.first, info.Config
-		return identityError{fmt.Errorf("client: %s serves configuration %s (seed %d, schedule %s, shards %.12s…, served %.12s…), "+
-			"but %s serves %s (seed %d, schedule %s, shards %.12s…, served %.12s…): refusing to mix them",
-			addr, b.ID, b.Seed, b.Schedule, b.ShardsSHA256, b.ServedSHA256,
-			m.firstAt, a.ID, a.Seed, a.Schedule, a.ShardsSHA256, a.ServedSHA256)}
+	if diff := m.first.Diff(*info.Config); len(diff) > 0 {
+		return identityError{fmt.Errorf("client: %s serves configuration %s, %s serves %s (%s vs %s): %s; refusing to mix them",
+			m.firstAt, m.first.ID, addr, info.Config.ID, m.firstAt, addr, strings.Join(diff, ", "))}
 	}
 	return nil
 }

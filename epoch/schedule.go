@@ -52,6 +52,14 @@ type Choice struct {
 	Weight float64 // normalised, the mixture's weights sum to 1
 }
 
+// Constant reports whether every epoch gets the same mixture: the first
+// segment covers every epoch (later ones then never apply). A replay can
+// then stitch materialized epochs into passes of a batches_per_epoch
+// request, which uses the requested epoch's mixture for every pass.
+func (s *Schedule) Constant() bool {
+	return len(s.Segments) > 0 && s.Segments[0].From == 0 && s.Segments[0].To < 0
+}
+
 // String returns the schedule's source text.
 func (s *Schedule) String() string { return s.text }
 

@@ -2,11 +2,15 @@ package epoch
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/augloader/augloader/aug"
 )
@@ -17,33 +21,143 @@ type Split struct {
 	Test     []int64 `json:"test"`
 }
 
+// ErrSplit is the category of every problem with a split file or a folds
+// folder.
+var ErrSplit = errors.New("epoch: bad split")
+
 // ReadSplit reads and checks a split file against a dataset of n graphs:
-// ids in range, none twice within a set.
+// both keys present (a missing "test" was once read as "every graph"),
+// ids in range, none twice within a set, and no id in both sets (a test
+// set that overlaps the training set is refused, naming the ids).
 func ReadSplit(path string, n int64) (*Split, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("epoch: split: %w", err)
 	}
 	defer f.Close()
-	var s Split
-	dec := json.NewDecoder(io.LimitReader(f, 64<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
 		return nil, fmt.Errorf("epoch: split %s: %w", path, err)
 	}
-	for name, ids := range map[string][]int64{"training": s.Training, "test": s.Test} {
-		seen := make(map[int64]bool, len(ids))
+	var s Split
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrSplit, path, err)
+	}
+	var keys struct{ Training, Test *json.RawMessage }
+	if err := json.Unmarshal(b, &keys); err != nil || keys.Training == nil || keys.Test == nil {
+		return nil, fmt.Errorf(`%w: %s: a split file needs both "training" and "test" lists (write [] for an empty one)`, ErrSplit, path)
+	}
+	seen := make(map[int64]uint8, len(s.Training)+len(s.Test))
+	for set, ids := range [][]int64{s.Training, s.Test} {
+		name := [...]string{"training", "test"}[set]
 		for _, id := range ids {
 			if id < 0 || id >= n {
-				return nil, fmt.Errorf("epoch: split %s: %s id %d out of range 0..%d", path, name, id, n-1)
+				return nil, fmt.Errorf("%w: %s: %s id %d out of range 0..%d", ErrSplit, path, name, id, n-1)
 			}
-			if seen[id] {
-				return nil, fmt.Errorf("epoch: split %s: %s lists id %d twice", path, name, id)
+			if seen[id]&(1<<set) != 0 {
+				return nil, fmt.Errorf("%w: %s: %s lists id %d twice", ErrSplit, path, name, id)
 			}
-			seen[id] = true
+			seen[id] |= 1 << set
 		}
 	}
+	var both []int64
+	for _, id := range s.Test {
+		if seen[id] == 3 {
+			both = append(both, id)
+		}
+	}
+	if len(both) > 0 {
+		slices.Sort(both)
+		shown := both[:min(len(both), 10)]
+		more := ""
+		if len(both) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(both)-len(shown))
+		}
+		return nil, fmt.Errorf("%w: %s: %d ids are in both the training and the test set: %v%s", ErrSplit, path, len(both), shown, more)
+	}
 	return &s, nil
+}
+
+// FoldFileName names fold i of k in a folds folder: fold-NN.json, the
+// number zero-padded to the width of k-1 (at least two digits), so the
+// names sort in fold order.
+func FoldFileName(i, k int) string {
+	w := max(2, len(strconv.Itoa(k-1)))
+	return fmt.Sprintf("fold-%0*d.json", w, i)
+}
+
+// FoldFiles lists a folds folder's split files by fold number: files[i]
+// is the file of fold i, the number taken from its name (fold-7.json,
+// fold-07.json and fold-007.json are all fold 7), never from where the
+// name sorts. Folds must be numbered 0..k-1: a gap (fold-03.json
+// missing) or two files of one fold is refused, naming them.
+func FoldFiles(dir string) ([]string, error) {
+	m, err := filepath.Glob(filepath.Join(dir, "fold-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%w: --folds %s: no fold-*.json split files (write them with augloader split)", ErrSplit, dir)
+	}
+	byFold := make([]string, len(m))
+	for _, p := range m {
+		num := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "fold-"), ".json")
+		i, err := strconv.Atoi(num)
+		if err != nil || i < 0 || strings.TrimLeft(num, "0123456789") != "" {
+			return nil, fmt.Errorf("%w: --folds %s: %s is not fold-NUMBER.json", ErrSplit, dir, filepath.Base(p))
+		}
+		if i >= len(m) {
+			return nil, fmt.Errorf("%w: --folds %s: %s, but there are only %d fold files: folds must be numbered 0..%d without gaps", ErrSplit, dir, filepath.Base(p), len(m), len(m)-1)
+		}
+		if byFold[i] != "" {
+			return nil, fmt.Errorf("%w: --folds %s: %s and %s are both fold %d", ErrSplit, dir, filepath.Base(byFold[i]), filepath.Base(p), i)
+		}
+		byFold[i] = p
+	}
+	return byFold, nil
+}
+
+// WriteFolds writes folds as dir/FoldFileName(i, k), each crash-safely
+// through write (a temporary name, fsync, rename). A folder that already
+// holds fold files is refused unless force, which removes them first: a
+// stale fold-12.json beside a new 10-fold split would be served as a
+// fold of it.
+func WriteFolds(dir string, folds []Split, force bool, write func(path string, b []byte) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	old, err := filepath.Glob(filepath.Join(dir, "fold-*.json"))
+	if err != nil {
+		return err
+	}
+	if len(old) > 0 {
+		if !force {
+			return fmt.Errorf("%w: %s already holds %d fold files (%s, …): use --force to replace them", ErrSplit, dir, len(old), filepath.Base(old[0]))
+		}
+		for _, p := range old {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+		}
+	}
+	for i, f := range folds {
+		if f.Training == nil {
+			f.Training = []int64{} // [], not null: both keys are required
+		}
+		if f.Test == nil {
+			f.Test = []int64{}
+		}
+		b, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		if err := write(filepath.Join(dir, FoldFileName(i, len(folds))), append(b, '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StratifiedKFold splits graph ids 0..len(labels)-1 into k folds keeping

@@ -11,11 +11,12 @@ import (
 
 // Memory bounds the bytes of the batches in flight (being built, or built
 // and waiting for their client) across every stream of every Loader that
-// shares it: one budget for a daemon's socket and Flight streams and all
-// its views. A batch is counted at an upper bound of its size, taken
-// before it is built; a stream with nothing in flight may always build its
-// next batch, so no stream waits on another's slow client forever. Memory
-// held by batches is therefore at most the budget plus one batch per
+// shares it, and the shared-memory rings the daemon maps (TryAcquire): one
+// budget for a daemon's socket and Flight streams and all its views. A
+// batch is counted at an upper bound of its size, taken before it is
+// built; a stream with nothing in flight may always build its next batch,
+// so no stream waits on another's slow client forever. Memory held by
+// batches and rings is therefore at most the budget plus one batch per
 // running stream.
 type Memory struct {
 	sem        *semaphore.Weighted
@@ -54,6 +55,25 @@ func (m *Memory) acquire(ctx context.Context, n int64) (int64, error) {
 	}
 	return n, nil
 }
+
+// TryAcquire takes n bytes if the budget has them now (a holder other
+// than a batch: a shared-memory ring), without waiting; Release gives
+// them back.
+func (m *Memory) TryAcquire(n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	if n > m.limit || !m.sem.TryAcquire(n) {
+		return false
+	}
+	h := m.held.Add(n)
+	for p := m.peak.Load(); h > p && !m.peak.CompareAndSwap(p, h); p = m.peak.Load() {
+	}
+	return true
+}
+
+// Release gives back n bytes taken by TryAcquire.
+func (m *Memory) Release(n int64) { m.release(n) }
 
 func (m *Memory) release(n int64) {
 	if n > 0 {

@@ -13,7 +13,6 @@ import (
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
-	"github.com/augloader/augloader/wire"
 )
 
 func TestMain(m *testing.M) { fixture.Main(m) }
@@ -92,14 +91,14 @@ func TestMixedConfigurationRefused(t *testing.T) {
 		world int
 		want  string
 	}{
-		{"node budget", settings{nodeBudget: 3}, 1, "node budget 0, now 3"},
+		{"node budget", settings{nodeBudget: 3}, 1, "node budget 0 vs 3"},
 		{"edge budget", settings{edgeBudget: 500}, 1, "edge budget"},
-		{"seed", settings{seed: 9}, 1, "seed 0, now 9"},
+		{"seed", settings{seed: 9}, 1, "seed 0 vs 9"},
 		{"schedule", settings{policy: "nodesam"}, 1, "schedule"},
-		{"batch size", settings{batch: 8}, 1, "batch size 16, now 8"},
+		{"batch size", settings{batch: 8}, 1, "batch size 16 vs 8"},
 		{"remainder", settings{remainder: epoch.Drop}, 3, "remainder"},
 		{"served set", settings{served: []int64{1, 2, 3, 5, 8, 13, 21}}, 1, "served set"},
-		{"world", settings{}, 2, "world 1, now 2"},
+		{"world", settings{}, 2, "world 1 vs 2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := t.TempDir()
@@ -124,7 +123,7 @@ func TestMixedConfigurationRefused(t *testing.T) {
 			}
 			mustVerify(t, out, 2)
 			cfg, err := materialize.ReadConfig(out)
-			if err != nil || cfg.Stream.ID != withBatch(l.Identity(), cfg.Stream.BatchSize).ID {
+			if err != nil || cfg.Views[0].Folds[0].Config != l.Identity() {
 				t.Fatalf("after --force the stored identity is %+v (%v), want the new loader's", cfg, err)
 			}
 		})
@@ -189,9 +188,4 @@ func TestVerifyCatches(t *testing.T) {
 	if checked, incomplete, errs := materialize.Verify(context.Background(), out); len(errs) > 0 || len(checked) != 1 || len(incomplete) != 1 {
 		t.Fatalf("an incomplete epoch: checked %v, incomplete %v, errors %v", checked, incomplete, errs)
 	}
-}
-
-func withBatch(c wire.Config, b int) wire.Config {
-	c.BatchSize = b
-	return c.WithID()
 }

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/augloader/augloader/loader"
 )
 
 // DaemonOptions configure Run: which endpoints serve Source, and the
@@ -30,6 +33,12 @@ type DaemonOptions struct {
 	Limits Limits
 	// Counters are the metrics the daemon updates; default a fresh set.
 	Counters *Metrics
+	// Memory is the budget the socket's shared-memory rings count against
+	// (the loaders' own, so batches and rings share one budget).
+	Memory *loader.Memory
+	// ShmRingLimit caps how much of a client's ring a stream uses (see
+	// Options.ShmRingLimit).
+	ShmRingLimit int64
 	// Ready, when set, is called once every endpoint listens.
 	Ready func(Endpoints)
 }
@@ -69,6 +78,7 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 		metrics = NewMetrics()
 	}
 	adm := newAdmission(lim)
+	served := new(atomic.Int64)
 
 	var closers []func()
 	fail := func(err error) error {
@@ -126,7 +136,8 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 		log.Info("listening", "metrics", ep.Metrics)
 	}
 	if sln != nil {
-		srv, err := New(Options{Source: o.Source, Logger: log, Mode: o.SocketMode, Limits: lim, Metrics: metrics, admission: adm})
+		srv, err := New(Options{Source: o.Source, Logger: log, Mode: o.SocketMode, Limits: lim, Metrics: metrics,
+			Memory: o.Memory, ShmRingLimit: o.ShmRingLimit, admission: adm, served: served})
 		if err != nil {
 			return fail(err)
 		}
@@ -134,7 +145,7 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 		log.Info("listening", "socket", ep.Socket)
 	}
 	if fln != nil {
-		fs := &Flight{Source: o.Source, Logger: log, Metrics: metrics, Limits: lim, admission: adm,
+		fs := &Flight{Source: o.Source, Logger: log, Metrics: metrics, Limits: lim, admission: adm, served: served,
 			Peers: o.Flight.Peers, WireCompression: o.Flight.WireCompression}
 		gs := NewFlightServer(fs, o.Flight)
 		g.Go(func() error { return ServeFlight(gctx, gs, fln, lim.Drain) })
@@ -143,7 +154,9 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 	if o.Ready != nil {
 		o.Ready(ep)
 	}
-	return g.Wait()
+	err = g.Wait()
+	log.Info("stopped", "streams_served", served.Load())
+	return err
 }
 
 func fsDefault(m fs.FileMode) fs.FileMode {

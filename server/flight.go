@@ -2,14 +2,11 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -64,7 +62,9 @@ type Flight struct {
 	// socket's instead.
 	Limits    Limits
 	admission *admission
+	served    *atomic.Int64
 	once      sync.Once
+	sess      *session
 }
 
 // grpcCodes maps the protocol's error codes to gRPC's (docs/protocol.md).
@@ -107,118 +107,99 @@ func (f *Flight) log() *slog.Logger {
 	return f.Logger
 }
 
-func (f *Flight) adm() *admission {
+func (f *Flight) session() *session {
 	f.once.Do(func() {
 		if f.admission == nil {
 			f.admission = newAdmission(f.Limits)
 		}
+		if f.served == nil {
+			f.served = new(atomic.Int64)
+		}
+		f.sess = &session{src: f.Source, adm: f.admission, metrics: f.Metrics, log: f.log(),
+			compress: f.WireCompression, served: f.served}
 	})
-	return f.admission
-}
-
-func (f *Flight) reject(code string, err error) error {
-	f.Metrics.reject(code)
-	f.log().Warn("request rejected", "transport", "flight", "code", code, "err", err)
-	return statusOf(code, err)
+	return f.sess
 }
 
 // DoGet streams one request.
 func (f *Flight) DoGet(t *flight.Ticket, fs flight.FlightService_DoGetServer) error {
-	start := time.Now()
+	ff := &flightFramer{fs: fs}
 	req, err := ParseTicket(t.GetTicket())
 	if err != nil {
-		return f.reject(wire.CodeBadRequest, err)
+		return f.session().refuse(ff, wire.CodeBadRequest, err)
 	}
 	ctx := fs.Context()
-	release, err := f.adm().acquire(flightClient(ctx))
-	if err != nil {
-		return f.reject(wire.CodeUnavailable, err)
-	}
-	defer release()
-	st, err := f.Source.Open(req)
-	if err != nil {
-		return f.reject(codeOf(err), err)
-	}
-	f.Metrics.start()
-	info := st.Info()
-	f.Metrics.overBudgetBatches(len(info.OverBudget))
-	if f.WireCompression != "" {
-		if cs, ok := st.(interface{ SetCompression(string) error }); ok {
-			if err := cs.SetCompression(f.WireCompression); err != nil {
-				return f.reject(wire.CodeInternal, err)
-			}
-		}
-	}
+	return f.session().serve(ctx, req, flightClient(ctx), ff)
+}
+
+// flightFramer frames a stream as FlightData: one message of the Arrow
+// IPC stream each, the response on the first (the schema), the trailer on
+// a last one without data; a stream that fails ends with a gRPC error.
+type flightFramer struct {
+	fs   flight.FlightService_DoGetServer
+	pw   *io.PipeWriter
+	done chan error // the sender's end: nil, or why sending failed
+}
+
+func (f *flightFramer) name() string { return "flight" }
+
+func (f *flightFramer) refuse(code string, err error) error { return statusOf(code, err) }
+
+func (f *flightFramer) open(_ context.Context, _ context.CancelFunc, _ Stream, info wire.Response) (io.Writer, error) {
 	pr, pw := io.Pipe()
-	type result struct {
-		batches, graphs int
-		err             error
+	f.pw, f.done = pw, make(chan error, 1)
+	appMeta, err := json.Marshal(info)
+	if err != nil {
+		return nil, err
 	}
-	done := make(chan result, 1)
-	var digest hash.Hash
 	go func() {
-		var w io.Writer = pw
-		if req.Digest {
-			digest = sha256.New()
-			w = io.MultiWriter(pw, digest)
-		}
-		b, g, err := st.WriteTo(ctx, w)
-		pw.CloseWithError(err)
-		done <- result{b, g, err}
-	}()
-	mr := ipcframe.NewReader(pr)
-	var sent int64
-	var sendErr error
-	first := true
-	for {
-		meta, body, err := mr.Next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				sendErr = err
+		mr := ipcframe.NewReader(pr)
+		first := true
+		var err error
+		for {
+			meta, body, rerr := mr.Next()
+			if rerr != nil {
+				if !errors.Is(rerr, io.EOF) {
+					err = rerr
+				}
+				break
 			}
-			break
+			fd := &flight.FlightData{DataHeader: meta, DataBody: body}
+			if first { // the schema message carries the response
+				fd.AppMetadata, first = appMeta, false
+			}
+			if err = f.fs.Send(fd); err != nil {
+				break
+			}
 		}
-		fd := &flight.FlightData{DataHeader: meta, DataBody: body}
-		if first { // the schema message carries the response
-			fd.AppMetadata, _ = json.Marshal(info)
-			first = false
-		}
-		if sendErr = fs.Send(fd); sendErr != nil {
-			break
-		}
-		sent += int64(len(meta) + len(body))
+		// Unblocks the stream's writer when sending stopped early.
+		pr.CloseWithError(errors.New("flight: stream abandoned"))
+		f.done <- err
+	}()
+	return pw, nil
+}
+
+func (f *flightFramer) close(ctx context.Context, tr wire.Trailer, err error) error {
+	f.pw.CloseWithError(err)
+	if serr := <-f.done; err == nil && serr != nil {
+		err = serr
 	}
-	pr.CloseWithError(errors.New("flight: stream abandoned"))
-	res := <-done
-	if res.err == nil {
-		res.err = sendErr
-	}
-	times, _ := streamTimes(st)
-	f.Metrics.done(res.batches, res.graphs, sent, times, res.err)
-	secs := time.Since(start).Seconds()
-	attrs := []any{"transport", "flight", "epoch", req.Epoch, "rank", req.Rank, "world", req.World,
-		"graphs", res.graphs, "batches", res.batches, "MB", float64(sent) / 1e6, "seconds", secs}
-	if res.err != nil {
-		f.log().Warn("stream cut", append(attrs, "err", res.err)...)
-		code := codeOf(res.err)
-		if ctx.Err() != nil {
+	if err != nil {
+		code := tr.Code
+		if code == "" || ctx.Err() != nil {
 			code = wire.CodeUnavailable
 		}
-		return statusOf(code, res.err)
-	}
-	tr := wire.Trailer{Batches: res.batches, Graphs: res.graphs}
-	if digest != nil {
-		tr.SHA256 = hex.EncodeToString(digest.Sum(nil))
+		return statusOf(code, err)
 	}
 	meta, _ := json.Marshal(tr)
-	if err := fs.Send(&flight.FlightData{AppMetadata: meta}); err != nil {
-		f.log().Warn("trailer not delivered", append(attrs, "err", err)...)
+	if err := f.fs.Send(&flight.FlightData{AppMetadata: meta}); err != nil {
 		return statusOf(wire.CodeUnavailable, err)
 	}
-	fs.SetTrailer(metadata.Pairs("augloader-batches", strconv.Itoa(res.batches), "augloader-graphs", strconv.Itoa(res.graphs)))
-	f.log().Info("epoch served", attrs...)
+	f.fs.SetTrailer(metadata.Pairs("augloader-batches", strconv.Itoa(tr.Batches), "augloader-graphs", strconv.Itoa(tr.Graphs)))
 	return nil
 }
+
+func (f *flightFramer) attrs() []any { return nil }
 
 // GetFlightInfo describes the request in a CMD descriptor (its JSON).
 func (f *Flight) GetFlightInfo(_ context.Context, d *flight.FlightDescriptor) (*flight.FlightInfo, error) {
@@ -253,23 +234,25 @@ func (f *Flight) info(req wire.Request) (*flight.FlightInfo, error) {
 }
 
 // endpoints splits a request's n batches into contiguous chunks, one per
-// peer: endpoint i is start_batch + ⌊i·n/P⌋ with count ⌊(i+1)·n/P⌋ − ⌊i·n/P⌋,
-// at peer i. Followed in order they give the request's batches in order.
-// A strided or counted request, or no peers: one endpoint, here.
+// peer: endpoint i asks peer i for batches ⌊i·n/P⌋ … ⌊(i+1)·n/P⌋ − 1 of
+// the request's (start_batch + ⌊i·n/P⌋·stride, the same stride, that
+// many). Followed in order they give the request's batches in order.
+// No peers: one endpoint, here.
 func (f *Flight) endpoints(req wire.Request, n int) []*flight.FlightEndpoint {
-	if len(f.Peers) == 0 || req.Stride > 1 || req.Count > 0 || n == 0 {
+	if len(f.Peers) == 0 || n == 0 {
 		tkt, _ := json.Marshal(req)
 		return []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tkt}}}
 	}
 	var eps []*flight.FlightEndpoint
 	p := len(f.Peers)
+	stride := max(req.Stride, 1)
 	for i, peer := range f.Peers {
 		lo, hi := i*n/p, (i+1)*n/p
 		if hi == lo {
 			continue
 		}
 		sub := req
-		sub.StartBatch, sub.Count = req.StartBatch+lo, hi-lo
+		sub.StartBatch, sub.Count = req.StartBatch+lo*stride, hi-lo
 		tkt, _ := json.Marshal(sub)
 		eps = append(eps, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: tkt},
 			Location: []*flight.Location{{Uri: flightURI(peer)}}})

@@ -4,23 +4,38 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )
 
-// Live serves streams built on the fly by a loader.
-type Live struct{ L *loader.Loader }
+// Live serves streams built on the fly: by one loader (L), or by a
+// daemon's views (Views: a request's view and fold pick the loader).
+type Live struct {
+	L     *loader.Loader
+	Views *loader.Views
+}
 
 // Open implements Source.
 func (v Live) Open(req wire.Request) (Stream, error) {
-	p, err := v.L.Plan(req)
+	l := v.L
+	if v.Views != nil {
+		var err error
+		if l, err = v.Views.Loader(req); err != nil {
+			return nil, err
+		}
+	} else if req.View != "" || req.Fold != 0 {
+		return nil, fmt.Errorf("%w: this daemon serves no views (view %q, fold %d asked)", epoch.ErrRange, req.View, req.Fold)
+	}
+	p, err := l.Plan(req)
 	if err != nil {
 		return nil, err
 	}
-	return &liveStream{l: v.L, p: p}, nil
+	return &liveStream{l: l, p: p}, nil
 }
 
 type liveStream struct {
@@ -42,6 +57,12 @@ func (s *liveStream) Info() wire.Response {
 }
 
 func (s *liveStream) Schema() *arrow.Schema { return s.p.Schema }
+
+// MaxMessageBytes bounds the stream's largest IPC message: the largest
+// batch's collated bytes and room for its metadata and padding.
+func (s *liveStream) MaxMessageBytes() int64 {
+	return slices.Max(append([]int64{0}, s.p.Bytes...)) + 64<<10
+}
 
 // SetCompression compresses the stream's record batch bodies (zstd or lz4).
 func (s *liveStream) SetCompression(codec string) error {

@@ -27,8 +27,6 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -43,7 +41,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -56,9 +54,18 @@ type Options struct {
 	Limits Limits
 	// Metrics, when set, counts streams, graphs, bytes and waits.
 	Metrics *Metrics
+	// Memory, when set, is the budget shared-memory rings are counted
+	// against (the loaders' loader.Memory): a ring the budget has no room
+	// for is not used, and its stream goes through the socket.
+	Memory *loader.Memory
+	// ShmRingLimit caps how much of a client's ring one stream uses (and
+	// maps); 0: DefaultShmRingLimit. See ringUse.
+	ShmRingLimit int64
 
-	// admission, when set (by Run), is shared with the Flight endpoint.
+	// admission and served, when set (by Run), are shared with the Flight
+	// endpoint.
 	admission *admission
+	served    *atomic.Int64
 }
 
 // Server serves streams on a Unix socket.
@@ -66,9 +73,8 @@ type Server struct {
 	opts   Options
 	lim    Limits
 	log    *slog.Logger
-	adm    *admission
+	sess   *session
 	active atomic.Int64
-	served atomic.Int64
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
@@ -98,7 +104,15 @@ func New(o Options) (*Server, error) {
 	if adm == nil {
 		adm = newAdmission(lim)
 	}
-	return &Server{opts: o, lim: lim, log: log, adm: adm, conns: map[net.Conn]struct{}{}}, nil
+	served := o.served
+	if served == nil {
+		served = new(atomic.Int64)
+	}
+	if o.ShmRingLimit <= 0 {
+		o.ShmRingLimit = DefaultShmRingLimit
+	}
+	sess := &session{src: o.Source, adm: adm, metrics: o.Metrics, log: log, served: served}
+	return &Server{opts: o, lim: lim, log: log, sess: sess, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Active is the number of streams being served.
@@ -189,7 +203,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.unblock()
 		<-done
 	}
-	s.log.Info("stopped", "streams_served", s.served.Load())
+	if s.opts.admission == nil { // a daemon (Run) logs its own, for every transport
+		s.log.Info("stopped", "streams_served", s.sess.served.Load())
+	}
 	return nil
 }
 
@@ -261,133 +277,150 @@ const sendBuffer = 4 << 20
 func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 	conn := pc.Conn
 	defer conn.Close()
-	start := time.Now()
+	sf := &socketFramer{srv: s, conn: conn, fdr: fdReader{fd: -1}}
+	defer sf.release()
 	// The request is read through fdReader on a Unix connection: a
 	// shared-memory client's ring comes with it.
-	fdr := &fdReader{}
 	var rd io.Reader = conn
 	if uc, ok := conn.(*net.UnixConn); ok {
-		fdr.uc, rd = uc, fdr
+		sf.fdr = newFDReader(uc)
+		rd = &sf.fdr
 	}
 	req, err := wire.ParseRequest(bufio.NewReaderSize(rd, 4096))
 	s.requestRead(pc)
 	conn.SetReadDeadline(time.Time{})
-	var ring []byte
 	if err == nil {
-		ring, err = fdr.ring(req)
-	} else {
-		fdr.close()
-	}
-	if ring != nil {
-		defer unix.Munmap(ring)
+		err = sf.fdr.check(req)
 	}
 	switch {
 	case pc.evicted.Load():
-		s.reject(conn, wire.CodeUnavailable, fmt.Errorf("too many connections waiting to send a request (%d)", s.lim.MaxPending))
+		s.sess.refuse(sf, wire.CodeUnavailable, fmt.Errorf("too many connections waiting to send a request (%d)", s.lim.MaxPending))
 		return
 	case err != nil:
-		s.reject(conn, wire.CodeBadRequest, err)
+		s.sess.refuse(sf, wire.CodeBadRequest, err)
 		return
 	}
 	client := ""
 	if uid, ok := peerUID(conn); ok {
 		client = fmt.Sprintf("uid %d", uid)
 	}
-	release, err := s.adm.acquire(client)
-	if err != nil {
-		s.reject(conn, wire.CodeUnavailable, err)
-		return
+	s.sess.serve(ctx, req, client, sf)
+}
+
+// socketFramer frames a stream on the Unix socket (docs/protocol.md): the
+// response frame, the Arrow IPC stream inline or through the client's
+// shared-memory ring, the trailer frame.
+type socketFramer struct {
+	srv  *Server
+	conn net.Conn
+	fdr  fdReader
+	ring []byte // the mapped part of a shared-memory client's ring
+	held int64  // bytes of the memory budget the ring holds
+	shm  *shmWriter
+	// tracked: the stream counts as active and its connection is cut at
+	// shutdown (release undoes it).
+	tracked bool
+}
+
+func (f *socketFramer) name() string { return "socket" }
+
+func (f *socketFramer) refuse(code string, err error) error {
+	f.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	msg := err.Error()
+	var we *wire.Error
+	if errors.As(err, &we) {
+		msg = we.Message
 	}
-	defer release()
-	if ctx.Err() != nil {
-		s.reject(conn, wire.CodeUnavailable, errors.New("server shutting down"))
-		return
+	return wire.WriteFrame(f.conn, wire.MagicResponse, wire.StatusError, wire.Error{Code: code, Message: msg})
+}
+
+func (f *socketFramer) open(ctx context.Context, cancel context.CancelFunc, st Stream, info wire.Response) (io.Writer, error) {
+	if f.fdr.shm {
+		// Shared memory: map as much of the client's ring as the stream
+		// can use, counted against the memory budget (or none at all when
+		// the budget has no room now: every message then goes inline).
+		n := ringUse(f.fdr.size, f.srv.opts.ShmRingLimit, st)
+		if f.srv.opts.Memory == nil || f.srv.opts.Memory.TryAcquire(n) {
+			if f.srv.opts.Memory != nil {
+				f.held = n
+			}
+			mem, err := unix.Mmap(f.fdr.fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				err = fmt.Errorf("%w: shm ring: map: %v", wire.ErrProtocol, err)
+				f.srv.sess.refuse(f, wire.CodeBadRequest, err)
+				return nil, err
+			}
+			f.ring = mem
+		}
+		f.fdr.close()
 	}
-	st, err := s.opts.Source.Open(req)
-	if err != nil {
-		s.reject(conn, codeOf(err), err)
-		return
-	}
-	if uc, ok := conn.(*net.UnixConn); ok {
+	if uc, ok := f.conn.(*net.UnixConn); ok {
 		// A batch is about a megabyte: with the default ~200 KiB send
 		// buffer the sender blocks and is woken several times per batch.
 		// The kernel caps this at net.core.wmem_max.
 		uc.SetWriteBuffer(sendBuffer)
 	}
-	s.track(conn, true)
-	defer s.track(conn, false)
-	s.active.Add(1)
-	defer s.active.Add(-1)
-	s.opts.Metrics.start()
-	info := st.Info()
-	s.opts.Metrics.overBudgetBatches(len(info.OverBudget))
-	if err := wire.WriteFrame(conn, wire.MagicResponse, wire.StatusOK, info); err != nil {
-		s.opts.Metrics.done(0, 0, 0, workerTimes{}, err)
-		return
+	f.srv.track(f.conn, true)
+	f.srv.active.Add(1)
+	f.tracked = true
+	if err := wire.WriteFrame(f.conn, wire.MagicResponse, wire.StatusOK, info); err != nil {
+		return nil, err
 	}
 	// A closed client connection cancels the stream: watch for EOF (and,
 	// over shared memory, read the client's records until then).
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var out io.Writer = conn
-	var shm *shmWriter
-	if ring != nil {
-		shm = newShmWriter(sctx, ring, conn)
-		out = shm
+	var out io.Writer = f.conn
+	if f.fdr.shm {
+		f.shm = newShmWriter(ctx, f.ring, f.conn)
+		out = f.shm
 	}
 	go func() {
-		if shm != nil {
-			shm.readRecords(conn)
+		if f.shm != nil {
+			f.shm.readRecords(f.conn)
 		} else {
 			var b [1]byte
-			conn.Read(b[:]) // returns on close (clients send nothing more)
+			f.conn.Read(b[:]) // returns on close (clients send nothing more)
 		}
 		cancel()
 	}()
-	cw := &iox.CountingWriter{W: out}
-	if req.Digest {
-		cw.Hash = sha256.New()
-	}
-	batches, graphs, err := st.WriteTo(sctx, cw)
-	tr := wire.Trailer{Batches: batches, Graphs: graphs}
-	if cw.Hash != nil && err == nil {
-		tr.SHA256 = hex.EncodeToString(cw.Hash.Sum(nil))
-	}
+	return out, nil
+}
+
+func (f *socketFramer) close(ctx context.Context, tr wire.Trailer, err error) error {
 	status := byte(wire.StatusOK)
 	if err != nil {
 		status = wire.StatusError
-		tr.Code, tr.Message = wire.CodeInternal, err.Error()
-		if ctx.Err() != nil {
-			tr.Code, tr.Message = wire.CodeUnavailable, "server shutting down"
-		}
 	}
-	// Counters settle before the trailer: a client that has read it sees
-	// its stream counted and no longer active.
-	times, measured := streamTimes(st)
-	s.opts.Metrics.done(batches, graphs, cw.N, times, err)
-	s.served.Add(1)
 	if ctx.Err() == nil {
-		conn.SetWriteDeadline(time.Now().Add(s.lim.RequestTimeout))
+		f.conn.SetWriteDeadline(time.Now().Add(f.srv.lim.RequestTimeout))
 	}
-	werr := wire.WriteFrame(conn, wire.MagicTrailer, status, tr)
-	secs := time.Since(start).Seconds()
-	attrs := []any{"epoch", req.Epoch, "rank", req.Rank, "world", req.World,
-		"graphs", graphs, "batches", batches, "MB", float64(cw.N) / 1e6,
-		"seconds", secs, "graphs_per_s", float64(graphs) / max(secs, 1e-9)}
-	if measured {
-		attrs = append(attrs, "wait_workers_s", times.waitWorkers.Seconds(), "wait_client_s", times.waitClient.Seconds())
+	return wire.WriteFrame(f.conn, wire.MagicTrailer, status, tr)
+}
+
+func (f *socketFramer) attrs() []any {
+	if f.shm == nil {
+		return nil
 	}
-	if shm != nil {
-		attrs = append(attrs, "shm_ring_MB", float64(len(ring))/1e6, "shm_inline_messages", shm.inline)
+	return []any{"shm_ring_MB", float64(len(f.ring)) / 1e6, "shm_inline_messages", f.shm.inline}
+}
+
+// release ends the stream's hold on the server: it stops counting as
+// active, its ring is unmapped and its budget given back, a descriptor
+// still held is closed.
+func (f *socketFramer) release() {
+	if f.tracked {
+		f.srv.active.Add(-1)
+		f.srv.track(f.conn, false)
+		f.tracked = false
 	}
-	switch {
-	case err != nil:
-		s.log.Warn("stream cut", append(attrs, "err", err)...)
-	case werr != nil:
-		s.log.Warn("trailer not delivered", append(attrs, "err", werr)...)
-	default:
-		s.log.Info("epoch served", attrs...)
+	if f.ring != nil {
+		unix.Munmap(f.ring)
+		f.ring = nil
 	}
+	if f.held > 0 {
+		f.srv.opts.Memory.Release(f.held)
+		f.held = 0
+	}
+	f.fdr.close()
 }
 
 func (s *Server) track(c net.Conn, on bool) {
@@ -421,16 +454,4 @@ func peerUID(conn net.Conn) (uint32, bool) {
 		return 0, false
 	}
 	return cred.Uid, true
-}
-
-func (s *Server) reject(conn net.Conn, code string, err error) {
-	s.opts.Metrics.reject(code)
-	s.log.Warn("request rejected", "code", code, "err", err)
-	conn.SetWriteDeadline(time.Now().Add(time.Second))
-	msg := err.Error()
-	var we *wire.Error
-	if errors.As(err, &we) {
-		msg = we.Message
-	}
-	wire.WriteFrame(conn, wire.MagicResponse, wire.StatusError, wire.Error{Code: code, Message: msg})
 }

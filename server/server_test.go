@@ -272,8 +272,16 @@ func TestMalformedRequests(t *testing.T) {
 		{"negative rank", frame(`{"epoch": 1, "rank": -1, "world": 1}`), wire.CodeBadRequest},
 		{"rank beyond world", frame(`{"epoch": 1, "rank": 2, "world": 2}`), wire.CodeOutOfRange},
 		{"world beyond graphs", frame(`{"epoch": 1, "rank": 0, "world": 61}`), wire.CodeOutOfRange},
-		{"batch too large", frame(`{"epoch": 1, "world": 1, "batch_size": 100000000}`), wire.CodeOutOfRange},
-		{"start beyond end", frame(`{"epoch": 1, "world": 1, "start_batch": 99}`), wire.CodeOutOfRange},
+		{"batch too large", frame(`{"epoch": 1, "rank": 0, "world": 1, "batch_size": 100000000}`), wire.CodeOutOfRange},
+		{"start beyond end", frame(`{"epoch": 1, "rank": 0, "world": 1, "start_batch": 99}`), wire.CodeOutOfRange},
+		// Required fields (served as epoch 0 of a world of 1 before).
+		{"empty object", frame(`{}`), wire.CodeBadRequest},
+		{"null", frame(`null`), wire.CodeBadRequest},
+		{"no world", frame(`{"epoch": 1, "rank": 0}`), wire.CodeBadRequest},
+		{"world 0", frame(`{"epoch": 1, "rank": 0, "world": 0}`), wire.CodeBadRequest},
+		// A view or fold a daemon without views does not have (ignored before).
+		{"view of a viewless daemon", frame(`{"epoch": 1, "rank": 0, "world": 1, "view": "train"}`), wire.CodeOutOfRange},
+		{"fold of a viewless daemon", frame(`{"epoch": 1, "rank": 0, "world": 1, "fold": 2}`), wire.CodeOutOfRange},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,82 +17,136 @@ import (
 )
 
 // The shared-memory transport, server side (package wire's ShmRing): the
-// client's memfd arrives with the request and is mapped; the stream's
+// client's memfd arrives with the request and is checked; once the stream
+// is open, the part of it the stream will use (ringUse) is mapped, without
+// populating it, and counted against the memory budget; the stream's
 // messages are copied into the mapping (no kernel copy) and descriptors go
 // out on the socket. A mapping faults (SIGBUS) where its file has shrunk
 // away, so only a memfd sealed against shrinking is taken; a memfd lives
 // in no size-limited mount and is never hugetlb-backed (tmpfs is checked),
 // so a write into the mapping cannot fault either.
 
-// fdReader reads from a Unix connection and keeps the file descriptors
-// that come with the bytes (SCM_RIGHTS): the request frame's ring.
+// fdReader reads from a Unix connection and keeps the one file
+// descriptor that may come with the request's bytes (SCM_RIGHTS): a
+// shared-memory client's ring. Any other descriptor is closed as it
+// arrives and remembered only as a count, so no client can fill the
+// daemon's descriptor table (a request sent one byte per sendmsg, four
+// descriptors each, once took it to its limit of 20,000 in 0.6 s and
+// locked every other client out).
 type fdReader struct {
-	uc        *net.UnixConn
-	fds       []int
-	truncated bool // more descriptors than the control buffer holds (the kernel closed the rest)
+	uc    *net.UnixConn
+	fd    int   // the first descriptor received, -1 when none is held
+	extra int   // descriptors received beyond the first (closed)
+	trunc bool  // the kernel dropped some (more than the control buffer holds)
+	size  int64 // the ring's size, once check took it
+	shm   bool  // the request asked for shared memory and its ring passed check
+	oob   []byte
 }
 
-// maxRequestFDs is how many descriptors a request's control buffer has
-// room for: one is expected; more are refused.
+// maxRequestFDs is how many descriptors one read's control buffer has
+// room for: one is expected; more are refused (and closed at once).
 const maxRequestFDs = 4
 
+func newFDReader(uc *net.UnixConn) fdReader { return fdReader{uc: uc, fd: -1} }
+
 func (r *fdReader) Read(p []byte) (int, error) {
-	oob := make([]byte, syscall.CmsgSpace(4*maxRequestFDs))
-	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, oob)
+	if r.oob == nil {
+		r.oob = make([]byte, syscall.CmsgSpace(4*maxRequestFDs))
+	}
+	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, r.oob)
 	if oobn > 0 {
-		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
+		msgs, perr := syscall.ParseSocketControlMessage(r.oob[:oobn])
 		if perr != nil {
-			r.truncated = true
+			r.trunc = true
 		}
 		for i := range msgs {
-			if fds, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
-				r.fds = append(r.fds, fds...)
+			fds, err := syscall.ParseUnixRights(&msgs[i])
+			if err != nil {
+				continue
+			}
+			for _, fd := range fds {
+				if r.fd < 0 && r.extra == 0 {
+					r.fd = fd
+					continue
+				}
+				syscall.Close(fd)
+				r.extra++
 			}
 		}
 	}
 	if flags&syscall.MSG_CTRUNC != 0 {
-		r.truncated = true
+		r.trunc = true
 	}
 	// On an error (a deadline) ReadMsgUnix may return the syscall's -1,
 	// which an io.Reader must never (bufio panics on it).
 	return max(n, 0), err
 }
 
-// close closes every descriptor received.
-func (r *fdReader) close() {
-	for _, fd := range r.fds {
-		syscall.Close(fd)
+// count is how many descriptors came with the request.
+func (r *fdReader) count() int {
+	n := r.extra
+	if r.fd >= 0 {
+		n++
 	}
-	r.fds = nil
+	return n
 }
 
-// ring checks what came with a request: for Shm, exactly one descriptor,
-// a writable memfd of MinShmRing to MaxShmRing bytes sealed against
-// shrinking, returned mapped; otherwise none at all. Every descriptor
-// received is closed.
-func (r *fdReader) ring(req wire.Request) ([]byte, error) {
-	defer r.close()
-	if !req.Shm {
-		if len(r.fds) > 0 || r.truncated {
-			return nil, fmt.Errorf("%w: file descriptors sent without shm", wire.ErrProtocol)
-		}
-		return nil, nil
+// close closes the descriptor held, if any.
+func (r *fdReader) close() {
+	if r.fd >= 0 {
+		syscall.Close(r.fd)
+		r.fd = -1
 	}
-	if len(r.fds) != 1 || r.truncated {
-		return nil, fmt.Errorf("%w: shm needs exactly one file descriptor with the request, got %d", wire.ErrProtocol, len(r.fds))
-	}
-	size, err := checkRing(r.fds[0])
-	if err != nil {
-		return nil, fmt.Errorf("%w: shm ring: %v", wire.ErrProtocol, err)
-	}
-	// Populated: the ring's pages are made in one call, not one fault each
-	// as the first messages land (an epoch goes round the ring many times).
-	mem, err := unix.Mmap(r.fds[0], 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, fmt.Errorf("%w: shm ring: map: %v", wire.ErrProtocol, err)
-	}
-	return mem, nil
 }
+
+// check checks what came with a request: for Shm, exactly one
+// descriptor, a writable memfd of MinShmRing to MaxShmRing bytes sealed
+// against shrinking (kept, to be mapped once the stream is open);
+// otherwise none at all. A descriptor refused is closed.
+func (r *fdReader) check(req wire.Request) error {
+	if !req.Shm {
+		if r.count() > 0 || r.trunc {
+			r.close()
+			return fmt.Errorf("%w: file descriptors sent without shm", wire.ErrProtocol)
+		}
+		return nil
+	}
+	if r.count() != 1 || r.trunc {
+		r.close()
+		return fmt.Errorf("%w: shm needs exactly one file descriptor with the request, got %d", wire.ErrProtocol, r.count())
+	}
+	size, err := checkRing(r.fd)
+	if err != nil {
+		r.close()
+		return fmt.Errorf("%w: shm ring: %v", wire.ErrProtocol, err)
+	}
+	r.size, r.shm = size, true
+	return nil
+}
+
+// DefaultShmRingLimit is how much of a client's ring one stream uses at
+// most when the daemon is given no limit.
+const DefaultShmRingLimit = 64 << 20
+
+// ringUse is how many bytes of a client's ring of size bytes a stream
+// maps and uses: room for a few of its largest messages (the ring is the
+// stream's window of batches ahead of the trainer, as the socket buffer
+// is), at least MinShmRing, at most limit and the ring. The daemon's
+// memory is then bounded by what its streams can use, whatever ring a
+// client passes (four clients with 1 GiB rings cost the host 4.2 GB of
+// shared memory when the daemon mapped and populated whole rings).
+func ringUse(size, limit int64, st Stream) int64 {
+	want := int64(wire.MinShmRing)
+	if m, ok := st.(interface{ MaxMessageBytes() int64 }); ok {
+		want = max(want, ringMessages*m.MaxMessageBytes())
+	} else {
+		want = limit
+	}
+	return min(want, limit, size)
+}
+
+// ringMessages is how many of a stream's largest messages its ring holds.
+const ringMessages = 8
 
 func checkRing(fd int) (int64, error) {
 	var st unix.Stat_t

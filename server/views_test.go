@@ -16,6 +16,7 @@ import (
 	"github.com/augloader/augloader/internal/app"
 	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
@@ -60,7 +61,7 @@ func TestViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	sock := serve(t, b.Views)
+	sock := serve(t, server.Live{Views: b.Views})
 	ids := map[string]bool{}
 	for f, sp := range splits {
 		for view, want := range map[string][]int64{"train": sp.Training, "plain": sp.Training, "test": sp.Test} {

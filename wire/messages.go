@@ -21,9 +21,12 @@ const (
 // Request is the request body: which batches of which rank's part of which
 // epoch, of which of the daemon's views.
 type Request struct {
+	// Epoch, Rank and World are required: a body without one of them is
+	// refused (a `{}` or `null` body was served as epoch 0 of a world of
+	// one). World is at least 1.
 	Epoch     uint64 `json:"epoch"`
 	Rank      int    `json:"rank"`
-	World     int    `json:"world"`                // 0 means 1
+	World     int    `json:"world"`
 	BatchSize int    `json:"batch_size,omitempty"` // 0: the server's default
 	// The batches sent are StartBatch, StartBatch+Stride, … of the rank's
 	// epoch, at most Count of them: resume (StartBatch k), one of several
@@ -78,15 +81,79 @@ type Config struct {
 	NodeBudget   int    `json:"node_budget"`
 	EdgeBudget   int    `json:"edge_budget"`
 	Remainder    string `json:"remainder"`
+	// WireCompression is the record batch body codec of the transport
+	// that sent the stream ("zstd" or "lz4"; absent: none): the decoded
+	// batches are the same, their bytes and digests are not, so daemons
+	// compressing differently are different configurations to a client
+	// reading one epoch from several.
+	WireCompression string `json:"wire_compression,omitempty"`
 }
 
 // WithID returns c with its ID computed from the other fields.
 func (c Config) WithID() Config {
+	c.ID = c.computeID()
+	return c
+}
+
+func (c Config) computeID() string {
 	c.ID = ""
 	b, _ := json.Marshal(c)
 	sum := sha256.Sum256(b)
-	c.ID = hex.EncodeToString(sum[:8])
-	return c
+	return hex.EncodeToString(sum[:8])
+}
+
+// Check reports whether ID is the one the other fields give: an identity
+// read from a file or a peer whose fields were edited without its ID (a
+// hand-forged materialize.json with another seed) is refused.
+func (c Config) Check() error {
+	if want := c.computeID(); c.ID != want {
+		return fmt.Errorf("%w: configuration id %q does not match its fields (they give %s): edited by hand?", ErrProtocol, c.ID, want)
+	}
+	return nil
+}
+
+// Diff names the settings in which other differs from c, one entry per
+// field ("seed 11 vs 12": c's, then other's), in field order; none when
+// the two are the same configuration. Every comparison of two identities (materialize's
+// rerun check, a client reading one epoch from several daemons) goes
+// through it, so they name the same fields the same way.
+func (c Config) Diff(other Config) []string {
+	var d []string
+	add := func(name string, a, b any) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %v vs %v", name, a, b))
+		}
+	}
+	add("dataset", c.Dataset, other.Dataset)
+	add("shards", short(c.ShardsSHA256), short(other.ShardsSHA256))
+	add("served graphs", c.Served, other.Served)
+	add("served set", short(c.ServedSHA256), short(other.ServedSHA256))
+	add("seed", c.Seed, other.Seed)
+	add("schedule", c.Schedule, other.Schedule)
+	add("batch size", c.BatchSize, other.BatchSize)
+	add("node budget", c.NodeBudget, other.NodeBudget)
+	add("edge budget", c.EdgeBudget, other.EdgeBudget)
+	add("remainder", c.Remainder, other.Remainder)
+	add("wire compression", orNone(c.WireCompression), orNone(other.WireCompression))
+	if len(d) == 0 && c.ID != other.ID {
+		d = append(d, fmt.Sprintf("id %s vs %s", c.ID, other.ID))
+	}
+	return d
+}
+
+// short abbreviates a digest for a message.
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12] + "…"
+	}
+	return digest
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // Response is the body of a successful response frame.
@@ -138,8 +205,9 @@ func ParseRequest(r io.Reader) (Request, error) {
 }
 
 // DecodeRequest checks a request body (the JSON of a request frame, or a
-// Flight ticket): at most MaxBody bytes, known fields only, no trailing
-// data, non-negative values.
+// Flight ticket): at most MaxBody bytes, a JSON object with epoch, rank
+// and world, known fields only, no trailing data, non-negative values,
+// world at least 1.
 func DecodeRequest(body []byte) (Request, error) {
 	var req Request
 	if len(body) > MaxBody {
@@ -147,15 +215,26 @@ func DecodeRequest(body []byte) (Request, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
+	var present struct {
+		Epoch, Rank, World *json.RawMessage
+	}
 	if err := dec.Decode(&req); err != nil {
 		return req, fmt.Errorf("%w: request body: %v", ErrProtocol, err)
 	}
 	if dec.More() {
 		return req, fmt.Errorf("%w: trailing data after the request body", ErrProtocol)
 	}
+	// Required fields: present, not null (a null body decodes to a zero
+	// request without error, and a missing key to its zero value).
+	if err := json.Unmarshal(body, &present); err != nil || present.Epoch == nil || present.Rank == nil || present.World == nil {
+		return req, fmt.Errorf("%w: a request needs epoch, rank and world", ErrProtocol)
+	}
 	if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 || req.Stride < 0 ||
 		req.Count < 0 || req.BatchesPerEpoch < 0 || req.Fold < 0 {
 		return req, fmt.Errorf("%w: negative rank, world, batch_size, start_batch, stride, count, batches_per_epoch or fold", ErrProtocol)
+	}
+	if req.World < 1 {
+		return req, fmt.Errorf("%w: world %d: a world has at least one rank", ErrProtocol, req.World)
 	}
 	if len(req.View) > MaxViewName {
 		return req, fmt.Errorf("%w: view name of %d bytes (at most %d)", ErrProtocol, len(req.View), MaxViewName)

@@ -2,7 +2,9 @@ package wire_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/augloader/augloader/wire"
@@ -38,13 +40,53 @@ func TestBadFrames(t *testing.T) {
 		"not json":      frame("AUGQ", 1, 0, "{x"),
 		"unknown field": frame("AUGQ", 1, 0, `{"file":"/etc/passwd"}`),
 		"trailing data": frame("AUGQ", 1, 0, `{} {}`),
-		"negative":      frame("AUGQ", 1, 0, `{"rank":-1}`),
-		"too long":      append([]byte("AUGQ\x01\x00\x00\x00"), 0, 0, 0, 1),
+		"negative":      frame("AUGQ", 1, 0, `{"epoch":0,"rank":-1,"world":1}`),
+		// The required fields (served as epoch 0 of a world of 1 before).
+		"empty object": frame("AUGQ", 1, 0, `{}`),
+		"null":         frame("AUGQ", 1, 0, `null`),
+		"no world":     frame("AUGQ", 1, 0, `{"epoch":3,"rank":0}`),
+		"no epoch":     frame("AUGQ", 1, 0, `{"rank":0,"world":1}`),
+		"null rank":    frame("AUGQ", 1, 0, `{"epoch":3,"rank":null,"world":1}`),
+		"world 0":      frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":0}`),
+		"an array":     frame("AUGQ", 1, 0, `[1,2]`),
+		"too long":     append([]byte("AUGQ\x01\x00\x00\x00"), 0, 0, 0, 1),
 	}
 	for name, in := range cases {
 		if _, err := wire.ParseRequest(bytes.NewReader(in)); !errors.Is(err, wire.ErrProtocol) {
 			t.Errorf("%s: %v, want ErrProtocol", name, err)
 		}
+	}
+}
+
+func TestConfigDiffAndCheck(t *testing.T) {
+	a := wire.Config{Dataset: "MUTAG", ShardsSHA256: "ab", Served: 188, ServedSHA256: "cd", Seed: 11,
+		Schedule: "0..|nodesam:1", BatchSize: 32, Remainder: "pad"}.WithID()
+	if err := a.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.Diff(a); len(d) != 0 {
+		t.Fatalf("a config differs from itself: %v", d)
+	}
+	b := a
+	b.Seed, b.BatchSize = 12, 64
+	if err := b.Check(); err == nil {
+		t.Fatal("an identity whose seed was edited without its id passed Check")
+	}
+	b = b.WithID()
+	if d := a.Diff(b); len(d) != 2 || !strings.HasPrefix(d[0], "seed 11 vs 12") || !strings.HasPrefix(d[1], "batch size 32 vs 64") {
+		t.Fatalf("diff %q", d)
+	}
+	// An uncompressed identity's JSON (and so its id) has no compression
+	// key: the ids of every existing stream and materialized folder hold.
+	c := a
+	c.WireCompression = "lz4"
+	c = c.WithID()
+	if c.ID == a.ID || len(a.Diff(c)) != 1 || a.Diff(c)[0] != "wire compression none vs lz4" {
+		t.Fatalf("compression: ids %s %s, diff %q", a.ID, c.ID, a.Diff(c))
+	}
+	j, _ := json.Marshal(a)
+	if strings.Contains(string(j), "wire_compression") {
+		t.Fatalf("uncompressed identity encodes %s", j)
 	}
 }
 
@@ -61,7 +103,7 @@ func FuzzParseRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 {
+		if req.Rank < 0 || req.World < 1 || req.BatchSize < 0 || req.StartBatch < 0 {
 			t.Fatalf("accepted %+v", req)
 		}
 		var out bytes.Buffer

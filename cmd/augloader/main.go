@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -52,6 +51,10 @@ func newApp() *cli.App {
 		Name:    "augloader",
 		Usage:   "serve deterministic NodeSam/SubMix-augmented graph batches to a trainer",
 		Version: version.Version,
+		// A view's policy is a mixture written with commas
+		// ("train={fold}:training:nodesam:0.5,submix:0.5"): repeatable
+		// flags take one value each, never split on commas.
+		DisableSliceFlagSeparator: true,
 		Commands: []*cli.Command{
 			serveCmd(), materializeCmd(), verifyCmd(), fetchCmd(), splitCmd(),
 		},
@@ -60,8 +63,8 @@ func newApp() *cli.App {
 
 func logger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
 
+// loaderFlags are serve's and materialize's: what shapes the batches.
 var loaderFlags = []cli.Flag{
-	&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required unless --materialized)"},
 	&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "seed of every permutation and augmentation draw"},
 	&cli.StringFlag{Name: "policy", Usage: "augmentation schedule of views that give none (default: nodesam for training and whole-set views; a test set gets none), e.g. nodesam | submix:p=0.4 | nodesam:0.5,none:0.5 | 0..50|none;50..|nodesam (docs/schedule.md)"},
 	&cli.StringFlag{Name: "schedule", Usage: "read the schedule from this file instead of --policy"},
@@ -76,6 +79,9 @@ var loaderFlags = []cli.Flag{
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
 	&cli.StringFlag{Name: "memory-budget", Value: "1GiB", Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
+	&cli.StringSliceFlag{Name: "view", Usage: "a named view, repeatable: NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] (one per --folds file) or NAME=SPLITFILE:training|test[:POLICY]; a request names its view and fold (NAME: letters, digits, _ - .)"},
+	&cli.StringFlag{Name: "views", Usage: "read view specs from this file (one a line, # comments)"},
+	&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-NN.json ({fold} views), as augloader split writes them: fold N is the file numbered N"},
 	&cli.StringFlag{Name: "ppr-cache", Value: "512MiB", Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},
 }
 
@@ -91,13 +97,22 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	if err != nil {
 		return app.LoaderOptions{}, err
 	}
-	return app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr,
+	lo := app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr,
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: c.String("remainder"),
 		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"), MaxEpoch: c.Uint64("max-epoch"),
 		NoIndex: c.Bool("no-index"), AugmentTest: c.Bool("augment-test"),
-	}, nil
+		Views: c.StringSlice("view"), Folds: c.String("folds"),
+	}
+	if f := c.String("views"); f != "" {
+		more, err := app.ReadViews(f)
+		if err != nil {
+			return lo, err
+		}
+		lo.Views = append(lo.Views, more...)
+	}
+	return lo, nil
 }
 
 func serveCmd() *cli.Command {
@@ -105,15 +120,13 @@ func serveCmd() *cli.Command {
 		Name:  "serve",
 		Usage: "serve augmented epochs on a Unix socket until SIGINT or SIGTERM",
 		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required unless --materialized)"},
 			&cli.StringFlag{Name: "socket", Usage: "Unix socket path to create (never replaces a non-socket file)"},
 			&cli.StringFlag{Name: "flight", Usage: "also (or only) serve Arrow Flight at grpc://HOST:PORT (or plain HOST:PORT; port 0: a free one, printed on the readiness line) or grpc+unix:///PATH (loopback only unless --flight-allow-remote)"},
 			&cli.BoolFlag{Name: "flight-allow-remote", Usage: "allow a non-loopback --flight address (requires --flight-token-file)"},
 			&cli.StringFlag{Name: "flight-token-file", Usage: "file holding the bearer token Flight clients must present"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
 			&cli.StringFlag{Name: "materialized", Usage: "replay the epochs materialized in this folder instead of augmenting"},
-			&cli.StringSliceFlag{Name: "view", Usage: "serve a named view, repeatable: NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] (one per --folds file) or NAME=SPLITFILE:training|test[:POLICY]; a request names its view and fold"},
-			&cli.StringFlag{Name: "views", Usage: "read view specs from this file (one a line, # comments)"},
-			&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-*.json ({fold} views), as augloader split writes them"},
 			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish (> 0)", Action: positiveDuration("drain")},
 			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams, socket and Flight together; more are refused as unavailable (1..65536)", Action: cliutil.IntRange("max-streams", 1, 65536)},
 			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP; 1..65536)", Action: cliutil.IntRange("max-streams-per-client", 1, 65536)},
@@ -123,6 +136,7 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "wire-compression", Usage: "compress Flight record batch bodies: zstd or lz4 (Arrow IPC body compression; the socket is never compressed)", Action: cliutil.OneOf("wire-compression", "zstd", "lz4")},
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve Flight over TLS with this certificate (PEM; with --tls-key; the address is then grpc+tls://)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
+			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
 			log := logger()
@@ -134,14 +148,33 @@ func serveCmd() *cli.Command {
 				return errors.New("serve: give --socket, --flight or both")
 			}
 			var src server.Source
+			var memory *loader.Memory
 			metrics := server.NewMetrics()
+			ringLimit, err := cliutil.ParseSize("shm-ring-limit", c.String("shm-ring-limit"))
+			if err != nil {
+				return err
+			}
 			if dir := c.String("materialized"); dir != "" {
 				rp, err := server.OpenReplay(dir)
 				if err != nil {
 					return err
 				}
 				src = rp
-				log.Info("replaying", "materialized", dir, "dataset", rp.Config().Dataset(), "world", rp.Config().World, "config", rp.Config().Stream.ID)
+				budget, err := cliutil.ParseSize("memory-budget", c.String("memory-budget"))
+				if err != nil {
+					return err
+				}
+				memory = loader.NewMemory(budget)
+				metrics.SetMemory(memory)
+				cfg := rp.Config()
+				log.Info("replaying", "materialized", dir, "dataset", cfg.Dataset(), "world", cfg.World, "views", len(cfg.Views))
+				for _, v := range cfg.Views {
+					attrs := []any{"view", v.Name, "set", v.Set, "config", v.Folds[0].Config.ID, "schedule", v.Folds[0].Config.Schedule}
+					if v.PerFold {
+						attrs = append(attrs, "folds", len(v.Folds))
+					}
+					log.Info("materialized view", attrs...)
+				}
 			} else {
 				if c.String("shards") == "" {
 					return errors.New("serve: --shards or --materialized is required")
@@ -150,21 +183,14 @@ func serveCmd() *cli.Command {
 				if err != nil {
 					return err
 				}
-				lo.Views, lo.Folds = c.StringSlice("view"), c.String("folds")
-				if f := c.String("views"); f != "" {
-					more, err := app.ReadViews(f)
-					if err != nil {
-						return err
-					}
-					lo.Views = append(lo.Views, more...)
-				}
 				b, err := app.BuildViews(c.Context, lo)
 				if err != nil {
 					return err
 				}
 				defer b.Close()
-				src = b.Views
-				metrics.SetMemory(b.Loader.Config().Memory)
+				src = server.Live{Views: b.Views}
+				memory = b.Loader.Config().Memory
+				metrics.SetMemory(memory)
 				if c := b.Loader.Source().PPRCache(); c != nil {
 					metrics.SetPPRCache(c)
 				}
@@ -208,7 +234,7 @@ func serveCmd() *cli.Command {
 				}
 			}
 			return server.Run(c.Context, server.DaemonOptions{
-				Source: src, Logger: log,
+				Source: src, Logger: log, Memory: memory, ShmRingLimit: ringLimit,
 				Socket: c.String("socket"), SocketMode: os.FileMode(mode),
 				Flight:  fo,
 				Metrics: c.String("metrics"), Counters: metrics,
@@ -268,8 +294,9 @@ func parseEpochs(s string) (uint64, uint64, error) {
 func materializeCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "materialize",
-		Usage: "write augmented epochs to disk as Arrow IPC stream files (crash-safe, resumable)",
+		Usage: "write augmented epochs to disk as Arrow IPC stream files (crash-safe, resumable): every fold of every --view, or the one served set",
 		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required)"},
 			&cli.StringFlag{Name: "epochs", Value: "0:1", Usage: "epochs FROM:TO (TO excluded)"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "output folder"},
 			&cli.IntFlag{Name: "world", Value: 1, Usage: "write one file per rank for this world size (1..65536)", Action: cliutil.IntRange("world", 1, 65536)},
@@ -287,15 +314,18 @@ func materializeCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			b, err := app.BuildLoader(c.Context, lo)
+			b, err := app.BuildViews(c.Context, lo)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			log := logger()
+			for _, n := range b.Notes {
+				log.Info(n)
+			}
 			return materialize.Run(c.Context, materialize.Options{
-				Loader: b.Loader, Out: c.String("out"), From: from, To: to,
-				World: c.Int("world"), BatchSize: c.Int("batch-size"), Force: c.Bool("force"),
-				Logger: logger(),
+				Views: b.Views, Out: c.String("out"), From: from, To: to,
+				World: c.Int("world"), Force: c.Bool("force"), Logger: log,
 			})
 		},
 	}
@@ -456,7 +486,8 @@ func splitCmd() *cli.Command {
 			&cli.StringFlag{Name: "shards", Required: true, Usage: "shard folder (labels are read from it)"},
 			&cli.IntFlag{Name: "folds", Value: 10, Usage: "number of folds (≥ 2)", Action: cliutil.IntRange("folds", 2, -1)},
 			&cli.Uint64Flag{Name: "seed", Usage: "shuffle seed"},
-			&cli.StringFlag{Name: "out", Required: true, Usage: "folder for fold-00.json, fold-01.json, ..."},
+			&cli.StringFlag{Name: "out", Required: true, Usage: "folder for fold-00.json, fold-01.json, ... (numbered to sort: fold-000.json with 100 folds or more)"},
+			&cli.BoolFlag{Name: "force", Usage: "replace the fold files already in --out (refused otherwise: a stale one would be served as a fold)"},
 		},
 		Action: func(c *cli.Context) error {
 			r, err := shard.Open(c.Context, c.String("shards"))
@@ -473,15 +504,9 @@ func splitCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(c.String("out"), 0o755); err != nil {
+			write := func(p string, b []byte) error { return iox.WriteFileAtomic(p, b, 0o644) }
+			if err := epoch.WriteFolds(c.String("out"), folds, c.Bool("force"), write); err != nil {
 				return err
-			}
-			for i, f := range folds {
-				b, _ := json.Marshal(f)
-				p := filepath.Join(c.String("out"), fmt.Sprintf("fold-%02d.json", i))
-				if err := iox.WriteFileAtomic(p, append(b, '\n'), 0o644); err != nil {
-					return err
-				}
 			}
 			fmt.Fprintf(os.Stderr, "wrote %d folds to %s\n", len(folds), c.String("out"))
 			return nil

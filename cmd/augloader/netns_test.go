@@ -246,7 +246,7 @@ print(len(info.endpoints), whole.num_rows)
 	// A daemon with another seed is refused on first contact.
 	daemons[2] = h.serve(t, 2, token, append(args[:len(args):len(args)], "--seed", "2")...)
 	_, e, err = h.fetch(t, token, all)
-	if err == nil || !strings.Contains(e, "refusing to mix") || !strings.Contains(e, "seed 2") {
+	if err == nil || !strings.Contains(e, "refusing to mix") || !(strings.Contains(e, "seed 1 vs 2") || strings.Contains(e, "seed 2 vs 1")) {
 		t.Fatalf("a daemon with another seed: %v\n%s", err, e)
 	}
 }

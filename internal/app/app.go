@@ -15,17 +15,14 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/loader"
-	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/wire"
 )
 
 // DefaultPolicy is what a training (or whole-set) view applies when no
@@ -69,8 +66,9 @@ type LoaderOptions struct {
 // Built is an open dataset, its views, and what it needs closed.
 type Built struct {
 	Reader *shard.Reader
-	Views  *server.Views
-	// Loader is the default view's loader (fold 0): what materialize uses.
+	Views  *loader.Views
+	// Loader is the first view's loader (fold 0): its configuration is
+	// every view's but for the schedule and the served set.
 	Loader *loader.Loader
 	// Notes say, for the log, where a default was applied.
 	Notes []string
@@ -91,8 +89,11 @@ type ViewSpec struct {
 func ParseViewSpec(s string) (ViewSpec, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
 	name = strings.TrimSpace(name)
-	if !ok || name == "" || strings.ContainsAny(name, " \t:") {
+	if !ok || name == "" {
 		return ViewSpec{}, fmt.Errorf("--view %q: want NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] or NAME=SPLITFILE:training|test[:POLICY]", s)
+	}
+	if !loader.ValidViewName(name) {
+		return ViewSpec{}, fmt.Errorf("--view %q: the name %q: use at most %d letters, digits, '_', '-' or '.', not starting with '.'", s, name, wire.MaxViewName)
 	}
 	v := ViewSpec{Name: name}
 	if rest == "all" || strings.HasPrefix(rest, "all:") {
@@ -130,19 +131,6 @@ func ReadViews(path string) ([]string, error) {
 	return out, nil
 }
 
-// FoldFiles lists dir's split files (fold-*.json), in order.
-func FoldFiles(dir string) ([]string, error) {
-	m, err := filepath.Glob(filepath.Join(dir, "fold-*.json"))
-	if err != nil {
-		return nil, err
-	}
-	if len(m) == 0 {
-		return nil, fmt.Errorf("--folds %s: no fold-*.json split files (write them with augloader split)", dir)
-	}
-	sort.Strings(m)
-	return m, nil
-}
-
 // BuildViews opens the shards once and builds every view's loaders.
 func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 	specs, notes, err := o.specs()
@@ -159,14 +147,6 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 		return nil, err
 	}
 	return b, nil
-}
-
-// BuildLoader builds the single view of a materialize run.
-func BuildLoader(ctx context.Context, o LoaderOptions) (*Built, error) {
-	if len(o.Views) > 0 {
-		return nil, errors.New("materialize serves no views: give --split and --split-set")
-	}
-	return BuildViews(ctx, o)
 }
 
 // specs turns the options into view specs, applying the defaults.
@@ -244,7 +224,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 	mem := loader.NewMemory(o.MemoryBudget)
 	n := int64(b.Reader.NumGraphs())
 	var folds []*epoch.Split
-	var views []*server.View
+	var views []*loader.View
 	for _, v := range specs {
 		sched, err := o.schedule(v)
 		if err != nil {
@@ -262,7 +242,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 				if o.Folds == "" {
 					return fmt.Errorf("view %q uses {fold}: give --folds", v.Name)
 				}
-				files, err := FoldFiles(o.Folds)
+				files, err := epoch.FoldFiles(o.Folds)
 				if err != nil {
 					return err
 				}
@@ -284,7 +264,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 			}
 			sets = [][]int64{pick(sp, v.Set)}
 		}
-		w := &server.View{Name: v.Name, Set: v.Set, PerFold: v.Split == "{fold}"}
+		w := &loader.View{Name: v.Name, Set: v.Set, PerFold: v.Split == "{fold}"}
 		for i, served := range sets {
 			if served != nil && len(served) == 0 {
 				return fmt.Errorf("view %q: the %s set of fold %d is empty", v.Name, v.Set, i)
@@ -307,7 +287,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 		}
 		views = append(views, w)
 	}
-	if b.Views, err = server.NewViews(views, ""); err != nil {
+	if b.Views, err = loader.NewViews(views, ""); err != nil {
 		return err
 	}
 	b.Loader = views[0].Folds[0]

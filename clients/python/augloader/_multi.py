@@ -23,6 +23,30 @@ from ._wire import ConnectionLost, ServerError
 log = logging.getLogger("augloader")
 
 
+# The identity's fields as package wire's Config.Diff names them (the Go
+# client and materialize word a mismatch the same way).
+_CONFIG_FIELDS = (("dataset", "dataset"), ("shards_sha256", "shards"), ("served", "served graphs"),
+                  ("served_sha256", "served set"), ("seed", "seed"), ("schedule", "schedule"),
+                  ("batch_size", "batch size"), ("node_budget", "node budget"), ("edge_budget", "edge budget"),
+                  ("remainder", "remainder"), ("wire_compression", "wire compression"))
+
+
+def config_diff(a: dict, b: dict) -> list:
+    """The settings in which identity b differs from a ("seed 11 vs 12"),
+    as ``wire.Config.Diff`` names them; empty for one configuration."""
+    def show(key, v):
+        if key == "wire_compression":
+            return v or "none"
+        if key.endswith("sha256") and isinstance(v, str) and len(v) > 12:
+            return v[:12] + "…"
+        return v
+    out = [f"{name} {show(k, a.get(k))} vs {show(k, b.get(k))}" for k, name in _CONFIG_FIELDS
+           if show(k, a.get(k)) != show(k, b.get(k))]
+    if not out and a.get("id") != b.get("id"):
+        out.append(f"id {a.get('id')} vs {b.get('id')}")
+    return out
+
+
 class ConfigMismatch(ServerError):
     """A daemon serves another configuration than the others."""
 
@@ -97,11 +121,10 @@ class MultiClient:
                 raise ConfigMismatch(f"{self.urls[daemon]} sent no configuration identity: refusing to mix it with others")
             if not first:
                 first.update(cfg, url=self.urls[daemon])
-            elif cfg["id"] != first["id"]:
+            elif config_diff(first, cfg):
                 raise ConfigMismatch(
-                    f"{self.urls[daemon]} serves configuration {cfg['id']} (seed {cfg.get('seed')}, schedule "
-                    f"{cfg.get('schedule')}), but {first['url']} serves {first['id']} (seed {first.get('seed')}, "
-                    f"schedule {first.get('schedule')}): refusing to mix them")
+                    f"{first['url']} serves configuration {first['id']}, {self.urls[daemon]} serves {cfg['id']} "
+                    f"({first['url']} vs {self.urls[daemon]}): {', '.join(config_diff(first, cfg))}; refusing to mix them")
 
         def failover(d: int, j: int, why) -> None:
             old = lanes[d]

@@ -59,22 +59,30 @@ def find_binary(name: str = "augloader") -> str:
 
 
 class Daemon:
-    """An ``augloader serve`` process serving ``shards``.
+    """An ``augloader serve`` process serving ``shards`` (or replaying the
+    epochs ``augloader materialize`` wrote to ``materialized``).
 
     views: view specs (``NAME=all[:POLICY]``, ``NAME={fold}:training|test[:POLICY]``,
     ``NAME=SPLITFILE:training|test[:POLICY]``); folds: the folder of
     ``fold-*.json`` split files ``{fold}`` views use; policy: the schedule
     of views that give none; flight: also serve Arrow Flight on a free
-    loopback port; args: any other ``serve`` flags.
+    loopback port (or on this ``grpc://HOST:PORT``); args: any other
+    ``serve`` flags.
     """
 
-    def __init__(self, shards, *, views: Sequence[str] = (), folds=None, policy: Optional[str] = None,
-                 seed: int = 0, workers: Optional[int] = None, batch_size: Optional[int] = None,
-                 flight: bool = False, socket=None, binary: Optional[str] = None, args: Sequence[str] = (),
-                 ready_timeout: float = 120.0, stop_timeout: float = 30.0):
+    def __init__(self, shards=None, *, materialized=None, views: Sequence[str] = (), folds=None,
+                 policy: Optional[str] = None, seed: int = 0, workers: Optional[int] = None,
+                 batch_size: Optional[int] = None, flight=False, socket=None, binary: Optional[str] = None,
+                 args: Sequence[str] = (), ready_timeout: float = 120.0, stop_timeout: float = 30.0):
+        if (shards is None) == (materialized is None):
+            raise ValueError("augloader.Daemon: give shards (a shard folder) or materialized (a folder of materialized epochs)")
         self._tmp = tempfile.TemporaryDirectory(prefix="augloader-daemon-")
         self.socket = str(socket or pathlib.Path(self._tmp.name) / "aug.sock")
-        cmd = [binary or find_binary(), "serve", "--shards", str(shards), "--socket", self.socket, "--seed", str(seed)]
+        cmd = [binary or find_binary(), "serve", "--socket", self.socket]
+        if materialized is not None:
+            cmd += ["--materialized", str(materialized)]
+        else:
+            cmd += ["--shards", str(shards), "--seed", str(seed)]
         if folds is not None:
             cmd += ["--folds", str(folds)]
         for v in views:
@@ -86,7 +94,7 @@ class Daemon:
         if batch_size is not None:
             cmd += ["--batch-size", str(batch_size)]
         if flight:
-            cmd += ["--flight", "grpc://127.0.0.1:0"]
+            cmd += ["--flight", flight if isinstance(flight, str) else "grpc://127.0.0.1:0"]
         self.cmd = cmd + [str(a) for a in args]
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
         self.ready: dict = {}
