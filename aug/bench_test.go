@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/augloader/augloader/aug"
-	"github.com/augloader/augloader/internal/synth"
+	"github.com/augloader/augloader/ingest/synth"
 )
 
 // fromAdj turns sorted adjacency lists into a canonical aug.Graph with

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 )
 
 type directed struct{ s, d int32 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 )
 
 // randomGraph draws a simple graph with n nodes and about m edges (sorted,

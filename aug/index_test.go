@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 )
 
 // bruteIndex counts, the slow way, each node's triangles and the

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
-	"github.com/augloader/augloader/internal/convert"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/ingest/convert"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/shard"
 )
 

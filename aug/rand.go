@@ -15,24 +15,27 @@ type Rand interface {
 // keys every random stream. The ops' ids (the Op* constants) and the
 // draws made outside any op (the Stream* constants) share one space, so no
 // two draws share a stream. They are part of the determinism contract:
-// changing one changes every augmented epoch.
+// changing one changes every augmented epoch. Each has its number written
+// out (never iota: a constant added in the middle once shifted
+// StreamPolicyChoice and changed every mixture epoch), pinned by
+// TestStreamIDsPinned; a new op takes the next unused number.
 const (
-	OpNone uint64 = iota + 1
-	OpNodeSam
-	OpNodeSamBase
-	OpSplitOnly
-	OpMergeOnly
-	OpSubMix
-	OpSubMixBase
-	OpDropEdge
-	OpDropNode
-	OpAddEdge
-	OpChangeAttr
+	OpNone        uint64 = 1
+	OpNodeSam     uint64 = 2
+	OpNodeSamBase uint64 = 3
+	OpSplitOnly   uint64 = 4
+	OpMergeOnly   uint64 = 5
+	OpSubMix      uint64 = 6
+	OpSubMixBase  uint64 = 7
+	OpDropEdge    uint64 = 8
+	OpDropNode    uint64 = 9
+	OpAddEdge     uint64 = 10
+	OpChangeAttr  uint64 = 11
 	// StreamPolicyChoice keys which policy of a mixture a graph gets.
-	StreamPolicyChoice
+	StreamPolicyChoice uint64 = 12
 	// StreamPartner is reserved (SubMix draws its partner from the
 	// target's own stream).
-	StreamPartner
+	StreamPartner uint64 = 13
 )
 
 // Stream ids of the epoch-level draws (package epoch).

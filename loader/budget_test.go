@@ -11,8 +11,8 @@ import (
 
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/epoch"
-	"github.com/augloader/augloader/internal/fixture"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )

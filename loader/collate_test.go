@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 )
 
 // TestCollatorFusedMix: a batch mixing graphs whose edges NodeSam wrote

@@ -15,8 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/augloader/augloader/epoch"
-	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/internal/ipcframe"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augloader/augloader/app"
 	"github.com/augloader/augloader/epoch"
-	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/internal/jsonseal"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
 )
@@ -166,6 +168,21 @@ func TestVerifyCatches(t *testing.T) {
 			b = bytes.Replace(b, []byte(`"seed": 0`), []byte(`"seed": 1`), 1)
 			os.WriteFile(p, b, 0o644)
 		}, "checksum mismatch"},
+		// A hand-forged configuration whose seal was recomputed: its
+		// identity no longer matches its fields (it passed verify).
+		{"forged configuration", func(t *testing.T, out string) {
+			cfg, err := materialize.ReadConfig(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Views[0].Folds[0].Config.Seed = 7
+			cfg.Views[0].Folds[0].Config.BatchSize = 4
+			b, err := jsonseal.Seal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(out, materialize.ConfigName), b, 0o644)
+		}, "does not match its fields"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := t.TempDir()
@@ -187,5 +204,95 @@ func TestVerifyCatches(t *testing.T) {
 	os.Remove(filepath.Join(out, materialize.EpochDir(1), materialize.ManifestName))
 	if checked, incomplete, errs := materialize.Verify(context.Background(), out); len(errs) > 0 || len(checked) != 1 || len(incomplete) != 1 {
 		t.Fatalf("an incomplete epoch: checked %v, incomplete %v, errors %v", checked, incomplete, errs)
+	}
+}
+
+// A format 2 folder (one configuration, epochs in OUT) is still verified,
+// rerun and replayed as one unnamed view; its materialize.json becomes
+// format 3 on a rerun, its epochs untouched.
+func TestReadsFormat2(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 40, 3)
+	l := newLoader(t, dir, settings{})
+	out := t.TempDir()
+	if err := run(t, l, out, 0, 2, 2, false); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := materialize.ReadConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cfg.Views[0].Folds[0].Config
+	v2 := &materialize.Config{Format: cfg.Format, FormatVersion: 2, ToolVersion: cfg.ToolVersion, World: cfg.World, Stream: &id}
+	b, err := jsonseal.Seal(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`"views"`)) {
+		t.Fatalf("not a format 2 document:\n%s", b)
+	}
+	if err := os.WriteFile(filepath.Join(out, materialize.ConfigName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := materialize.ReadConfig(out)
+	if err != nil || len(got.Views) != 1 || got.Views[0].Name != "" || got.Views[0].Folds[0].Config != id {
+		t.Fatalf("format 2 read as %+v, %v", got, err)
+	}
+	mustVerify(t, out, 2)
+	before := fileBytes(t, out, 1, 1, 2)
+	if err := run(t, l, out, 0, 3, 2, false); err != nil {
+		t.Fatalf("a rerun on a format 2 folder of the same configuration: %v", err)
+	}
+	if !bytes.Equal(before, fileBytes(t, out, 1, 1, 2)) {
+		t.Fatal("the rerun rewrote a complete epoch")
+	}
+	mustVerify(t, out, 3)
+}
+
+// Views and folds: every fold of every view in a folder of its own with
+// its own identity; a rerun with another policy on one view is refused,
+// naming the view, the fold and the setting.
+func TestViewsAndFolds(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 40, 3)
+	folds := t.TempDir()
+	splits := make([]epoch.Split, 3)
+	for i := range int64(40) {
+		f := i % 3
+		splits[f].Test = append(splits[f].Test, i)
+		for g := range splits {
+			if int64(g) != f {
+				splits[g].Training = append(splits[g].Training, i)
+			}
+		}
+	}
+	if err := epoch.WriteFolds(folds, splits, false, func(p string, b []byte) error { return os.WriteFile(p, b, 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+	build := func(train string) *app.Built {
+		b, err := app.BuildViews(context.Background(), app.LoaderOptions{Shards: dir, Workers: 2, BatchSize: 8, Remainder: "pad",
+			Folds: folds, Views: []string{"train={fold}:training:" + train, "test={fold}:test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	out := t.TempDir()
+	b := build("nodesam")
+	if err := materialize.Run(context.Background(), materialize.Options{Views: b.Views, Out: out, From: 0, To: 2, World: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, out, 2*3*2)
+	for _, rel := range []string{"view-train/fold-00", "view-train/fold-02", "view-test/fold-01"} {
+		if _, err := os.Stat(filepath.Join(out, rel, materialize.EpochDir(1), materialize.ManifestName)); err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+	}
+	cfg, err := materialize.ReadConfig(out)
+	if err != nil || len(cfg.Views) != 2 || len(cfg.Views[0].Folds) != 3 || cfg.Views[0].Folds[1].Config != b.Views.View("train").Folds[1].Identity() {
+		t.Fatalf("config %+v, %v", cfg, err)
+	}
+	err = materialize.Run(context.Background(), materialize.Options{Views: build("dropedge").Views, Out: out, From: 0, To: 2, World: 1})
+	if err == nil || !strings.Contains(err.Error(), "view train fold 0: schedule 0..|nodesam:1 vs 0..|dropedge:1") {
+		t.Fatalf("a rerun with another policy: %v", err)
 	}
 }

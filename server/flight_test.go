@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"

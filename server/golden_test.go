@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"
 )

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/augloader/augloader/app"
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/internal/app"
-	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/server"

@@ -21,8 +21,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/internal/fixture"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"
 )

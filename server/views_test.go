@@ -11,11 +11,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/augloader/augloader/app"
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/epoch"
-	"github.com/augloader/augloader/internal/app"
-	"github.com/augloader/augloader/internal/fixture"
 	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"

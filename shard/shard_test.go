@@ -11,7 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/shard"
 )
 

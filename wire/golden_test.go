@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/wire"
 )
 

@@ -399,7 +399,7 @@ func (pg *page) writeConvert(w *bytes.Buffer) {
 			"of CPU, %.0f%% of what it uses now, so the goal needs the work itself cut, not more of it overlapped.",
 			fs(12*c["wc_s"]), fs(budget), 100*budget/cpu)
 	}
-	w.WriteString(" A CPU profile: `go test -run XXX -bench ConvertCOLLAB -cpuprofile cpu.out ./internal/convert`.")
+	w.WriteString(" A CPU profile: `go test -run XXX -bench ConvertCOLLAB -cpuprofile cpu.out ./ingest/convert`.")
 	w.WriteString("\n\n")
 }
 

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/wire"
 )
 

@@ -26,7 +26,7 @@ import (
 
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/cliutil"
-	"github.com/augloader/augloader/internal/fixture"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/wire"
 )
 

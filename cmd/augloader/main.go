@@ -22,9 +22,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/augloader/augloader/app"
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/epoch"
-	"github.com/augloader/augloader/internal/app"
 	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"

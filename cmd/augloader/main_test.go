@@ -16,9 +16,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/internal/convert"
-	"github.com/augloader/augloader/internal/fixture"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/ingest/convert"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/wire"
 )

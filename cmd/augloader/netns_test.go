@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/augloader/augloader/internal/fixture"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 )
 
 // hosts is a set of test hosts: network namespaces made by the test, each

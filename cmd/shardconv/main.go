@@ -15,13 +15,13 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/ingest/convert"
+	"github.com/augloader/augloader/ingest/download"
+	"github.com/augloader/augloader/ingest/synth"
 	"github.com/augloader/augloader/internal/cliutil"
-	"github.com/augloader/augloader/internal/convert"
-	"github.com/augloader/augloader/internal/download"
-	"github.com/augloader/augloader/internal/synth"
 	"github.com/augloader/augloader/internal/version"
 	"github.com/augloader/augloader/shard"
-	"github.com/augloader/augloader/shard/tu"
 )
 
 func main() { cliutil.Main(app()) }
@@ -63,7 +63,7 @@ func convertCmd() *cli.Command {
 }
 
 func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
-	feat, err := tu.ParseFeatureMode(c.String("features"))
+	feat, err := ingest.ParseFeatureMode(c.String("features"))
 	if err != nil {
 		return nil, err
 	}

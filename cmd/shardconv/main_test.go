@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/augloader/augloader/internal/cliutil"
-	"github.com/augloader/augloader/internal/testutil"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/urfave/cli/v2"
 )
 

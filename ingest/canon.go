@@ -1,0 +1,180 @@
+package ingest
+
+// Entry packs a canonical undirected entry: u<<33 | v<<1 | dir, u < v local
+// ids, dir = 1 when the file listed it as (v, u).
+type Entry = uint64
+
+// Pack is the entry of a listed edge (u, v) of local node ids.
+func Pack(u, v int64) Entry {
+	if u < v {
+		return uint64(u)<<33 | uint64(v)<<1
+	}
+	return uint64(v)<<33 | uint64(u)<<1 | 1
+}
+
+// Canon sorts a graph's entries by (u, v) in O(n + entries) with two stable
+// counting-sort passes, then merges duplicates. Buffers are reused.
+type Canon struct {
+	cnt, cur   []int32
+	tmp        []Entry
+	tmpL       []int32
+	sorted     []Entry
+	sortedL    []int32
+	edges      []int32
+	edgeLabels []int32
+}
+
+// Build returns graph's canonical edges (each undirected edge once as
+// (u, v), u < v, sorted) and, with labels, the label of each (that of its
+// first listing), from its entries (Pack); repeated entries and edges
+// listed one way are counted in st. The slices are reused by the next call.
+func (c *Canon) Build(n int32, keys []Entry, labels []int32, st *Stats) ([]int32, []int32) {
+	m := len(keys)
+	c.edges, c.edgeLabels = c.edges[:0], c.edgeLabels[:0]
+	if m == 0 {
+		return c.edges, nil
+	}
+	withL := labels != nil
+	if !withL && c.presorted(n, keys, st) {
+		return c.edges, nil
+	}
+	c.edges = c.edges[:0]
+	c.tmp = grow(c.tmp, m)
+	c.sorted = grow(c.sorted, m)
+	if withL {
+		c.tmpL = grow(c.tmpL, m)
+		c.sortedL = grow(c.sortedL, m)
+	}
+	// Pass 1 by v into tmp, pass 2 by u into sorted: stable, so (u, v) order.
+	c.countingPass(n, keys, labels, c.tmp, c.tmpL, 1, withL)
+	c.countingPass(n, c.tmp, c.tmpL, c.sorted, c.sortedL, 33, withL)
+
+	for i := 0; i < m; {
+		k := c.sorted[i] >> 1
+		var dirs [2]int64
+		j := i
+		for ; j < m && c.sorted[j]>>1 == k; j++ {
+			dirs[c.sorted[j]&1]++
+		}
+		st.Duplicates += max(dirs[0]-1, 0) + max(dirs[1]-1, 0)
+		if dirs[0] == 0 || dirs[1] == 0 {
+			st.Asymmetric++
+		}
+		c.edges = append(c.edges, int32(k>>32), int32(k&(1<<32-1)))
+		if withL {
+			c.edgeLabels = append(c.edgeLabels, c.sortedL[i])
+		}
+		i = j
+	}
+	if !withL {
+		return c.edges, nil
+	}
+	return c.edges, c.edgeLabels
+}
+
+// presorted is Build's fast path for the layouts TU files use: every
+// undirected edge listed in both directions, lines sorted by (first,
+// second) or by (second, first). Then one direction's entries, in file
+// order, are already sorted by (u, v) (call them S) and the other's are
+// sorted by (v, u) (T). presorted checks that in one pass, writes S as the
+// edges, and checks that every entry of T is in S, walking each row of S
+// with a cursor (T visits a row's v in increasing order): O(n + entries)
+// with sequential writes instead of two scatters. Anything else (a
+// duplicate, an entry of T missing from S, another order) returns false
+// with the stats untouched and Build takes the general path. Edge labels
+// always take the general path, which picks the label of the first listing.
+func (c *Canon) presorted(n int32, keys []Entry, st *Stats) bool {
+	var (
+		lastUV, lastVU [2]uint64 // per direction
+		okUV, okVU     = [2]bool{true, true}, [2]bool{true, true}
+		count          [2]int
+	)
+	first := [2]bool{true, true}
+	for _, k := range keys {
+		d := k & 1
+		uv := k >> 1
+		vu := uv<<32 | uv>>32
+		if !first[d] {
+			okUV[d] = okUV[d] && uv > lastUV[d]
+			okVU[d] = okVU[d] && vu > lastVU[d]
+		}
+		first[d] = false
+		lastUV[d], lastVU[d] = uv, vu
+		count[d]++
+	}
+	// Both directions may qualify as S (a star, say); either may then fail.
+	for s := range Entry(2) {
+		if okUV[s] && okVU[1-s] && c.presortedAs(n, keys, s, count[s]) {
+			st.Asymmetric += int64(count[s] - count[1-s])
+			return true
+		}
+	}
+	return false
+}
+
+// presortedAs writes the entries of direction s (S) as the edges and
+// reports whether every entry of the other direction (T) is among them.
+func (c *Canon) presortedAs(n int32, keys []Entry, s Entry, size int) bool {
+	c.cnt = grow(c.cnt, int(n)+1)
+	c.cur = grow(c.cur, int(n)+1)
+	row, cur := c.cnt, c.cur
+	clear(row)
+	c.edges = grow(c.edges, 2*size)
+	i := 0
+	for _, k := range keys {
+		if k&1 == s {
+			u, v := int32(k>>33), int32(k>>1&(1<<32-1))
+			c.edges[i], c.edges[i+1] = u, v
+			i += 2
+			row[u+1]++
+		}
+	}
+	for u := int32(0); u < n; u++ {
+		row[u+1] += row[u]
+	}
+	copy(cur, row)
+	for _, k := range keys {
+		if k&1 == s {
+			continue
+		}
+		u, v := k>>33, int32(k>>1&(1<<32-1))
+		p, end := cur[u], row[u+1]
+		for p < end && c.edges[2*p+1] < v {
+			p++
+		}
+		if p == end || c.edges[2*p+1] != v {
+			return false
+		}
+		cur[u] = p + 1
+	}
+	return true
+}
+
+func (c *Canon) countingPass(n int32, src []Entry, srcL []int32, dst []Entry, dstL []int32, shift uint, withL bool) {
+	c.cnt = grow(c.cnt, int(n)+1)
+	cnt := c.cnt
+	clear(cnt)
+	const mask = 1<<31 - 1
+	for _, k := range src {
+		cnt[(k>>shift)&mask]++
+	}
+	var sum int32
+	for i := range cnt {
+		cnt[i], sum = sum, sum+cnt[i]
+	}
+	for i, k := range src {
+		b := (k >> shift) & mask
+		dst[cnt[b]] = k
+		if withL {
+			dstL[cnt[b]] = srcL[i]
+		}
+		cnt[b]++
+	}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}

@@ -1,0 +1,323 @@
+// Package convert turns a dataset in any input format into a shard
+// folder: the library behind `shardconv convert`, callable from tests and
+// benchmarks. It opens the input's files (ingest.Files), asks each format
+// of Formats in turn which datasets it recognises, and writes the one
+// chosen through shard.Writer, computing degree features when asked.
+package convert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/ingest/gin"
+	"github.com/augloader/augloader/ingest/tu"
+	"github.com/augloader/augloader/shard"
+)
+
+// Formats are the input formats conversion recognises, asked in this
+// order (the first that recognises an input reads it). Adding a format is
+// a package implementing ingest.Format and one line here.
+var Formats = []ingest.Format{
+	tu.Format{},
+	gin.Format{},
+}
+
+// OpenOptions tune Open.
+type OpenOptions struct {
+	// Name selects the dataset when the input holds several.
+	Name string
+	// SpoolDir is where a tar's entries are spooled (ingest.FilesOptions).
+	SpoolDir string
+	// Features chooses the node features (default auto).
+	Features ingest.FeatureMode
+}
+
+// Open opens the dataset at input in whichever format recognises it. The
+// caller closes both the dataset and its files.
+func Open(input string, o OpenOptions) (ingest.Dataset, *ingest.Files, error) {
+	wanted := func(entry string) bool {
+		for _, f := range Formats {
+			if f.Wanted(entry) {
+				return true
+			}
+		}
+		return false
+	}
+	files, err := ingest.OpenFiles(input, ingest.FilesOptions{SpoolDir: o.SpoolDir, Wanted: wanted})
+	if err != nil {
+		return nil, nil, err
+	}
+	ds, err := open(files, o)
+	if err != nil {
+		files.Close()
+		return nil, nil, err
+	}
+	return ds, files, nil
+}
+
+func open(files *ingest.Files, o OpenOptions) (ingest.Dataset, error) {
+	var looked []string
+	for _, f := range Formats {
+		names := f.Detect(files)
+		looked = append(looked, f.Describe())
+		switch {
+		case o.Name != "" && slices.Contains(names, o.Name):
+			return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features})
+		case o.Name != "":
+		case len(names) == 1:
+			return f.Open(files, names[0], ingest.OpenOptions{Features: o.Features})
+		case len(names) > 1:
+			return nil, ingest.Errorf(f.Name(), files.Path, 0, 0, "holds %d %s datasets (%s): name one with --name", len(names), f.Name(), strings.Join(names, ", "))
+		}
+	}
+	if o.Name != "" {
+		// Some of the named dataset's files but not enough for its format
+		// to recognise it: that format says what is missing.
+		for _, f := range Formats {
+			for _, e := range files.Entries() {
+				if f.Wanted(e) && strings.HasPrefix(path.Base(e), o.Name) {
+					return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features})
+				}
+			}
+		}
+		return nil, ingest.Errorf("input", files.Path, 0, 0, "no dataset %q here (looked for %s)", o.Name, strings.Join(looked, "; or "))
+	}
+	return nil, ingest.Errorf("input", files.Path, 0, 0, "not a dataset this build reads: looked for %s", strings.Join(looked, "; or "))
+}
+
+// Options configure Run. Zero values take the stated defaults.
+type Options struct {
+	Input string // dataset folder, .zip, .tar(.gz|.xz) or bare file in any of Formats (required)
+	Out   string // shard folder to create (required)
+	Name  string // dataset name; default: inferred from the single *_A.txt
+	// Features: auto (default), labels, attributes or degree.
+	Features    ingest.FeatureMode
+	Compression shard.Compression // default zstd
+	ShardBytes  int64             // default 64 MiB
+	Force       bool              // replace an existing Out once the new one is complete
+	// Progress, when set, is called with graphs written so far and the total.
+	Progress func(done, total int)
+	Logger   *slog.Logger // nil: discard
+}
+
+// Result summarises a conversion.
+type Result struct {
+	Manifest   *shard.Manifest
+	InputBytes int64 // bytes of the source files read
+	Elapsed    time.Duration
+	// ReadElapsed is the part of Elapsed until every graph was read,
+	// canonicalised and handed to the writer (with degree features, the
+	// shards are written only after it; otherwise alongside it).
+	ReadElapsed time.Duration
+}
+
+// Run converts Input into Out. On any error Out is untouched (the temporary
+// folder is removed) and the error names the file and line at fault.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	start := time.Now()
+	if o.Input == "" || o.Out == "" {
+		return nil, errors.New("convert: input and output are required")
+	}
+	if o.Features == "" {
+		o.Features = ingest.FeaturesAuto
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := os.Lstat(o.Out); err == nil && !o.Force {
+		return nil, fmt.Errorf("%w: %s (use --force to replace it)", shard.ErrExists, o.Out)
+	}
+	// A tar's entries are spooled beside the output (where the shards will
+	// be, so there is room), never held in memory.
+	ds, files, err := Open(o.Input, OpenOptions{Name: o.Name, SpoolDir: filepath.Dir(filepath.Clean(o.Out)), Features: o.Features})
+	if err != nil {
+		return nil, err
+	}
+	defer files.Close()
+	defer ds.Close()
+	meta := ds.Meta()
+	log.Info("loaded dataset", "name", meta.Name, "graphs", meta.Graphs, "nodes", meta.Nodes, "features", meta.FeatureKind)
+
+	var (
+		man      *shard.Manifest
+		readDone time.Time
+	)
+	for _, buffered := range []bool{false, true} {
+		man, readDone, err = write(ctx, o, ds, buffered)
+		if !errors.Is(err, ingest.ErrUnordered) {
+			break
+		}
+		log.Warn("edges are not grouped by graph; re-reading with all edges in memory", "err", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Manifest: man, Elapsed: time.Since(start), ReadElapsed: readDone.Sub(start)}
+	for _, s := range man.Sources {
+		res.InputBytes += s.Bytes
+	}
+	return res, nil
+}
+
+// write converts ds into o.Out and returns the manifest and when the last
+// graph had been read.
+func write(ctx context.Context, o Options, ds ingest.Dataset, buffered bool) (*shard.Manifest, time.Time, error) {
+	meta := ds.Meta()
+	wo := shard.WriterOptions{
+		Dataset: meta.Name, FeatureKind: meta.FeatureKind, FeatureDim: meta.FeatureDim,
+		EdgeLabels: meta.EdgeLabelDim > 0, Compression: o.Compression, ShardBytes: o.ShardBytes, Force: o.Force,
+	}
+	m := shard.Manifest{
+		Classes:      len(meta.LabelMap),
+		LabelMap:     meta.LabelMap,
+		EdgeLabelDim: meta.EdgeLabelDim,
+		Features:     shard.Features{LabelMin: meta.LabelMin},
+	}
+	rd := ingest.ReadOptions{Buffered: buffered}
+	var (
+		w        *shard.Writer
+		st       ingest.Stats
+		err      error
+		done     int
+		readDone time.Time
+	)
+	progress := func() {
+		done++
+		if o.Progress != nil && (done&63 == 0 || done == meta.Graphs) {
+			o.Progress(done, meta.Graphs)
+		}
+	}
+	if meta.FeatureKind == shard.FeatureDegree {
+		// The degree vocabulary spans the whole dataset, so the graphs are
+		// held (8 bytes per edge) until it is known.
+		var all collected
+		st, err = ds.Graphs(ctx, rd, func(g *shard.Graph) error {
+			all.add(g)
+			return nil
+		})
+		readDone = time.Now()
+		if err != nil {
+			return nil, readDone, err
+		}
+		m.Features.Degrees = all.degreeCodes()
+		wo.FeatureDim = len(m.Features.Degrees)
+		if w, err = shard.NewWriter(o.Out, wo); err != nil {
+			return nil, readDone, err
+		}
+		for i := range all.numNodes {
+			g := all.graph(i)
+			if err = w.Append(&g); err != nil {
+				break
+			}
+			progress()
+		}
+	} else {
+		if w, err = shard.NewWriter(o.Out, wo); err != nil {
+			return nil, readDone, err
+		}
+		st, err = ds.Graphs(ctx, rd, func(g *shard.Graph) error {
+			if err := w.Append(g); err != nil {
+				return err
+			}
+			progress()
+			return nil
+		})
+		readDone = time.Now()
+	}
+	if err != nil {
+		w.Abort()
+		return nil, readDone, err
+	}
+	m.Stats = shard.Stats{
+		DirectedEntries:       st.DirectedEntries,
+		SelfLoopsDropped:      st.SelfLoops,
+		DuplicateEdgesDropped: st.Duplicates,
+		AsymmetricEdges:       st.Asymmetric,
+	}
+	for _, h := range ds.Sources() {
+		m.Sources = append(m.Sources, shard.Source{Name: h.Name, Bytes: h.Bytes, SHA256: h.SHA256})
+	}
+	man, err := w.Finish(m)
+	if err != nil {
+		w.Abort()
+		return nil, readDone, err
+	}
+	return man, readDone, nil
+}
+
+// collected holds every graph's canonical edges for degree features, one
+// exact-size slice per graph (no regrowth copies of one huge slice).
+type collected struct {
+	numNodes    []int32
+	graphLabels []int32 // graph labels
+	edges       [][]int32
+	labels      [][]int32 // edge labels, when the dataset has them
+	codes       []int32   // per node, filled by degreeCodes
+	nodeOff     []int64
+}
+
+func (c *collected) add(g *shard.Graph) {
+	if len(c.nodeOff) == 0 {
+		c.nodeOff = []int64{0}
+	}
+	c.numNodes = append(c.numNodes, g.NumNodes)
+	c.graphLabels = append(c.graphLabels, g.Label)
+	c.edges = append(c.edges, slices.Clone(g.Edges))
+	if g.EdgeLabels != nil {
+		c.labels = append(c.labels, slices.Clone(g.EdgeLabels))
+	}
+	c.nodeOff = append(c.nodeOff, c.nodeOff[len(c.nodeOff)-1]+int64(g.NumNodes))
+}
+
+// degreeCodes computes every node's degree, the sorted distinct degrees of
+// the dataset (returned), and each node's code: the index of its degree.
+func (c *collected) degreeCodes() []int32 {
+	c.codes = make([]int32, c.nodeOff[len(c.nodeOff)-1])
+	for i := range c.numNodes {
+		deg := c.codes[c.nodeOff[i]:c.nodeOff[i+1]]
+		for _, v := range c.edges[i] {
+			deg[v]++
+		}
+	}
+	var maxDeg int32
+	for _, d := range c.codes {
+		maxDeg = max(maxDeg, d)
+	}
+	seen := make([]int32, maxDeg+1) // degree -> code+1
+	for _, d := range c.codes {
+		seen[d] = 1
+	}
+	var vocab []int32
+	for d, s := range seen {
+		if s != 0 {
+			seen[d] = int32(len(vocab))
+			vocab = append(vocab, int32(d))
+		}
+	}
+	for i, d := range c.codes {
+		c.codes[i] = seen[d]
+	}
+	return vocab
+}
+
+func (c *collected) graph(i int) shard.Graph {
+	g := shard.Graph{
+		ID: int64(i), Label: c.graphLabels[i], NumNodes: c.numNodes[i],
+		Edges: c.edges[i],
+		Codes: c.codes[c.nodeOff[i]:c.nodeOff[i+1]],
+	}
+	if len(c.labels) > 0 {
+		g.EdgeLabels = c.labels[i]
+	}
+	return g
+}

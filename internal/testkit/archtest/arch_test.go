@@ -1,0 +1,149 @@
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/augloader/augloader"
+
+// allowed names, for every package of the module, the packages of the
+// module its non-test code may import; a package missing here fails
+// TestLayering until it is given its line. The house has three floors:
+//
+//   - the ground: internal/ helpers (crash-safe files, Arrow and IPC
+//     framing, sealed JSON, flags, the version), importing none of ours;
+//   - the library: aug, epoch, shard, wire at the bottom; loader above
+//     them; materialize and server on top; client beside, on wire alone;
+//     ingest and its readers beside shard, writing through it;
+//   - the top: app (settings to views and loaders), the commands, the
+//     benchmarks, and internal/testkit (fixtures and the repository's own
+//     tests), which only tests import.
+var allowed = map[string][]string{
+	// Ground floor.
+	"internal/arrowx":   {},
+	"internal/cliutil":  {},
+	"internal/iox":      {},
+	"internal/ipcframe": {},
+	"internal/jsonseal": {},
+	"internal/version":  {},
+
+	// Library.
+	"aug":         {},
+	"epoch":       {"aug"},
+	"shard":       {"internal/arrowx", "internal/iox", "internal/jsonseal", "internal/version"},
+	"wire":        {"internal/ipcframe"},
+	"loader":      {"aug", "epoch", "shard", "wire", "internal/arrowx"},
+	"materialize": {"loader", "wire", "internal/iox", "internal/jsonseal", "internal/version"},
+	"server":      {"epoch", "loader", "materialize", "wire", "internal/iox", "internal/ipcframe"},
+	"client":      {"wire", "internal/ipcframe"},
+
+	// Inputs: the seam, its readers (each one package), conversion.
+	"ingest":               {"shard", "internal/iox"},
+	"ingest/internal/text": {"ingest"},
+	"ingest/tu":            {"ingest", "ingest/internal/text", "shard"},
+	"ingest/gin":           {"ingest", "ingest/internal/text", "shard"},
+	"ingest/convert":       {"ingest", "ingest/tu", "ingest/gin", "shard"},
+	"ingest/synth":         {"internal/iox"},
+	"ingest/download":      {"internal/iox"},
+
+	// Top floor.
+	"app":                       {"epoch", "loader", "shard", "wire"},
+	"cmd/augloader":             {"app", "client", "epoch", "loader", "materialize", "server", "shard", "wire", "internal/"},
+	"cmd/shardconv":             {"ingest", "ingest/", "shard", "internal/"},
+	"bench":                     {"*"},
+	"internal/testkit/fixture":  {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard"},
+	"internal/testkit/testutil": {"aug"},
+	"internal/testkit":          {},
+	"internal/testkit/archtest": {},
+	"internal/testkit/docstest": {},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", mod+"/...").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func rel(path string) string { return strings.TrimPrefix(strings.TrimPrefix(path, mod), "/") }
+
+// ok reports whether rules allow importing dep: a package named, or every
+// package under a folder named with a trailing "/", or "*".
+func ok(rules []string, dep string) bool {
+	return slices.ContainsFunc(rules, func(r string) bool {
+		return r == "*" || r == dep || (strings.HasSuffix(r, "/") && strings.HasPrefix(dep, r))
+	})
+}
+
+func TestLayering(t *testing.T) {
+	for _, p := range listPackages(t) {
+		name := rel(p.ImportPath)
+		rules, known := allowed[name]
+		if !known {
+			t.Errorf("%s has no line in archtest's allowed table: add one naming what it may import", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, mod+"/") {
+				continue
+			}
+			if dep := rel(imp); !ok(rules, dep) {
+				t.Errorf("%s imports %s: not allowed by the layering (internal/ helpers at the bottom; aug, epoch, shard, wire; loader; materialize, server; ingest beside shard; app, cmd, bench and testkit on top)", name, dep)
+			}
+		}
+	}
+}
+
+// Only tests import the test kit (fixtures, the repository's checks).
+func TestTestkitOnlyInTests(t *testing.T) {
+	for _, p := range listPackages(t) {
+		name := rel(p.ImportPath)
+		if strings.HasPrefix(name, "internal/testkit/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(rel(imp), "internal/testkit/") {
+				t.Errorf("%s imports %s outside its tests", name, rel(imp))
+			}
+		}
+	}
+}
+
+// The library pulls no plotting or other tool-only code.
+func TestNoToolDependencies(t *testing.T) {
+	for _, p := range listPackages(t) {
+		name := rel(p.ImportPath)
+		if strings.HasPrefix(name, "cmd/") || strings.HasPrefix(name, "internal/testkit/") || name == "bench" {
+			continue
+		}
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, "gonum.org/") {
+				t.Errorf("%s depends on %s", name, d)
+			}
+		}
+	}
+}
