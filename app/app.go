@@ -15,8 +15,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/augloader/augloader/epoch"
@@ -25,11 +27,33 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// DefaultPolicy is what a training (or whole-set) view applies when no
-// policy is given; a test view applies none.
-const DefaultPolicy = "nodesam"
+// Defaults of LoaderOptions, the one place serve's and materialize's flags
+// take theirs from.
+const (
+	// DefaultPolicy is what a training (or whole-set) view applies when
+	// no policy is given; a test view applies none.
+	DefaultPolicy       = "nodesam"
+	DefaultBatchSize    = 32
+	DefaultMemoryBudget = loader.DefaultMemory
+	DefaultPPRCache     = 512 << 20
+	DefaultRemainder    = epoch.Pad
+	// MaxWorkers caps --workers.
+	MaxWorkers = 1024
+	// MinMemoryBudget is the least --memory-budget taken.
+	MinMemoryBudget = 1 << 20
+)
 
-// LoaderOptions are the common flags of serve and materialize.
+// Split sets a view may serve.
+const (
+	SetAll      = "all"
+	SetTraining = "training"
+	SetTest     = "test"
+)
+
+// LoaderOptions are the common settings of serve and materialize. The
+// commands only parse flags into it; EnsureDefaults fills what is unset,
+// and Validate reports every problem at once, naming each setting as its
+// flag (BuildViews does both).
 type LoaderOptions struct {
 	Shards string
 	Seed   uint64
@@ -37,19 +61,19 @@ type LoaderOptions struct {
 	// DefaultPolicy); ignored when ScheduleFile is set.
 	Policy       string
 	ScheduleFile string
-	Workers      int
-	BatchSize    int
+	Workers      int // default runtime.NumCPU(), at most MaxWorkers
+	BatchSize    int // default DefaultBatchSize, at most loader.MaxBatchSize
 	// SplitFile and SplitSet make the single view of a daemon without
 	// Views: one set of one split file.
 	SplitFile  string
-	SplitSet   string // training or test
-	Remainder  string
+	SplitSet   string          // training (default) or test
+	Remainder  epoch.Remainder // pad (default) or drop
 	NodeBudget int
 	EdgeBudget int
 	MaxEpoch   uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
 	NoIndex    bool   // keep graphs unindexed (less memory, slower NodeSam)
 	// MemoryBudget bounds the bytes of batches in flight across every
-	// stream of every view (loader.Memory); 0: loader.DefaultMemory.
+	// stream of every view (loader.Memory); 0: DefaultMemoryBudget.
 	MemoryBudget int64
 	// PPRCache bounds SubMix's cached PageRank rankings (aug.PPRCache); 0
 	// disables the cache.
@@ -61,6 +85,78 @@ type LoaderOptions struct {
 	Folds string
 	// AugmentTest allows an augmenting schedule on a test set.
 	AugmentTest bool
+}
+
+// EnsureDefaults fills the settings left at their zero value.
+func (o *LoaderOptions) EnsureDefaults() {
+	if o.Workers == 0 {
+		o.Workers = runtime.NumCPU()
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.Remainder == "" {
+		o.Remainder = DefaultRemainder
+	}
+	if o.SplitSet == "" {
+		o.SplitSet = SetTraining
+	}
+	if o.MemoryBudget == 0 {
+		o.MemoryBudget = DefaultMemoryBudget
+	}
+}
+
+// Validate checks every setting and reports every problem, each naming
+// its flag ("--batch-size 0: want 1..65536"), joined in one error.
+func (o *LoaderOptions) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.Shards == "" {
+		bad("--shards is required")
+	}
+	if o.Workers < 1 || o.Workers > MaxWorkers {
+		bad("--workers %d: want 1..%d", o.Workers, MaxWorkers)
+	}
+	if o.BatchSize < 1 || o.BatchSize > loader.MaxBatchSize {
+		bad("--batch-size %d: want 1..%d", o.BatchSize, loader.MaxBatchSize)
+	}
+	if o.NodeBudget < 0 {
+		bad("--node-budget %d: want an integer ≥ 0", o.NodeBudget)
+	}
+	if o.EdgeBudget < 0 {
+		bad("--edge-budget %d: want an integer ≥ 0", o.EdgeBudget)
+	}
+	if o.Remainder != epoch.Pad && o.Remainder != epoch.Drop {
+		bad("--remainder %q: want one of pad, drop", string(o.Remainder))
+	}
+	if o.SplitSet != SetTraining && o.SplitSet != SetTest {
+		bad("--split-set %q: want one of training, test", o.SplitSet)
+	}
+	if o.MemoryBudget < MinMemoryBudget {
+		bad("--memory-budget %d bytes: want at least 1MiB", o.MemoryBudget)
+	}
+	if o.PPRCache < 0 {
+		bad("--ppr-cache %d bytes: want 0 (no cache) or more", o.PPRCache)
+	}
+	if o.Policy != "" && o.ScheduleFile != "" {
+		bad("--policy and --schedule: give one (both say the schedule of views that name none)")
+	}
+	if len(o.Views) > 0 && o.SplitFile != "" {
+		bad("--split with --view: a view names its own split file (NAME=FILE:training|test)")
+	}
+	folds := false
+	for _, v := range o.Views {
+		spec, err := ParseViewSpec(v)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		folds = folds || spec.Split == "{fold}"
+	}
+	if folds && o.Folds == "" {
+		bad("--view NAME={fold}:…: give --folds (the folder of fold-NN.json split files)")
+	}
+	return errors.Join(errs...)
 }
 
 // Built is an open dataset, its views, and what it needs closed.
@@ -131,8 +227,13 @@ func ReadViews(path string) ([]string, error) {
 	return out, nil
 }
 
-// BuildViews opens the shards once and builds every view's loaders.
+// BuildViews applies o's defaults, checks it, opens the shards once and
+// builds every view's loaders.
 func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	specs, notes, err := o.specs()
 	if err != nil {
 		return nil, err
@@ -159,9 +260,6 @@ func (o LoaderOptions) specs() ([]ViewSpec, []string, error) {
 		v := ViewSpec{Name: "", Set: "all", Policy: o.Policy}
 		if o.SplitFile != "" {
 			v.Split, v.Set = o.SplitFile, o.SplitSet
-			if v.Set == "" {
-				v.Set = "training"
-			}
 		}
 		specs = append(specs, v)
 	}
@@ -277,7 +375,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 			}
 			l, err := loader.New(src, loader.Config{
 				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
-				Remainder: epoch.Remainder(o.Remainder), NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
+				Remainder: o.Remainder, NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
 				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: mem, PPRCache: o.PPRCache,
 			})
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 // req: wire's batch columns, with the dataset's feature encoding.
 func BatchSchema(man *shard.Manifest, req wire.Request) *arrow.Schema {
 	return wire.BatchSchema(wire.SchemaInfo{Dataset: man.Dataset, FeatureKind: string(man.Features.Kind),
-		FeatureDim: man.Features.Dim, Classes: man.Classes, Epoch: req.Epoch, Rank: req.Rank, World: req.World})
+		Dense: !man.Features.Kind.Categorical(), FeatureDim: man.Features.Dim, Classes: man.Classes, Epoch: req.Epoch, Rank: req.Rank, World: req.World})
 }
 
 // collator accumulates one batch's columns. Its slices back the record

@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/augloader/augloader/wire"
 )
 
 // WriteStream writes the plan as one Arrow IPC stream (schema, one record
@@ -22,10 +24,10 @@ func (l *Loader) WriteStream(ctx context.Context, p *Plan, w io.Writer) (Stats, 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	opts := []ipc.Option{ipc.WithSchema(p.Schema), ipc.WithAllocator(l.cfg.Mem)}
 	switch p.Compression {
-	case "":
-	case "zstd":
+	case wire.CompressNone:
+	case wire.CompressZstd:
 		opts = append(opts, ipc.WithZstd())
-	case "lz4":
+	case wire.CompressLZ4:
 		opts = append(opts, ipc.WithLZ4())
 	default:
 		return Stats{}, fmt.Errorf("loader: unknown compression %q (want zstd or lz4)", p.Compression)

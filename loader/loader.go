@@ -21,7 +21,8 @@ import (
 // MaxBatchSize is the default cap on graphs per batch.
 const MaxBatchSize = 1 << 16
 
-// Config configures a Loader. Zero values take the stated defaults.
+// Config configures a Loader. Zero values take the stated defaults
+// (EnsureDefaults); New checks it (Validate).
 type Config struct {
 	Seed     uint64
 	Schedule *epoch.Schedule // required
@@ -55,42 +56,22 @@ type Config struct {
 	PPRCache int64
 }
 
-// Validate applies defaults and checks the configuration.
-func (c *Config) Validate() error {
-	if c.Schedule == nil {
-		return errors.New("loader: a schedule is required")
-	}
-	// Zero means the default; a negative value is a caller's mistake, not
-	// a request for the default.
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"workers", c.Workers}, {"window", c.Window}, {"batch size", c.BatchSize}, {"max batch size", c.MaxBatchSize},
-		{"node budget", c.NodeBudget}, {"edge budget", c.EdgeBudget}} {
-		if f.v < 0 {
-			return fmt.Errorf("loader: %s %d is negative", f.name, f.v)
-		}
-	}
-	if c.Workers <= 0 {
+// EnsureDefaults fills the settings left at their zero value.
+func (c *Config) EnsureDefaults() {
+	if c.Workers == 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
 	}
-	if c.Window <= 0 {
-		c.Window = 2 * c.Workers
+	if c.Window == 0 {
+		c.Window = 2 * max(c.Workers, 1)
 	}
-	if c.BatchSize <= 0 {
+	if c.BatchSize == 0 {
 		c.BatchSize = 32
 	}
-	if c.MaxBatchSize <= 0 {
+	if c.MaxBatchSize == 0 {
 		c.MaxBatchSize = MaxBatchSize
-	}
-	if c.BatchSize > c.MaxBatchSize {
-		return fmt.Errorf("loader: batch size %d above the maximum %d", c.BatchSize, c.MaxBatchSize)
 	}
 	if c.Remainder == "" {
 		c.Remainder = epoch.Pad
-	}
-	if c.Remainder != epoch.Pad && c.Remainder != epoch.Drop {
-		return fmt.Errorf("loader: remainder %q (want pad or drop)", c.Remainder)
 	}
 	if c.Mem == nil {
 		c.Mem = memory.DefaultAllocator
@@ -98,7 +79,35 @@ func (c *Config) Validate() error {
 	if c.Memory == nil {
 		c.Memory = NewMemory(0)
 	}
-	return nil
+}
+
+// Validate checks the configuration (after EnsureDefaults) and reports
+// every problem at once. Zero means the default; a negative value is a
+// caller's mistake, not a request for the default.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Schedule == nil {
+		errs = append(errs, errors.New("loader: a schedule is required"))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"workers", c.Workers}, {"window", c.Window}, {"batch size", c.BatchSize}, {"max batch size", c.MaxBatchSize},
+		{"node budget", c.NodeBudget}, {"edge budget", c.EdgeBudget}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("loader: %s %d is negative", f.name, f.v))
+		}
+	}
+	if c.BatchSize > c.MaxBatchSize {
+		errs = append(errs, fmt.Errorf("loader: batch size %d above the maximum %d", c.BatchSize, c.MaxBatchSize))
+	}
+	if c.Remainder != epoch.Pad && c.Remainder != epoch.Drop {
+		errs = append(errs, fmt.Errorf("loader: remainder %q (want pad or drop)", c.Remainder))
+	}
+	if c.PPRCache < 0 {
+		errs = append(errs, fmt.Errorf("loader: ppr cache %d bytes is negative", c.PPRCache))
+	}
+	return errors.Join(errs...)
 }
 
 // Loader serves augmented epochs of one Source.
@@ -113,6 +122,7 @@ type Loader struct {
 
 // New checks cfg and returns a Loader.
 func New(src *Source, cfg Config) (*Loader, error) {
+	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -151,8 +161,8 @@ type Plan struct {
 	Bytes []int64
 	// Index[i] is Batches[i]'s index in the rank's epoch.
 	Index []int
-	// Compression of record batch bodies in WriteStream: "", "zstd", "lz4".
-	Compression string
+	// Compression of record batch bodies in WriteStream.
+	Compression wire.Compression
 	// OverBudget lists the batches (indices in the rank's epoch) made of
 	// one graph whose bound alone exceeds the node or edge budget.
 	OverBudget []int
@@ -520,7 +530,7 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 			rec, err = nil, fmt.Errorf("loader: batch starting at graph %d: panic: %v", items[0].Graph, p)
 		}
 	}()
-	col.reset(w.l.src.Manifest().Features.Kind == "attributes")
+	col.reset(!w.l.src.Manifest().Features.Kind.Categorical())
 	seed := w.l.cfg.Seed
 	for _, it := range items {
 		op := w.p.Policy.Choose(seed, it.Pass, it.Graph)

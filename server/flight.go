@@ -54,10 +54,9 @@ type Flight struct {
 	// GetFlightInfo splits a request's batches across, one contiguous
 	// chunk each; none: one endpoint, this daemon.
 	Peers []string
-	// WireCompression, "zstd" or "lz4", compresses record batch bodies of
-	// live streams (Arrow IPC body compression; replays are sent as
-	// stored).
-	WireCompression string
+	// WireCompression compresses record batch bodies of live streams
+	// (Arrow IPC body compression; replays are sent as stored).
+	WireCompression wire.Compression
 	// Limits apply when the Flight endpoint runs alone; Run shares the
 	// socket's instead.
 	Limits    Limits
@@ -294,7 +293,7 @@ type FlightOptions struct {
 	TLS *tls.Config
 	// Peers and WireCompression: see Flight.
 	Peers           []string
-	WireCompression string
+	WireCompression wire.Compression
 }
 
 // LoadTLS reads a certificate and its key for FlightOptions.TLS.

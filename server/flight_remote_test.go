@@ -124,7 +124,7 @@ func TestFlightWireCompression(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, codec := range []string{"zstd", "lz4"} {
+	for _, codec := range []wire.Compression{wire.CompressZstd, wire.CompressLZ4} {
 		ep := runDaemon(t, server.DaemonOptions{Source: server.Live{L: newLoader(t, dir, policy, 2)},
 			Flight: server.FlightOptions{Address: "grpc://127.0.0.1:0", WireCompression: codec}})
 		var digests [][32]byte
@@ -143,11 +143,21 @@ func TestFlightWireCompression(t *testing.T) {
 			if res.Bytes >= ref.Bytes {
 				t.Fatalf("%s: %d bytes, uncompressed %d", codec, res.Bytes, ref.Bytes)
 			}
+			// Compressed bytes are another configuration to a client that
+			// reads one epoch from several daemons (a mixed pool matched
+			// neither daemon's digests).
+			if c := res.Info.Config; c == nil || c.WireCompression != codec || c.ID == ref.Info.Config.ID || c.Check() != nil {
+				t.Fatalf("%s: identity %+v, the uncompressed one %s", codec, c, ref.Info.Config.ID)
+			}
 			digests = append(digests, res.Digest)
 			t.Logf("%s: %d bytes on the wire, %.0f%% of %d", codec, res.Bytes, 100*float64(res.Bytes)/float64(ref.Bytes), ref.Bytes)
 		}
 		if digests[0] != digests[1] {
 			t.Fatalf("%s: two reads of one request differ", codec)
+		}
+		_, err := client.FetchMany(context.Background(), []string{base.Flight, ep.Flight}, req, client.Options{}, nil)
+		if err == nil || !strings.Contains(err.Error(), "wire compression none vs "+string(codec)) {
+			t.Fatalf("a pool of an uncompressed and a %s daemon: %v", codec, err)
 		}
 	}
 	for _, r := range plain {

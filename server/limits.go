@@ -39,7 +39,9 @@ type Limits struct {
 // (listeners, shard and materialized files, the metrics endpoint).
 const reserveFDs = 16
 
-func (l Limits) withDefaults() Limits {
+// EnsureDefaults returns l with every limit left at zero (or below) set
+// to its default.
+func (l Limits) EnsureDefaults() Limits {
 	if l.MaxStreams <= 0 {
 		l.MaxStreams = 256
 	}
@@ -65,7 +67,7 @@ func (l Limits) withDefaults() Limits {
 // and waiting connection holds a descriptor) and says what it changed, so
 // that no flood of connections can make accept fail for want of one.
 func (l Limits) FitFDs() (Limits, string) {
-	l = l.withDefaults()
+	l = l.EnsureDefaults()
 	var rl syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil {
 		return l, ""
@@ -102,7 +104,7 @@ type admission struct {
 }
 
 func newAdmission(l Limits) *admission {
-	l = l.withDefaults()
+	l = l.EnsureDefaults()
 	return &admission{lim: l, streams: make(chan struct{}, l.MaxStreams), perClient: map[string]int{}}
 }
 

@@ -64,10 +64,10 @@ func (s *liveStream) MaxMessageBytes() int64 {
 	return slices.Max(append([]int64{0}, s.p.Bytes...)) + 64<<10
 }
 
-// SetCompression compresses the stream's record batch bodies (zstd or lz4).
-func (s *liveStream) SetCompression(codec string) error {
-	if codec != "" && codec != "zstd" && codec != "lz4" {
-		return fmt.Errorf("server: unknown wire compression %q (want zstd or lz4)", codec)
+// SetCompression compresses the stream's record batch bodies.
+func (s *liveStream) SetCompression(codec wire.Compression) error {
+	if _, err := wire.ParseCompression(string(codec)); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	s.p.Compression = codec
 	return nil

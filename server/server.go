@@ -99,7 +99,7 @@ func New(o Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lim := o.Limits.withDefaults()
+	lim := o.Limits.EnsureDefaults()
 	adm := o.admission
 	if adm == nil {
 		adm = newAdmission(lim)

@@ -26,9 +26,9 @@ type session struct {
 	adm     *admission
 	metrics *Metrics
 	log     *slog.Logger
-	// compress is the transport's wire compression of live streams ("",
-	// "zstd", "lz4"); replays are sent as stored.
-	compress string
+	// compress is the transport's wire compression of live streams;
+	// replays are sent as stored.
+	compress wire.Compression
 	// served counts streams that ran to their trailer, on every transport
 	// of a daemon (the shutdown log line).
 	served *atomic.Int64
@@ -53,7 +53,9 @@ type framer interface {
 }
 
 // compressible is a stream whose record batch bodies can be compressed.
-type compressible interface{ SetCompression(codec string) error }
+type compressible interface {
+	SetCompression(codec wire.Compression) error
+}
 
 // refuse counts and logs a refusal, then lets the transport answer it.
 func (s *session) refuse(f framer, code string, err error) error {

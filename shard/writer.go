@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -36,7 +37,8 @@ type Graph struct {
 // NumEdges is the number of undirected edges.
 func (g *Graph) NumEdges() int { return len(g.Edges) / 2 }
 
-// WriterOptions configure a Writer. Zero values take the stated defaults.
+// WriterOptions configure a Writer. Zero values take the stated defaults
+// (EnsureDefaults); NewWriter checks them (Validate).
 type WriterOptions struct {
 	Dataset     string
 	FeatureKind FeatureKind
@@ -59,27 +61,45 @@ type WriterOptions struct {
 	Mem memory.Allocator
 }
 
-func (o *WriterOptions) withDefaults() WriterOptions {
-	r := *o
-	if r.Compression == "" {
-		r.Compression = CompressZstd
+// EnsureDefaults fills the settings left at their zero value.
+func (o *WriterOptions) EnsureDefaults() {
+	if o.Compression == "" {
+		o.Compression = CompressZstd
 	}
-	if r.ShardBytes <= 0 {
-		r.ShardBytes = 64 << 20
+	if o.ShardBytes == 0 {
+		o.ShardBytes = 64 << 20
 	}
-	if r.BatchGraphs <= 0 {
-		r.BatchGraphs = 1024
+	if o.BatchGraphs == 0 {
+		o.BatchGraphs = 1024
 	}
-	if r.BatchValues <= 0 {
-		r.BatchValues = 4 << 20
+	if o.BatchValues == 0 {
+		o.BatchValues = 4 << 20
 	}
 	// A batch's uncompressed payload stays within the shard target, so small
 	// targets still give several shards.
-	r.BatchValues = int(min(int64(r.BatchValues), max(r.ShardBytes/4, 1024)))
-	if r.Mem == nil {
-		r.Mem = memory.DefaultAllocator
+	o.BatchValues = int(min(int64(o.BatchValues), max(o.ShardBytes/4, 1024)))
+	if o.Mem == nil {
+		o.Mem = memory.DefaultAllocator
 	}
-	return r
+}
+
+// Validate checks the options (after EnsureDefaults) and reports every
+// problem at once.
+func (o *WriterOptions) Validate() error {
+	var errs []error
+	if !o.FeatureKind.Valid() {
+		errs = append(errs, fmt.Errorf("shard: unknown feature kind %q", o.FeatureKind))
+	}
+	if o.FeatureDim < 1 {
+		errs = append(errs, fmt.Errorf("shard: feature dim %d is not positive", o.FeatureDim))
+	}
+	if _, err := ParseCompression(string(o.Compression)); err != nil {
+		errs = append(errs, err)
+	}
+	if o.ShardBytes < 0 || o.BatchGraphs < 0 || o.BatchValues < 0 {
+		errs = append(errs, fmt.Errorf("shard: negative shard bytes %d, batch graphs %d or batch values %d", o.ShardBytes, o.BatchGraphs, o.BatchValues))
+	}
+	return errors.Join(errs...)
 }
 
 // Writer writes a shard folder. It writes into a temporary folder beside the
@@ -118,14 +138,9 @@ type Writer struct {
 // NewWriter prepares to write the folder out. It fails with ErrExists when
 // out exists and opts.Force is false.
 func NewWriter(out string, opts WriterOptions) (*Writer, error) {
-	o := opts.withDefaults()
-	if !o.FeatureKind.Valid() {
-		return nil, fmt.Errorf("shard: unknown feature kind %q", o.FeatureKind)
-	}
-	if o.FeatureDim < 1 {
-		return nil, fmt.Errorf("shard: feature dim %d is not positive", o.FeatureDim)
-	}
-	if _, err := ParseCompression(string(o.Compression)); err != nil {
+	o := opts
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if _, err := os.Lstat(out); err == nil && !o.Force {

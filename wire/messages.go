@@ -82,11 +82,36 @@ type Config struct {
 	EdgeBudget   int    `json:"edge_budget"`
 	Remainder    string `json:"remainder"`
 	// WireCompression is the record batch body codec of the transport
-	// that sent the stream ("zstd" or "lz4"; absent: none): the decoded
-	// batches are the same, their bytes and digests are not, so daemons
-	// compressing differently are different configurations to a client
-	// reading one epoch from several.
-	WireCompression string `json:"wire_compression,omitempty"`
+	// that sent the stream (absent: none): the decoded batches are the
+	// same, their bytes and digests are not, so daemons compressing
+	// differently are different configurations to a client reading one
+	// epoch from several.
+	WireCompression Compression `json:"wire_compression,omitempty"`
+}
+
+// Compression is a stream's record batch body codec (Arrow IPC body
+// compression, which every Arrow reader undoes).
+type Compression string
+
+// Codecs a transport may compress with.
+const (
+	CompressNone Compression = ""
+	CompressZstd Compression = "zstd"
+	CompressLZ4  Compression = "lz4"
+)
+
+// Compressions lists the codecs by name (none is "").
+func Compressions() []string { return []string{string(CompressZstd), string(CompressLZ4)} }
+
+// ParseCompression accepts "", "none", "zstd" or "lz4".
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(s); c {
+	case CompressNone, CompressZstd, CompressLZ4:
+		return c, nil
+	case "none":
+		return CompressNone, nil
+	}
+	return "", fmt.Errorf("wire: compression %q: want zstd or lz4 (or none)", s)
 }
 
 // WithID returns c with its ID computed from the other fields.
@@ -149,11 +174,11 @@ func short(digest string) string {
 	return digest
 }
 
-func orNone(s string) string {
-	if s == "" {
+func orNone(c Compression) string {
+	if c == CompressNone {
 		return "none"
 	}
-	return s
+	return string(c)
 }
 
 // Response is the body of a successful response frame.

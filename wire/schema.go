@@ -45,17 +45,18 @@ const (
 
 // SchemaInfo is what a stream's schema says besides its columns.
 type SchemaInfo struct {
-	Dataset     string
-	FeatureKind string // "labels", "degree" (categorical) or "attributes" (dense)
+	Dataset string
+	// FeatureKind is the shards' feature kind (shard.FeatureKind), as the
+	// metadata says it; Dense says whether the features are a dense
+	// float block (the x column) rather than sparse one-hot mixes of
+	// codes (x_node, x_code, x_weight).
+	FeatureKind string
+	Dense       bool
 	FeatureDim  int
 	Classes     int
 	Epoch       uint64
 	Rank, World int
 }
-
-// Dense reports whether the features are dense (the x column) rather than
-// sparse one-hot mixes (x_node, x_code, x_weight).
-func (s SchemaInfo) Dense() bool { return s.FeatureKind == "attributes" }
 
 // BatchSchema is the schema of every record batch of a stream.
 func BatchSchema(s SchemaInfo) *arrow.Schema {
@@ -67,7 +68,7 @@ func BatchSchema(s SchemaInfo) *arrow.Schema {
 		{Name: ColEdgeSrc, Type: list(i32)},
 		{Name: ColEdgeDst, Type: list(i32)},
 	}
-	if s.Dense() {
+	if s.Dense {
 		fields = append(fields, arrow.Field{Name: ColX, Type: list(arrow.PrimitiveTypes.Float32)})
 	} else {
 		fields = append(fields,

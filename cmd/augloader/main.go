@@ -68,30 +68,30 @@ var loaderFlags = []cli.Flag{
 	&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "seed of every permutation and augmentation draw"},
 	&cli.StringFlag{Name: "policy", Usage: "augmentation schedule of views that give none (default: nodesam for training and whole-set views; a test set gets none), e.g. nodesam | submix:p=0.4 | nodesam:0.5,none:0.5 | 0..50|none;50..|nodesam (docs/schedule.md)"},
 	&cli.StringFlag{Name: "schedule", Usage: "read the schedule from this file instead of --policy"},
-	&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "augmentation workers (1..1024)", Action: cliutil.IntRange("workers", 1, 1024)},
-	&cli.IntFlag{Name: "batch-size", Value: 32, Usage: "graphs per batch (1..65536; a request may ask for another)", Action: cliutil.IntRange("batch-size", 1, loader.MaxBatchSize)},
+	&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "augmentation workers (1..1024)"},
+	&cli.IntFlag{Name: "batch-size", Value: app.DefaultBatchSize, Usage: "graphs per batch (1..65536; a request may ask for another)"},
 	&cli.StringFlag{Name: "split", Usage: "split file {\"training\": [...], \"test\": [...]}: serve only one of its sets"},
-	&cli.StringFlag{Name: "split-set", Value: "training", Usage: "which set of --split to serve: training or test (a test set defaults to policy none)", Action: cliutil.OneOf("split-set", "training", "test")},
+	&cli.StringFlag{Name: "split-set", Value: app.SetTraining, Usage: "which set of --split to serve: training or test (a test set defaults to policy none)"},
 	&cli.BoolFlag{Name: "augment-test", Usage: "allow an augmenting policy on a test set (refused otherwise)"},
-	&cli.StringFlag{Name: "remainder", Value: "pad", Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop", Action: cliutil.OneOf("remainder", "pad", "drop")},
-	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's nodes, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)", Action: cliutil.IntRange("node-budget", 0, -1)},
-	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)", Action: cliutil.IntRange("edge-budget", 0, -1)},
+	&cli.StringFlag{Name: "remainder", Value: string(app.DefaultRemainder), Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop"},
+	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's nodes, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},
+	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
-	&cli.StringFlag{Name: "memory-budget", Value: "1GiB", Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
+	&cli.StringFlag{Name: "memory-budget", Value: cliutil.FormatSize(app.DefaultMemoryBudget), Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
 	&cli.StringSliceFlag{Name: "view", Usage: "a named view, repeatable: NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] (one per --folds file) or NAME=SPLITFILE:training|test[:POLICY]; a request names its view and fold (NAME: letters, digits, _ - .)"},
 	&cli.StringFlag{Name: "views", Usage: "read view specs from this file (one a line, # comments)"},
 	&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-NN.json ({fold} views), as augloader split writes them: fold N is the file numbered N"},
-	&cli.StringFlag{Name: "ppr-cache", Value: "512MiB", Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},
+	&cli.StringFlag{Name: "ppr-cache", Value: cliutil.FormatSize(app.DefaultPPRCache), Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},
 }
 
+// loaderOptions parses serve's and materialize's common flags and checks
+// them with the options' own Validate: every flag has a value (its
+// default is app's), so an explicit 0 is refused there, not defaulted.
 func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	mem, err := cliutil.ParseSize("memory-budget", c.String("memory-budget"))
 	if err != nil {
 		return app.LoaderOptions{}, err
-	}
-	if mem < 1<<20 {
-		return app.LoaderOptions{}, fmt.Errorf("--memory-budget %s: want at least 1MiB", c.String("memory-budget"))
 	}
 	ppr, err := cliutil.ParseSize("ppr-cache", c.String("ppr-cache"))
 	if err != nil {
@@ -100,7 +100,7 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	lo := app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr,
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
-		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: c.String("remainder"),
+		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: epoch.Remainder(c.String("remainder")),
 		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"), MaxEpoch: c.Uint64("max-epoch"),
 		NoIndex: c.Bool("no-index"), AugmentTest: c.Bool("augment-test"),
 		Views: c.StringSlice("view"), Folds: c.String("folds"),
@@ -112,7 +112,7 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 		}
 		lo.Views = append(lo.Views, more...)
 	}
-	return lo, nil
+	return lo, lo.Validate()
 }
 
 func serveCmd() *cli.Command {
@@ -133,7 +133,7 @@ func serveCmd() *cli.Command {
 			&cli.IntFlag{Name: "max-pending", Value: 64, Usage: "connections waiting to send their request; a new one evicts the oldest (1..65536)", Action: cliutil.IntRange("max-pending", 1, 65536)},
 			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics (loopback, e.g. 127.0.0.1:9090)"},
 			&cli.StringFlag{Name: "peers", Usage: "Flight URLs of every daemon serving this configuration, this one included (grpc://h1:8815,grpc://h2:8815): GetFlightInfo splits a request's batches across them"},
-			&cli.StringFlag{Name: "wire-compression", Usage: "compress Flight record batch bodies: zstd or lz4 (Arrow IPC body compression; the socket is never compressed)", Action: cliutil.OneOf("wire-compression", "zstd", "lz4")},
+			&cli.StringFlag{Name: "wire-compression", Usage: "compress Flight record batch bodies: zstd or lz4 (Arrow IPC body compression; the socket is never compressed; part of the configuration identity Flight clients compare)", Action: cliutil.OneOf("wire-compression", wire.Compressions()...)},
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve Flight over TLS with this certificate (PEM; with --tls-key; the address is then grpc+tls://)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
 			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
@@ -215,8 +215,12 @@ func serveCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
+			wc, err := wire.ParseCompression(c.String("wire-compression"))
+			if err != nil {
+				return err
+			}
 			fo := server.FlightOptions{Address: c.String("flight"), AllowRemote: c.Bool("flight-allow-remote"), Token: token,
-				WireCompression: c.String("wire-compression")}
+				WireCompression: wc}
 			if p := c.String("peers"); p != "" {
 				for _, peer := range strings.Split(p, ",") {
 					if peer = strings.TrimSpace(peer); !strings.HasPrefix(peer, "grpc") {

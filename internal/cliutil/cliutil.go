@@ -159,3 +159,17 @@ func ParseSize(flag, s string) (int64, error) {
 	}
 	return int64(v * mult), nil
 }
+
+// FormatSize spells n bytes as ParseSize reads it, in the largest binary
+// unit that divides it (1GiB, 512MiB, 1000B).
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}

@@ -62,3 +62,17 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// A default spelt by FormatSize reads back as itself.
+func TestFormatSize(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{1 << 30, "1GiB"}, {512 << 20, "512MiB"}, {3 << 10, "3KiB"}, {1000, "1000B"}, {0, "0B"}, {64 << 20, "64MiB"}} {
+		got := cliutil.FormatSize(c.n)
+		back, err := cliutil.ParseSize("x", got)
+		if got != c.want || err != nil || back != c.n {
+			t.Errorf("FormatSize(%d) = %q, reads back %d (%v); want %q", c.n, got, back, err, c.want)
+		}
+	}
+}
