@@ -11,7 +11,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME   ?= 10s
 BENCHCOUNT ?= 4
 
-.PHONY: all build test race lint fuzz bench demo venv clean paper
+.PHONY: all build test race lint fuzz bench demo venv clean paper stress-test
 
 all: build
 
@@ -20,15 +20,23 @@ build:
 
 # The Python side (pyarrow interop and, later, the client) lives in a
 # project-local venv with pinned versions; the stamp re-runs pip only when
-# the requirements change.
+# the requirements change. Every pip install into a venv takes
+# tests/requirements.txt as its constraints (PIP_C): a package added later
+# (matplotlib for make paper) cannot move a pin (it pulled numpy 2, which
+# Debian's torch 1.13 refuses to load).
+PIP_C      := --disable-pip-version-check -c tests/requirements.txt
 $(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml
 	rm -rf $(VENV)
 	$(PYBASE) -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
-	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e clients/python
+	$(VENV)/bin/pip install -q $(PIP_C) -r tests/requirements.txt
+	$(VENV)/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
 	touch $@
 
+# A venv a pip install outside this file moved off its pins (numpy 2
+# breaks Debian's torch) is rebuilt rather than trusted.
 venv: $(VENV)/.stamp
+	@$(PY) -c 'import numpy, sys; sys.exit(int(numpy.__version__.split(".")[0]) >= 2)' || \
+	  { echo "$(VENV) holds numpy 2, off its pins: rebuilding it"; rm -f $(VENV)/.stamp; $(MAKE) --no-print-directory $(VENV)/.stamp; }
 
 # Everything CI checks: vet, the race-enabled suite, the large real datasets
 # without -race (too slow under it), and the pyarrow interop tests.
@@ -61,8 +69,8 @@ fuzz:
 .venv-bench/.stamp: tests/requirements.txt
 	rm -rf .venv-bench
 	$(PYBASE) -m venv --system-site-packages .venv-bench
-	.venv-bench/bin/pip install -q -r tests/requirements.txt "torch_geometric==2.5.3" "numpy<2"
-	.venv-bench/bin/pip install -q --no-deps --no-build-isolation -e clients/python
+	.venv-bench/bin/pip install -q $(PIP_C) -r tests/requirements.txt "torch_geometric==2.5.3"
+	.venv-bench/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
 	touch $@
 
 # Every benchmark behind docs/bench.md (Go benchmarks, scaling, COLLAB and
@@ -78,12 +86,18 @@ bench: build .venv-bench/.stamp
 # and docs/paper-accuracy.png. Needs ../shared/datasets and torch.
 PAPER_EPOCHS ?= 50
 paper: build venv
-	@$(PY) -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install -q --disable-pip-version-check "matplotlib<3.9"
+	@$(PY) -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install -q $(PIP_C) "matplotlib<3.9"
 	PAPER_EPOCHS=$(PAPER_EPOCHS) $(PY) examples/paper.py
 
 # The demo on an embedded default: a seeded synthetic COLLAB-shaped dataset.
 demo: build
 	bash bench/demo.sh
 
+# The whole suite STRESS_RUNS times in a row (default 5) beside two busy
+# loops per core: what a flaky test has to survive before it lands.
+stress-test:
+	bash .ci/stress
+
 clean:
-	rm -rf $(BIN) demo bench-*.out bench/out
+	rm -rf $(BIN) bench-*.out bench/out stress-out
+	bash bench/demo.sh clean

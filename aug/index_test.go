@@ -51,7 +51,11 @@ func TestBuildIndex(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	gs := corpus(200)
 	for _, n := range []int32{1, 2, 3, 10, 60, 150, 1100, 1500} { // > 1,024: the merge method
-		gs = append(gs, randomGraph(r, int64(1000+n), n, int(n)*int(n)/3))
+		density := 3
+		if testutil.RaceEnabled && n > 1000 {
+			density = 30 // the brute-force oracle alone took 4 minutes under -race
+		}
+		gs = append(gs, randomGraph(r, int64(1000+n), n, int(n)*int(n)/density))
 	}
 	for i := range gs {
 		g := &gs[i]
@@ -143,6 +147,7 @@ func TestIndexSameOutputs(t *testing.T) {
 }
 
 func TestIndexSameOutputsReal(t *testing.T) {
+	testutil.NoRace(t)
 	for _, ds := range propertyDatasets {
 		t.Run(ds.name, func(t *testing.T) {
 			if ds.heavy && (testutil.RaceEnabled || testing.Short()) {

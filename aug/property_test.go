@@ -120,6 +120,7 @@ var propertyDatasets = []struct {
 // invariants, node count and component count of every draw, and reporting
 // the mean change of |E| with its standard error.
 func TestProperties(t *testing.T) {
+	testutil.NoRace(t)
 	const seed = 20260422
 	t.Logf("seed %d", seed)
 	for _, ds := range propertyDatasets {
@@ -265,6 +266,7 @@ func TestNodeSamBaseDrift(t *testing.T) {
 // TestBoundsReal holds every op's outputs to aug.Bound on every graph of
 // every real dataset (what the loader's node and edge budgets rely on).
 func TestBoundsReal(t *testing.T) {
+	testutil.NoRace(t)
 	for _, ds := range propertyDatasets {
 		t.Run(ds.name, func(t *testing.T) {
 			if ds.heavy && (testutil.RaceEnabled || testing.Short()) {

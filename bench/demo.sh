@@ -3,13 +3,28 @@
 # COLLAB-shaped dataset, convert it to shards, verify them, serve a NodeSam
 # epoch over a Unix socket, consume it with `augloader fetch`, stop the
 # server, and print the summaries.
+#
+# It owns only what it writes under $DEMO_DIR (default demo/): tu/, shards/,
+# the socket and its .txt/.log summaries. A rerun replaces those and nothing
+# else, so folders of your own beside them (the README's demo/mutag and
+# demo/folds) are left alone. `bash bench/demo.sh clean` removes the demo's
+# outputs (make clean).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=bin
+BIN=${BIN:-bin}
 DEMO=${DEMO_DIR:-demo}
 GRAPHS=${DEMO_GRAPHS:-500}
 SEED=${DEMO_SEED:-0}
-rm -rf "$DEMO"
+outputs=(tu shards augloader.sock serve.log first.txt again.txt)
+clean() {
+  for o in "${outputs[@]}"; do rm -rf "${DEMO:?}/$o"; done
+  rmdir "$DEMO" 2>/dev/null || true # only when nothing else is in it
+}
+if [ "${1:-}" = clean ]; then
+  clean
+  exit 0
+fi
+clean
 mkdir -p "$DEMO"
 echo "== synth: $GRAPHS COLLAB-shaped graphs, seed $SEED"
 "$BIN/shardconv" synth --like COLLAB --graphs "$GRAPHS" --seed "$SEED" --out "$DEMO/tu"

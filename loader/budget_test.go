@@ -65,6 +65,7 @@ func sentShapes(t *testing.T, l *loader.Loader, req wire.Request) (*loader.Plan,
 // addedge --edge-budget 200: 26 of 60; COLLAB nodesam --edge-budget
 // 100000: 1 of 136).
 func TestBudgetsHold(t *testing.T) {
+	testutil.NoRace(t)
 	cases := []struct {
 		name    string
 		rel     []string

@@ -38,6 +38,7 @@ var realDatasets = []struct {
 // TestRealDatasets converts every real dataset, checks the published counts,
 // verifies the shards, and reads every graph back against the parser.
 func TestRealDatasets(t *testing.T) {
+	testutil.NoRace(t)
 	for _, d := range realDatasets {
 		t.Run(d.name, func(t *testing.T) {
 			if d.heavy && testutil.RaceEnabled {
@@ -118,6 +119,7 @@ func roundTrip(t *testing.T, in, out string, m *shard.Manifest) {
 // the same dataset as the TU folder: graphs, nodes, edges, classes, and
 // for labelled datasets the GIN tags as the same one-hot node labels.
 func TestRealArchives(t *testing.T) {
+	testutil.NoRace(t)
 	cases := []struct {
 		name, folder string
 		archives     []string

@@ -118,6 +118,12 @@ class Daemon:
         return self.ready.get("flight")
 
     @property
+    def log_path(self) -> str:
+        """The file the daemon's log is written to while it runs (removed
+        with its temporary folder when the daemon is stopped)."""
+        return self._log.name
+
+    @property
     def log(self) -> str:
         """The daemon's log so far (all of it once stopped)."""
         if self._final_log is not None:

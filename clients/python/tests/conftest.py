@@ -23,6 +23,25 @@ def bins(tmp_path_factory):
     return out
 
 
+# What to run when a test needs torch and the machine has none: the one
+# command, as .ci/run runs it (make test's venv sees Debian's torch through
+# --system-site-packages; PyPI's wheel pulls gigabytes of CUDA libraries).
+TORCH_MISSING = ("torch is not installed: run `sudo apt-get install -y python3-torch libopenblas0-pthread` "
+                 "(Debian's CPU build; make test's .venv sees it), as .ci/run does")
+
+
+def need_torch():
+    """Imports torch, or skips the test saying how to install it (and fails
+    under CI=true, where .ci/run has installed it)."""
+    try:
+        import torch
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(TORCH_MISSING)
+        pytest.skip(TORCH_MISSING)
+    return torch
+
+
 def shared_or_skip(*parts):
     p = SHARED.joinpath(*parts)
     if not p.exists():

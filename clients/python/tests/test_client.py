@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import augloader
+from conftest import need_torch
 
 POLICY = "nodesam:0.4,submix:p=0.4:0.4,none:0.2"
 
@@ -91,7 +92,7 @@ def test_errors(synth_shards, daemon, tmp_path):
 
 
 def test_torch_dataset(synth_shards, daemon):
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     from augloader.torch import AugloaderDataset
 
     d = daemon("--shards", synth_shards, "--policy", "nodesam", "--batch-size", "32")
@@ -110,7 +111,7 @@ def test_to_tensors_off_cpu(synth_shards, daemon):
     """The accelerator path of to_tensors (int32 views cross the bus, widened
     and one-hot encoded on the device), run on torch's shape-only "meta"
     device: dtypes and shapes equal the CPU path's."""
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     from augloader.torch import to_tensors
 
     d = daemon("--shards", synth_shards, "--policy", "nodesam", "--batch-size", "32")

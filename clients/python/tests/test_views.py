@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import augloader
+from conftest import need_torch
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_test_set_defaults_to_none(bins, mutag_shards, folds):
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
 def test_dataloader_workers_each_batch_once(bins, synth_shards):
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     from torch.utils.data import DataLoader
 
     from augloader.torch import AugloaderDataset

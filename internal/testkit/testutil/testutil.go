@@ -139,3 +139,14 @@ func DenseGraph(r *rand.Rand, id int64, n int, p float64, dim int32) aug.Graph {
 	g.SetCodes(codes, dim)
 	return g
 }
+
+// NoRace skips a test under the race detector: one that make test runs
+// again without it (its second go test line: the real datasets and the
+// heavy property tests), where -race would only make it slower, since it
+// runs on one goroutine or its concurrency is covered elsewhere.
+func NoRace(t testing.TB) {
+	t.Helper()
+	if RaceEnabled {
+		t.Skip("runs without -race in make test's second go test line")
+	}
+}

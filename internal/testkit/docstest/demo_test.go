@@ -1,0 +1,58 @@
+package docstest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/augloader/augloader/internal/testkit/testutil"
+)
+
+// The quick start's demo (make demo) runs end to end, and a rerun or make
+// clean removes only what the demo wrote: the README puts demo/mutag and
+// demo/folds beside its outputs, and `rm -rf demo/` deleted them.
+func TestDemoOwnsOnlyWhatItWrote(t *testing.T) {
+	root := testutil.Root(t)
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/augloader/augloader/cmd/...").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	demo := filepath.Join(t.TempDir(), "demo")
+	mine := []string{filepath.Join(demo, "mutag", "manifest.json"), filepath.Join(demo, "folds", "fold-00.json")}
+	for _, p := range mine {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("the user's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "bench", "demo.sh")}, args...)...)
+		cmd.Env = append(os.Environ(), "BIN="+bin, "DEMO_DIR="+demo, "DEMO_GRAPHS=30")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("demo.sh %v: %v\n%s", args, err, out)
+		}
+	}
+	for range 2 { // a rerun too
+		run()
+		if _, err := os.Stat(filepath.Join(demo, "shards", "manifest.json")); err != nil {
+			t.Fatalf("the demo wrote no shards: %v", err)
+		}
+	}
+	run("clean")
+	if _, err := os.Stat(filepath.Join(demo, "shards")); err == nil {
+		t.Fatal("clean left the demo's shards")
+	}
+	for _, p := range mine {
+		if b, err := os.ReadFile(p); err != nil || string(b) != "the user's\n" {
+			t.Fatalf("%s, which the demo did not write, is gone or changed: %v", p, err)
+		}
+	}
+}
