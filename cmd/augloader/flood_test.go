@@ -121,10 +121,10 @@ func TestDescriptorFlood(t *testing.T) {
 	if maxFDs > fdsBefore+200 {
 		t.Fatalf("the daemon held %d descriptors during the flood (%d before)", maxFDs, fdsBefore)
 	}
+	d.stop(t) // the log is read once the process is gone (exec writes it meanwhile)
 	if !strings.Contains(d.logs.String(), "file descriptors sent without shm") {
 		t.Fatalf("the flood's requests were not refused:\n%.2000s", d.logs.String())
 	}
-	d.stop(t)
 }
 
 // shmRequest sends an shm request with a memfd ring of ringSize bytes
