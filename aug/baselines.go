@@ -16,7 +16,9 @@ type AddEdge struct{}
 
 // ChangeAttr changes one uniformly random node's feature: a categorical
 // node gets a uniform random code (one-hot) of the dimension; a dense node
-// gets the feature row of another uniformly random node.
+// gets the feature row of another uniformly random node; a node with
+// categorical columns (shard format 3) gets, in one uniform random column,
+// a uniform random code of that column's vocabulary.
 type ChangeAttr struct{}
 
 // Apply implements Op.
@@ -31,6 +33,10 @@ func (DropEdge) Apply(in, out *Graph, r Rand, _ *Scratch) error {
 	if m := in.NumEdges(); m > 0 {
 		e := r.IntN(m)
 		out.Edges = append(out.Edges[:2*e], in.Edges[2*e+2:]...)
+		// The edge's features go with it.
+		kc, kd := int(in.EdgeCatCols), int(in.EdgeDim)
+		out.EdgeCat = append(out.EdgeCat[:e*kc], in.EdgeCat[(e+1)*kc:]...)
+		out.EdgeX = append(out.EdgeX[:e*kd], in.EdgeX[(e+1)*kd:]...)
 	}
 	return nil
 }
@@ -43,8 +49,10 @@ func (DropNode) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	}
 	x := int32(r.IntN(int(in.N)))
 	last := in.N - 1
-	out.ID, out.N, out.Dense, out.Dim = in.ID, in.N-1, in.Dense, in.Dim
+	out.ID, out.N = in.ID, in.N-1
+	out.copyLayout(in)
 	out.Label, out.MixLabel, out.Q = in.Label, in.MixLabel, in.Q
+	out.Y = append(out.Y[:0], in.Y...)
 	out.Edges = out.Edges[:0]
 	for k := 0; k < len(in.Edges); k += 2 {
 		u, v := in.Edges[k], in.Edges[k+1]
@@ -60,7 +68,29 @@ func (DropNode) Apply(in, out *Graph, r Rand, s *Scratch) error {
 		out.Edges = append(out.Edges, min(u, v), max(u, v))
 	}
 	s.sortPairs(out.N, out.Edges)
-	// Features: node x takes the last node's.
+	// Features: node x takes the last node's, and so do its edges.
+	pre := func(z int32) int32 {
+		if z == x {
+			return last
+		}
+		return z
+	}
+	if in.HasEdgeFeatures() {
+		setEdgeFeatures(out, func(u, v int32) (*Graph, int) {
+			a, b := pre(u), pre(v)
+			return in, edgeIndex(in, min(a, b), max(a, b)) // every edge of out is one of in's
+		})
+	}
+	if f := int(in.CatCols); f > 0 {
+		out.NodeCat = append(out.NodeCat[:0], in.NodeCat[:int(out.N)*f]...)
+		if x != last {
+			copy(out.NodeCat[int(x)*f:int(x+1)*f], in.NodeCat[int(last)*f:])
+		}
+	}
+	if !in.Dense && !in.oneHot() {
+		out.X, out.FeatOff, out.Codes, out.Weights = out.X[:0], out.FeatOff[:0], out.Codes[:0], out.Weights[:0]
+		return nil
+	}
 	if in.Dense {
 		d := int(in.Dim)
 		out.FeatOff, out.Codes, out.Weights = out.FeatOff[:0], out.Codes[:0], out.Weights[:0]
@@ -134,6 +164,9 @@ func (AddEdge) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	}
 	out.Edges = append(out.Edges, min(u, v), max(u, v))
 	s.sortPairs(out.N, out.Edges)
+	if in.HasEdgeFeatures() {
+		setEdgeFeatures(out, identityEdges(in)) // the new edge: the fill
+	}
 	return nil
 }
 
@@ -144,6 +177,14 @@ func (ChangeAttr) Apply(in, out *Graph, r Rand, _ *Scratch) error {
 		return nil
 	}
 	x := int32(r.IntN(int(in.N)))
+	if f := int(in.CatCols); f > 0 {
+		c := r.IntN(f)
+		out.NodeCat[int(x)*f+c] = int32(r.IntN(int(in.CatVocab[c])))
+		return nil
+	}
+	if !in.Dense && !in.oneHot() {
+		return nil // no node feature to change
+	}
 	if in.Dense {
 		d := int(in.Dim)
 		src := int32(r.IntN(int(in.N)))

@@ -99,3 +99,20 @@ func fill(s []int32, v int32) {
 		copy(s[k:], s[:k])
 	}
 }
+
+// AppendIDs is Append that also appends to ids, for every directed edge
+// appended, the index of the undirected edge (the pair of g.Edges) it is a
+// direction of: the row of the edge's features (Graph.EdgeCat, EdgeX).
+func (c *Coalesced) AppendIDs(g *Graph, base int32, ids []int32) []int32 {
+	start := len(c.Src)
+	c.Append(g, base)
+	added := c.Src[start:]
+	ids = slices.Grow(ids, len(added))
+	// Each node's run is its neighbours, sorted: undirected edge (u, v)
+	// is found in g's sorted pairs by binary search, from either end.
+	for j := range added {
+		u, v := c.Src[start+j]-base, c.Dst[start+j]-base
+		ids = append(ids, int32(edgeIndex(g, min(u, v), max(u, v))))
+	}
+	return ids
+}

@@ -70,6 +70,60 @@ type Graph struct {
 	// passes it would make to find neighbours and triangles. Outputs of an
 	// op never carry one.
 	Index *Index
+
+	// Categorical node columns (shard format 3): CatCols codes per node,
+	// node-major, column c's codes in 0..CatVocab[c]-1. Never mixed: an op
+	// merging two nodes keeps one's codes (docs/schedule.md, "Features
+	// under augmentation"). They sit beside X when the dataset also has a
+	// float block (Dense); the one-hot mixes above are then unused.
+	NodeCat  []int32
+	CatCols  int32
+	CatVocab []int32 // shared, read only
+
+	// Edge features, aligned with Edges' pairs: EdgeCatCols codes and
+	// EdgeDim floats per edge. An edge keeps its own wherever it goes; an
+	// edge no input edge explains gets the Fill (codes: the reserved
+	// vocabulary size of each column, or the code a user set).
+	EdgeCat     []int32
+	EdgeCatCols int32
+	EdgeX       []float32
+	EdgeDim     int32
+	Fill        *EdgeFill // shared, read only; required with edge features
+
+	// Y holds a graph's float targets (shard format 3's binary and
+	// regression tasks), NaN where missing; a SubMix output's are already
+	// mixed (a target missing on either side stays missing). A class task
+	// uses Label, MixLabel and Q and leaves Y empty.
+	Y []float32
+}
+
+// EdgeFill is what an edge no input edge explains carries: a code per
+// categorical column and a value for every float.
+type EdgeFill struct {
+	Codes []int32
+	X     float32
+}
+
+// HasEdgeFeatures reports whether edges carry features.
+func (g *Graph) HasEdgeFeatures() bool { return g.EdgeCatCols > 0 || g.EdgeDim > 0 }
+
+// oneHot reports whether node features are formats 1 and 2's categorical
+// one-hot mixes (FeatOff, Codes, Weights).
+func (g *Graph) oneHot() bool { return !g.Dense && g.Dim > 0 }
+
+// sameFeatures reports whether a and b carry features of one layout (a
+// SubMix partner must).
+func sameFeatures(a, b *Graph) bool {
+	return a.Dense == b.Dense && a.Dim == b.Dim && a.CatCols == b.CatCols &&
+		a.EdgeCatCols == b.EdgeCatCols && a.EdgeDim == b.EdgeDim && len(a.Y) == len(b.Y)
+}
+
+// copyLayout gives out in's feature layout (sizes, vocabularies, fill),
+// leaving the values to the op.
+func (out *Graph) copyLayout(in *Graph) {
+	out.Dense, out.Dim = in.Dense, in.Dim
+	out.CatCols, out.CatVocab = in.CatCols, in.CatVocab
+	out.EdgeCatCols, out.EdgeDim, out.Fill = in.EdgeCatCols, in.EdgeDim, in.Fill
 }
 
 // NumEdges is the number of undirected edges.
@@ -100,13 +154,18 @@ func (g *Graph) SetDense(x []float32, dim int32) {
 // CopyFrom makes g a deep copy of src, reusing g's buffers.
 func (g *Graph) CopyFrom(src *Graph) {
 	g.Index = nil
-	g.ID, g.N, g.Dense, g.Dim = src.ID, src.N, src.Dense, src.Dim
+	g.ID, g.N = src.ID, src.N
+	g.copyLayout(src)
 	g.Label, g.MixLabel, g.Q = src.Label, src.MixLabel, src.Q
 	g.Edges = append(g.Edges[:0], src.Edges...)
 	g.FeatOff = append(g.FeatOff[:0], src.FeatOff...)
 	g.Codes = append(g.Codes[:0], src.Codes...)
 	g.Weights = append(g.Weights[:0], src.Weights...)
 	g.X = append(g.X[:0], src.X...)
+	g.NodeCat = append(g.NodeCat[:0], src.NodeCat...)
+	g.EdgeCat = append(g.EdgeCat[:0], src.EdgeCat...)
+	g.EdgeX = append(g.EdgeX[:0], src.EdgeX...)
+	g.Y = append(g.Y[:0], src.Y...)
 }
 
 // appendMix appends node z's feature mix of src to g's codes and weights.
@@ -147,6 +206,21 @@ func (g *Graph) AppendBinary(b []byte) []byte {
 			b = le.AppendUint32(b, math.Float32bits(v))
 		}
 	}
+	if g.CatCols == 0 && !g.HasEdgeFeatures() && len(g.Y) == 0 {
+		return b // formats 1 and 2's encoding, which the golden hashes pin
+	}
+	for _, s := range [][]int32{g.NodeCat, g.EdgeCat} {
+		b = le.AppendUint32(b, uint32(len(s)))
+		for _, v := range s {
+			b = le.AppendUint32(b, uint32(v))
+		}
+	}
+	for _, s := range [][]float32{g.EdgeX, g.Y} {
+		b = le.AppendUint32(b, uint32(len(s)))
+		for _, v := range s {
+			b = le.AppendUint32(b, math.Float32bits(v))
+		}
+	}
 	return b
 }
 
@@ -177,14 +251,20 @@ func Check(g *Graph, classes int32) error {
 			}
 		}
 	}
-	if g.Dim < 1 {
+	if g.Dim < 0 || (g.Dense && g.Dim < 1) || (g.Dim == 0 && g.CatCols == 0 && len(g.FeatOff) > 0) {
 		return bad("feature dim %d", g.Dim)
 	}
-	if g.Dense {
+	if err := checkColumns(g); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case g.Dim == 0:
+		// Format 3 without a float block: codes (checked above) or nothing.
+	case g.Dense:
 		if len(g.X) != int(g.N)*int(g.Dim) {
 			return bad("%d dense values for %d nodes × dim %d", len(g.X), g.N, g.Dim)
 		}
-	} else {
+	default:
 		if len(g.FeatOff) != int(g.N)+1 || g.FeatOff[0] != 0 || int(g.FeatOff[g.N]) != len(g.Codes) || len(g.Codes) != len(g.Weights) {
 			return bad("feature offsets do not fit %d nodes and %d codes", g.N, len(g.Codes))
 		}
@@ -212,6 +292,89 @@ func Check(g *Graph, classes int32) error {
 		return bad("labels %d/%d out of range 0..%d", g.Label, g.MixLabel, classes-1)
 	}
 	return nil
+}
+
+// checkColumns checks the format 3 columns: lengths against nodes and
+// edges, node codes within their vocabularies, edge codes within theirs or
+// the fill.
+func checkColumns(g *Graph) error {
+	n, m := int(g.N), g.NumEdges()
+	if g.CatCols < 0 || g.EdgeCatCols < 0 || g.EdgeDim < 0 {
+		return fmt.Errorf("columns %d, %d, %d", g.CatCols, g.EdgeCatCols, g.EdgeDim)
+	}
+	if len(g.NodeCat) != n*int(g.CatCols) || len(g.CatVocab) != int(g.CatCols) {
+		return fmt.Errorf("%d node codes (%d vocabularies) for %d nodes × %d columns", len(g.NodeCat), len(g.CatVocab), n, g.CatCols)
+	}
+	for i, c := range g.NodeCat {
+		if c < 0 || c >= g.CatVocab[i%int(g.CatCols)] {
+			return fmt.Errorf("node %d: code %d of column %d (vocabulary %d)", i/int(g.CatCols), c, i%int(g.CatCols), g.CatVocab[i%int(g.CatCols)])
+		}
+	}
+	if len(g.EdgeCat) != m*int(g.EdgeCatCols) || len(g.EdgeX) != m*int(g.EdgeDim) {
+		return fmt.Errorf("%d edge codes and %d edge values for %d edges × (%d, %d)", len(g.EdgeCat), len(g.EdgeX), m, g.EdgeCatCols, g.EdgeDim)
+	}
+	if g.HasEdgeFeatures() && (g.Fill == nil || len(g.Fill.Codes) != int(g.EdgeCatCols)) {
+		return errors.New("edge features without a fill")
+	}
+	for _, c := range g.EdgeCat {
+		if c < 0 {
+			return fmt.Errorf("edge code %d", c)
+		}
+	}
+	return nil
+}
+
+// edgeIndex is the index of edge (u, v), u < v, in g's sorted pairs, or
+// −1.
+func edgeIndex(g *Graph, u, v int32) int {
+	e := g.Edges
+	lo, hi := 0, len(e)/2
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if a, b := e[2*h], e[2*h+1]; a < u || (a == u && b < v) {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	if lo < len(e)/2 && e[2*lo] == u && e[2*lo+1] == v {
+		return lo
+	}
+	return -1
+}
+
+// setEdgeFeatures writes out's edge features for out.Edges: each edge
+// takes those of edge k of the graph prov names for it (the edge it came
+// from), or out.Fill when prov names none.
+func setEdgeFeatures(out *Graph, prov func(u, v int32) (*Graph, int)) {
+	m := out.NumEdges()
+	kc, kd := int(out.EdgeCatCols), int(out.EdgeDim)
+	out.EdgeCat = grow(out.EdgeCat, m*kc)
+	out.EdgeX = grow(out.EdgeX, m*kd)
+	for e := 0; e < m; e++ {
+		cat, x := out.EdgeCat[e*kc:(e+1)*kc], out.EdgeX[e*kd:(e+1)*kd]
+		g, k := prov(out.Edges[2*e], out.Edges[2*e+1])
+		if g == nil {
+			copy(cat, out.Fill.Codes)
+			for j := range x {
+				x[j] = out.Fill.X
+			}
+			continue
+		}
+		copy(cat, g.EdgeCat[k*kc:(k+1)*kc])
+		copy(x, g.EdgeX[k*kd:(k+1)*kd])
+	}
+}
+
+// identityEdges is setEdgeFeatures's provenance for an output whose node
+// ids are in's: an edge of in keeps its features, a new one gets the fill.
+func identityEdges(in *Graph) func(u, v int32) (*Graph, int) {
+	return func(u, v int32) (*Graph, int) {
+		if k := edgeIndex(in, u, v); k >= 0 {
+			return in, k
+		}
+		return nil, 0
+	}
 }
 
 func grow[T any](s []T, n int) []T {

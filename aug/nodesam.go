@@ -1,6 +1,7 @@
 package aug
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -70,9 +71,13 @@ func (MergeOnly) ApplyCoalesced(in, out *Graph, r Rand, s *Scratch, c *Coalesced
 }
 
 // nodeSam writes out's edges to out.Edges, or, when c is not nil, to c
-// (offset by base) with out.Edges left empty.
+// (offset by base) with out.Edges left empty (a graph with edge features
+// is refused there: its features follow out.Edges).
 func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool, c *Coalesced, base int32) error {
 	n := in.N
+	if c != nil && in.HasEdgeFeatures() {
+		return errors.New("aug: nodesam: a graph with edge features cannot be written coalesced (apply, then append with its edges' ids)")
+	}
 	if n == 0 {
 		out.CopyFrom(in)
 		if c != nil {
@@ -98,7 +103,9 @@ func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool, c *C
 		extra = 1 + len(s.added)
 	}
 	out.ID, out.Label, out.MixLabel, out.Q = in.ID, in.Label, in.MixLabel, in.Q
-	out.Dense, out.Dim, out.Index = in.Dense, in.Dim, nil
+	out.copyLayout(in)
+	out.Index = nil
+	out.Y = append(out.Y[:0], in.Y...)
 	o, p, last := int32(-1), int32(-1), n2-1
 	if merge && m+extra > 0 {
 		o, p = s.g2Edge(in, &sp, r.IntN(m+extra))
@@ -117,7 +124,62 @@ func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool, c *C
 		out.Edges = out.Edges[:0]
 	}
 	s.features(in, out, n2, sp.i, o, p, last)
+	if in.CatCols > 0 || in.HasEdgeFeatures() {
+		s.nodeSamColumns(in, out, sp.i, o, p, last)
+	}
 	return nil
+}
+
+// nodeSamColumns writes out's format 3 node codes and edge features from
+// where each output node came from: node z of out stands for the input
+// nodes pre(z) — v_j and v_k (G″ node N) both for v_i; the merged node for
+// v_o then v_p (G″ ids); node p, when renamed, for G″ node last. A node
+// takes the codes of pre(z)[0] (a merged node v_o's: codes are never
+// mixed). An edge (a, b) takes the features of the first input edge
+// (x, y), x in pre(a), y in pre(b), x ≠ y (for a neighbour both merged
+// nodes had, v_o's side): an edge moved by the split keeps its own, an
+// adjustment edge (u, the other half) repeats (u, v_i)'s; the edge between
+// the halves, which no input edge explains, gets the fill.
+func (s *Scratch) nodeSamColumns(in, out *Graph, i, o, p, last int32) {
+	n := in.N
+	g2in := func(w int32) int32 {
+		if i >= 0 && w == n {
+			return i
+		}
+		return w
+	}
+	pre := func(z int32, buf []int32) []int32 {
+		switch {
+		case o >= 0 && z == o:
+			return append(buf[:0], g2in(o), g2in(p))
+		case o >= 0 && z == p && p != last:
+			return append(buf[:0], g2in(last))
+		}
+		return append(buf[:0], g2in(z))
+	}
+	var pa, pb [2]int32
+	if in.CatCols > 0 {
+		f := int(in.CatCols)
+		out.NodeCat = grow(out.NodeCat, int(out.N)*f)
+		for z := int32(0); z < out.N; z++ {
+			x := pre(z, pa[:0])[0]
+			copy(out.NodeCat[int(z)*f:int(z+1)*f], in.NodeCat[int(x)*f:int(x+1)*f])
+		}
+	}
+	if in.HasEdgeFeatures() {
+		setEdgeFeatures(out, func(u, v int32) (*Graph, int) {
+			for _, x := range pre(u, pa[:0]) {
+				for _, y := range pre(v, pb[:0]) {
+					if x != y {
+						if k := edgeIndex(in, min(x, y), max(x, y)); k >= 0 {
+							return in, k
+						}
+					}
+				}
+			}
+			return nil, 0
+		})
+	}
 }
 
 // splitState is the split node i, its copy k (= N) and, per neighbour,
@@ -539,6 +601,10 @@ func (s *Scratch) features(in, out *Graph, n2, splitNode, o, p, last int32) {
 		return z
 	}
 	nOut := out.N
+	if !in.Dense && !in.oneHot() {
+		out.X, out.FeatOff, out.Codes, out.Weights = out.X[:0], out.FeatOff[:0], out.Codes[:0], out.Weights[:0]
+		return // format 3 without a float block: its codes are nodeSamColumns'
+	}
 	if in.Dense {
 		d := int(in.Dim)
 		out.FeatOff, out.Codes, out.Weights = out.FeatOff[:0], out.Codes[:0], out.Weights[:0]

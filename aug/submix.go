@@ -73,8 +73,9 @@ func (m SubMix) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	if g2.ID == in.ID {
 		return fmt.Errorf("%w (id %d)", ErrNoPartner, in.ID)
 	}
-	if in.Dense != g2.Dense || in.Dim != g2.Dim {
-		return fmt.Errorf("aug: submix partner %d has features %v×%d, target %d has %v×%d", g2.ID, g2.Dense, g2.Dim, in.ID, in.Dense, in.Dim)
+	if !sameFeatures(in, g2) {
+		return fmt.Errorf("aug: submix partner %d has features %v×%d (%d columns, edges %d+%d, %d targets), target %d has %v×%d (%d, %d+%d, %d)",
+			g2.ID, g2.Dense, g2.Dim, g2.CatCols, g2.EdgeCatCols, g2.EdgeDim, len(g2.Y), in.ID, in.Dense, in.Dim, in.CatCols, in.EdgeCatCols, in.EdgeDim, len(in.Y))
 	}
 	if in.N == 0 || g2.N == 0 {
 		out.CopyFrom(in)
@@ -499,18 +500,42 @@ func (s *Scratch) mix(in, g2, out *Graph) {
 		out.CopyFrom(in)
 		return
 	}
-	out.ID, out.N, out.Dense, out.Dim = in.ID, n, in.Dense, in.Dim
+	out.ID, out.N = in.ID, n
+	out.copyLayout(in)
 	// E1 is sorted already and disjoint from E2 (whose edges lie inside
 	// S): sorting E2 alone and merging gives the sorted union.
 	s.sortPairs(n, s.e2)
 	out.Edges = mergePairs(out.Edges[:0], s.e1, s.e2)
 	out.Label, out.MixLabel = in.Label, g2.Label
 	out.Q = float32(e1) / float32(total)
+	mixTargets(out, in, g2, out.Q)
 	// Features: S[i] takes S′[i]'s. Positions in S are stamped again for
 	// the copy loop below.
 	gen3 := s.nextGen(int(max(n, g2.N)))
 	for i, v := range s.set {
 		s.stamp[v], s.pos[v] = gen3, int32(i)
+	}
+	if in.HasEdgeFeatures() {
+		// An edge inside S came from G′ (E2): the partner's edge between
+		// the nodes mapped to its ends; any other kept G's own.
+		setEdgeFeatures(out, func(u, v int32) (*Graph, int) {
+			if s.stamp[u] == gen3 && s.stamp[v] == gen3 {
+				a, b := s.set2[s.pos[u]], s.set2[s.pos[v]]
+				return g2, edgeIndex(g2, min(a, b), max(a, b))
+			}
+			return in, edgeIndex(in, u, v)
+		})
+	}
+	if f := int(in.CatCols); f > 0 {
+		out.NodeCat = append(out.NodeCat[:0], in.NodeCat...)
+		for i, v := range s.set {
+			w := s.set2[i]
+			copy(out.NodeCat[int(v)*f:int(v+1)*f], g2.NodeCat[int(w)*f:int(w+1)*f])
+		}
+	}
+	if !in.Dense && !in.oneHot() {
+		out.X, out.FeatOff, out.Codes, out.Weights = out.X[:0], out.FeatOff[:0], out.Codes[:0], out.Weights[:0]
+		return
 	}
 	if in.Dense {
 		d := int(in.Dim)
@@ -534,6 +559,30 @@ func (s *Scratch) mix(in, g2, out *Graph) {
 		out.appendMix(src, z)
 	}
 	out.FeatOff[n] = int32(len(out.Codes))
+}
+
+// mixTargets sets out's float targets to q·in's + (1−q)·g2's, each
+// target on its own: one missing (NaN) on a side that has weight stays
+// missing — never a number made from the other side alone — and a side
+// without weight (q = 1 or 0) leaves the other's as it is. Binary targets
+// become soft ones in [0, 1], as a class label does.
+func mixTargets(out, in, g2 *Graph, q float32) {
+	out.Y = grow(out.Y, len(in.Y))
+	for t, a := range in.Y {
+		out.Y[t] = mixTarget(a, g2.Y[t], q)
+	}
+}
+
+func mixTarget(a, b, q float32) float32 {
+	switch {
+	case q == 1:
+		return a
+	case q == 0:
+		return b
+	case a != a || b != b:
+		return float32(math.NaN())
+	}
+	return q*a + (1-q)*b
 }
 
 // mergePairs appends the merge of two sorted lists of (u, v) pairs.

@@ -56,5 +56,5 @@ func Example() {
 	// Output:
 	// graph 2 padded false
 	// graph 1 padded true
-	// 1 batches, 2 graphs, sha256 12ef2fb7…
+	// 1 batches, 2 graphs, sha256 a72ccf9d…
 }

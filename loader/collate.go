@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"encoding/binary"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -11,11 +13,28 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// BatchSchema is the schema of every record batch the loader builds for
-// req: wire's batch columns, with the dataset's feature encoding.
-func BatchSchema(man *shard.Manifest, req wire.Request) *arrow.Schema {
-	return wire.BatchSchema(wire.SchemaInfo{Dataset: man.Dataset, FeatureKind: string(man.Features.Kind),
-		Dense: !man.Features.Kind.Categorical(), FeatureDim: man.Features.Dim, Classes: man.Classes, Epoch: req.Epoch, Rank: req.Rank, World: req.World})
+// SchemaInfo is what a stream of the dataset says about its batches
+// (wire.SchemaInfo) for req, with fill the edge fill (nil without edge
+// features).
+func SchemaInfo(man *shard.Manifest, fill *aug.EdgeFill, req wire.Request) wire.SchemaInfo {
+	lay := man.Layout()
+	si := wire.SchemaInfo{Dataset: man.Dataset, FeatureKind: string(man.Features.Kind),
+		Dense: lay.NodeDense > 0, FeatureDim: max(lay.OneHot, lay.NodeDense), Classes: lay.Classes,
+		Epoch: req.Epoch, Rank: req.Rank, World: req.World,
+		NodeVocab: vocabs(lay.NodeCat), EdgeVocab: vocabs(lay.EdgeCat), EdgeDense: lay.EdgeDense,
+		Targets: lay.Targets, Task: string(lay.Task)}
+	if len(si.NodeVocab) == 0 {
+		si.NodeVocab = nil
+	}
+	if len(si.EdgeVocab) == 0 {
+		si.EdgeVocab = nil
+	}
+	if fill != nil {
+		// A fill code is at most its vocabulary's size, which
+		// wire.CodeWidth counts as a code: codes are as wide as it needs.
+		si.EdgeFill, si.EdgeFillX = fill.Codes, fill.X
+	}
+	return si
 }
 
 // collator accumulates one batch's columns. Its slices back the record
@@ -23,7 +42,8 @@ func BatchSchema(man *shard.Manifest, req wire.Request) *arrow.Schema {
 // after that batch's sink has returned: Stream's sender puts it back in the
 // Loader's pool, and later batches append into capacity earlier ones grew.
 type collator struct {
-	dense                 bool
+	lay                   *shard.Layout
+	nodeWidth, edgeWidth  int // code widths of x_cat and edge_cat
 	ids                   []int64
 	nnodes, y, ymix       []int32
 	yq                    []float32
@@ -34,10 +54,18 @@ type collator struct {
 	featOff, xnode, xcode []int32
 	xw, x                 []float32
 	base                  int32 // nodes so far: batch-global id offset
+
+	// Batch schema 2's columns: codes stored at their width, offsets in
+	// values.
+	edgeIDs                []int32 // scratch: each directed edge's undirected edge
+	xcat, ecat             []byte
+	catOff, ecatOff, exOff []int32
+	ex, targets            []float32
+	tgtOff                 []int32
 }
 
-func (c *collator) reset(dense bool) {
-	c.dense, c.base = dense, 0
+func (c *collator) reset(lay *shard.Layout, nodeWidth, edgeWidth int) {
+	c.lay, c.nodeWidth, c.edgeWidth, c.base = lay, nodeWidth, edgeWidth, 0
 	c.ids = c.ids[:0]
 	c.nnodes, c.y, c.ymix = c.nnodes[:0], c.y[:0], c.ymix[:0]
 	c.yq = c.yq[:0]
@@ -49,11 +77,35 @@ func (c *collator) reset(dense bool) {
 	c.featOff = append(c.featOff[:0], 0)
 	c.xnode, c.xcode = c.xnode[:0], c.xcode[:0]
 	c.xw, c.x = c.xw[:0], c.x[:0]
+	c.xcat, c.ecat, c.ex, c.targets = c.xcat[:0], c.ecat[:0], c.ex[:0], c.targets[:0]
+	c.catOff = append(c.catOff[:0], 0)
+	c.ecatOff = append(c.ecatOff[:0], 0)
+	c.exOff = append(c.exOff[:0], 0)
+	c.tgtOff = append(c.tgtOff[:0], 0)
+}
+
+// appendCodes appends codes at width bytes each, little endian.
+func appendCodes(b []byte, codes []int32, width int) []byte {
+	switch width {
+	case 1:
+		for _, v := range codes {
+			b = append(b, byte(v))
+		}
+	case 2:
+		for _, v := range codes {
+			b = binary.LittleEndian.AppendUint16(b, uint16(v))
+		}
+	default:
+		for _, v := range codes {
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		}
+	}
+	return b
 }
 
 // add appends one augmented graph. fused says its edges are already in
 // c.edges (aug.CoalescedApplier, at base c.base); otherwise they are
-// expanded from g.Edges.
+// expanded from g.Edges, with each direction's features.
 func (c *collator) add(g *aug.Graph, policy string, padded, fused bool) {
 	c.ids = append(c.ids, g.ID)
 	c.nnodes = append(c.nnodes, g.N)
@@ -63,15 +115,28 @@ func (c *collator) add(g *aug.Graph, policy string, padded, fused bool) {
 	c.policy = append(c.policy, policy)
 	c.padded = append(c.padded, padded)
 
-	if !fused {
+	lay := c.lay
+	switch {
+	case fused:
+	case lay.EdgeFeatures():
+		// Both directions of an edge carry its features.
+		c.edgeIDs = c.edges.AppendIDs(g, c.base, c.edgeIDs[:0])
+		kc, kd := int(g.EdgeCatCols), int(g.EdgeDim)
+		for _, e := range c.edgeIDs {
+			if kc > 0 {
+				c.ecat = appendCodes(c.ecat, g.EdgeCat[int(e)*kc:(int(e)+1)*kc], c.edgeWidth)
+			}
+			c.ex = append(c.ex, g.EdgeX[int(e)*kd:(int(e)+1)*kd]...)
+		}
+		c.ecatOff = append(c.ecatOff, int32(len(c.ecat)/c.edgeWidth))
+		c.exOff = append(c.exOff, int32(len(c.ex)))
+	default:
 		c.edges.Append(g, c.base)
 	}
 	c.srcOff = append(c.srcOff, int32(c.edges.Len()))
 
-	if c.dense {
-		c.x = append(c.x, g.X...)
-		c.featOff = append(c.featOff, int32(len(c.x)))
-	} else {
+	switch {
+	case lay.OneHot > 0:
 		for v := int32(0); v < g.N; v++ {
 			for k := g.FeatOff[v]; k < g.FeatOff[v+1]; k++ {
 				c.xnode = append(c.xnode, c.base+v)
@@ -80,14 +145,26 @@ func (c *collator) add(g *aug.Graph, policy string, padded, fused bool) {
 		c.xcode = append(c.xcode, g.Codes...)
 		c.xw = append(c.xw, g.Weights...)
 		c.featOff = append(c.featOff, int32(len(c.xcode)))
+	case lay.NodeDense > 0:
+		c.x = append(c.x, g.X...)
+		c.featOff = append(c.featOff, int32(len(c.x)))
+	}
+	if len(lay.NodeCat) > 0 {
+		c.xcat = appendCodes(c.xcat, g.NodeCat, c.nodeWidth)
+		c.catOff = append(c.catOff, int32(len(c.xcat)/c.nodeWidth))
+	}
+	if lay.Targets > 0 {
+		c.targets = append(c.targets, g.Y...)
+		c.tgtOff = append(c.tgtOff, int32(len(c.targets)))
 	}
 	c.base += g.N
 }
 
 // record wraps the columns as an Arrow record batch without copying the
-// numeric data.
+// numeric data, in the order of wire.BatchSchema.
 func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.RecordBatch {
 	n := len(c.ids)
+	lay := c.lay
 	i32 := arrow.PrimitiveTypes.Int32
 	f32 := arrow.PrimitiveTypes.Float32
 	cols := []arrow.Array{
@@ -96,18 +173,32 @@ func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.Reco
 		arrowx.List(i32, c.srcOff, c.edges.Len(), arrow.Int32Traits.CastToBytes(c.edges.Src)),
 		arrowx.List(i32, c.srcOff, c.edges.Len(), arrow.Int32Traits.CastToBytes(c.edges.Dst)),
 	}
-	if c.dense {
+	if len(lay.NodeCat) > 0 {
+		cols = append(cols, arrowx.List(wire.CodeType(c.nodeWidth), c.catOff, len(c.xcat)/c.nodeWidth, c.xcat))
+	}
+	switch {
+	case lay.NodeDense > 0:
 		cols = append(cols, arrowx.List(f32, c.featOff, len(c.x), arrow.Float32Traits.CastToBytes(c.x)))
-	} else {
+	case lay.OneHot > 0:
 		cols = append(cols,
 			arrowx.List(i32, c.featOff, len(c.xnode), arrow.Int32Traits.CastToBytes(c.xnode)),
 			arrowx.List(i32, c.featOff, len(c.xcode), arrow.Int32Traits.CastToBytes(c.xcode)),
 			arrowx.List(f32, c.featOff, len(c.xw), arrow.Float32Traits.CastToBytes(c.xw)))
 	}
-	cols = append(cols,
-		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.y)),
-		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.ymix)),
-		arrowx.Primitive(f32, n, arrow.Float32Traits.CastToBytes(c.yq)))
+	if len(lay.EdgeCat) > 0 {
+		cols = append(cols, arrowx.List(wire.CodeType(c.edgeWidth), c.ecatOff, len(c.ecat)/c.edgeWidth, c.ecat))
+	}
+	if lay.EdgeDense > 0 {
+		cols = append(cols, arrowx.List(f32, c.exOff, len(c.ex), arrow.Float32Traits.CastToBytes(c.ex)))
+	}
+	if lay.Targets > 0 {
+		cols = append(cols, arrowx.List(f32, c.tgtOff, len(c.targets), arrow.Float32Traits.CastToBytes(c.targets)))
+	} else {
+		cols = append(cols,
+			arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.y)),
+			arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(c.ymix)),
+			arrowx.Primitive(f32, n, arrow.Float32Traits.CastToBytes(c.yq)))
+	}
 	sb := array.NewStringBuilder(mem)
 	sb.AppendValues(c.policy, nil)
 	cols = append(cols, sb.NewArray())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/internal/testkit/testutil"
+	"github.com/augloader/augloader/shard"
 )
 
 // TestCollatorFusedMix: a batch mixing graphs whose edges NodeSam wrote
@@ -24,9 +25,10 @@ func TestCollatorFusedMix(t *testing.T) {
 	var s1, s2 aug.Scratch
 	var out aug.Graph
 	var ref, mixed collator
+	lay := &shard.Layout{OneHot: 4}
 	for round := range 2 { // the second round reuses grown buffers
-		ref.reset(false)
-		mixed.reset(false)
+		ref.reset(lay, 1, 1)
+		mixed.reset(lay, 1, 1)
 		for i := range graphs {
 			g := &graphs[i]
 			aug.NodeSam{}.Apply(g, &out, s1.Rand(1, uint64(round), g.ID, aug.OpNodeSam), &s1)

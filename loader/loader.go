@@ -159,6 +159,8 @@ type Plan struct {
 	Schema  *arrow.Schema
 	// Bytes[i] bounds batch i's collated size (the Memory it holds).
 	Bytes []int64
+	// The code widths of the x_cat and edge_cat columns (bytes).
+	nodeWidth, edgeWidth int
 	// Index[i] is Batches[i]'s index in the rank's epoch.
 	Index []int
 	// Compression of record batch bodies in WriteStream.
@@ -223,8 +225,10 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	if req.StartBatch > len(batches) {
 		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(batches))
 	}
-	p := &Plan{Request: req, Total: len(batches), Policy: pol, Schema: BatchSchema(l.src.Manifest(), req)}
-	man := l.src.Manifest()
+	si := SchemaInfo(l.src.Manifest(), l.src.EdgeFill(), req)
+	p := &Plan{Request: req, Total: len(batches), Policy: pol, Schema: wire.BatchSchema(si),
+		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab)}
+	lay := l.src.Layout()
 	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
 	for bi := req.StartBatch; bi < len(batches) && (req.Count == 0 || len(p.Batches) < req.Count); bi += req.Stride {
 		b := batches[bi]
@@ -233,7 +237,7 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		}
 		p.Batches = append(p.Batches, b)
 		p.Index = append(p.Index, bi)
-		p.Bytes = append(p.Bytes, batchBytes(bounds[bi], !man.Features.Kind.Categorical(), man.Features.Dim))
+		p.Bytes = append(p.Bytes, batchBytes(bounds[bi], &lay, p.nodeWidth, p.edgeWidth))
 	}
 	return p, nil
 }
@@ -530,7 +534,7 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 			rec, err = nil, fmt.Errorf("loader: batch starting at graph %d: panic: %v", items[0].Graph, p)
 		}
 	}()
-	col.reset(!w.l.src.Manifest().Features.Kind.Categorical())
+	col.reset(&w.l.src.ds.lay, w.p.nodeWidth, w.p.edgeWidth)
 	seed := w.l.cfg.Seed
 	for _, it := range items {
 		op := w.p.Policy.Choose(seed, it.Pass, it.Graph)
@@ -556,7 +560,9 @@ func (w *worker) augment(op aug.Op, id int64, seed, e uint64, col *collator) (fu
 		return false, &GraphError{Graph: id, Policy: op.Spec().Name, Err: err}
 	}
 	r := w.scratch.Rand(seed, e, id, aug.OpID(op))
-	if ca, ok := op.(aug.CoalescedApplier); ok {
+	if ca, ok := op.(aug.CoalescedApplier); ok && !w.in.HasEdgeFeatures() {
+		// Edge features follow out.Edges: such a graph is collated from
+		// them with its edges' ids.
 		err, fused = ca.ApplyCoalesced(&w.in, &w.out, r, &w.scratch, &col.edges, col.base), true
 	} else {
 		err = op.Apply(&w.in, &w.out, r, &w.scratch)

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/shard"
 )
 
 // Memory bounds the bytes of the batches in flight (being built, or built
@@ -85,17 +86,18 @@ func (m *Memory) release(n int64) {
 // batchBytes bounds the bytes of a collated batch of graphs whose sizes
 // are bounded by sizes (see collator): both directions of every edge in
 // two int32 columns, up to two feature codes per node (a merged node's
-// mix) with their node id and weight, or dim float32 per node, and a few
-// fixed-size columns per graph.
-func batchBytes(sizes []aug.Size, dense bool, dim int) int64 {
+// mix) with their node id and weight, or dim float32 per node, the
+// categorical columns' codes, the edge features of both directions, and a
+// few fixed-size columns per graph.
+func batchBytes(sizes []aug.Size, lay *shard.Layout, nodeWidth, edgeWidth int) int64 {
+	perNode := int64(nodeWidth*len(lay.NodeCat) + 4*lay.NodeDense)
+	if lay.OneHot > 0 {
+		perNode += 24
+	}
+	perEdge := 16 + 2*int64(edgeWidth*len(lay.EdgeCat)+4*lay.EdgeDense) // both directions
 	var b int64
 	for _, s := range sizes {
-		b += 48 + 16*int64(s.Edges)
-		if dense {
-			b += 4 * int64(dim) * int64(s.Nodes)
-		} else {
-			b += 24 * int64(s.Nodes)
-		}
+		b += 48 + 4*int64(lay.Targets) + perEdge*int64(s.Edges) + perNode*int64(s.Nodes)
 	}
 	return b
 }

@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/augloader/augloader/aug"
@@ -30,7 +31,12 @@ import (
 type dataset struct {
 	r     *shard.Reader
 	man   *shard.Manifest
+	lay   shard.Layout
 	sizes []aug.Size
+	// The layout's vocabularies and the edge fill, shared read only by
+	// every graph loaded.
+	nodeVocab, edgeVocab []int32
+	fill                 *aug.EdgeFill
 	// index[id] is graph id's aug.Index, built on first use when enabled.
 	index atomic.Pointer[[]atomic.Pointer[aug.Index]]
 	// ppr caches SubMix's PageRank rankings in the indexes, when set.
@@ -49,10 +55,18 @@ type Source struct {
 // NewSource serves the graphs in served (all graphs when nil).
 func NewSource(r *shard.Reader, served []int64) (*Source, error) {
 	man := r.Manifest()
-	if !man.Features.Kind.Categorical() && man.Features.Kind != shard.FeatureAttributes {
+	if !man.Features.Kind.Valid() {
 		return nil, fmt.Errorf("loader: unknown feature kind %q", man.Features.Kind)
 	}
-	ds := &dataset{r: r, man: man, sizes: make([]aug.Size, r.NumGraphs())}
+	lay := man.Layout()
+	ds := &dataset{r: r, man: man, lay: lay, sizes: make([]aug.Size, r.NumGraphs())}
+	ds.nodeVocab = vocabs(lay.NodeCat)
+	ds.edgeVocab = vocabs(lay.EdgeCat)
+	if lay.EdgeFeatures() {
+		// The default fill: each column's reserved code (its vocabulary
+		// size: an embedding table of size+1 takes it), floats 0.
+		ds.fill = &aug.EdgeFill{Codes: slices.Clone(ds.edgeVocab)}
+	}
 	var deg []int32
 	for id := range ds.sizes {
 		g, err := r.Graph(int64(id))
@@ -63,6 +77,41 @@ func NewSource(r *shard.Reader, served []int64) (*Source, error) {
 	}
 	return ds.subset(served)
 }
+
+func vocabs(cols []shard.Column) []int32 {
+	v := make([]int32, len(cols))
+	for i, c := range cols {
+		v[i] = int32(c.Vocab)
+	}
+	return v
+}
+
+// SetEdgeFill declares what an edge no input edge explains carries (a
+// NodeSam split's new edge, an added edge): a code per categorical edge
+// column (its vocabulary size, the reserved code, by default) and a value
+// for the float columns. Call before serving.
+func (s *Source) SetEdgeFill(f aug.EdgeFill) error {
+	ds := s.ds
+	if !ds.lay.EdgeFeatures() {
+		return nil
+	}
+	if len(f.Codes) != len(ds.edgeVocab) {
+		return fmt.Errorf("loader: edge fill has %d codes, the edges have %d categorical columns", len(f.Codes), len(ds.edgeVocab))
+	}
+	for i, c := range f.Codes {
+		if c < 0 || c > ds.edgeVocab[i] {
+			return fmt.Errorf("loader: edge fill code %d of column %q not in 0..%d (its vocabulary, or the reserved code %d)", c, ds.lay.EdgeCat[i].Name, ds.edgeVocab[i], ds.edgeVocab[i])
+		}
+	}
+	ds.fill = &aug.EdgeFill{Codes: slices.Clone(f.Codes), X: f.X}
+	return nil
+}
+
+// EdgeFill is the fill edges get (nil when edges carry no features).
+func (s *Source) EdgeFill() *aug.EdgeFill { return s.ds.fill }
+
+// Layout is what the served graphs carry.
+func (s *Source) Layout() shard.Layout { return s.ds.lay }
 
 // Subset serves another set of the same shards, sharing the sizes and the
 // index cache (a daemon's views of one dataset).
@@ -145,12 +194,29 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 	}
 	g.ID, g.N, g.Label, g.MixLabel, g.Q = sg.ID, sg.NumNodes, sg.Label, sg.Label, 1
 	g.Edges = sg.Edges[:len(sg.Edges):len(sg.Edges)]
-	man := s.ds.man
-	if man.Features.Kind.Categorical() {
-		g.SetCodes(sg.Codes, int32(man.Features.Dim))
-	} else {
-		g.SetDense(sg.X, int32(man.Features.Dim))
+	ds := s.ds
+	lay := &ds.lay
+	switch {
+	case lay.OneHot > 0:
+		g.SetCodes(sg.Codes, int32(lay.OneHot))
+	case lay.NodeDense > 0:
+		g.SetDense(sg.X, int32(lay.NodeDense))
+	default:
+		g.Dense, g.Dim = false, 0
+		g.FeatOff, g.Codes, g.Weights, g.X = g.FeatOff[:0], g.Codes[:0], g.Weights[:0], g.X[:0]
 	}
+	// Every column is copied into g's own buffers (widened to int32):
+	// never aliasing the shard keeps a later append from writing into it.
+	g.CatCols, g.CatVocab = int32(len(ds.nodeVocab)), ds.nodeVocab
+	g.NodeCat = sg.NodeCat.AppendTo(g.NodeCat[:0])
+	g.EdgeCatCols, g.EdgeDim, g.Fill = int32(len(ds.edgeVocab)), int32(lay.EdgeDense), ds.fill
+	if ds.man.FormatVersion < shard.FormatV3 {
+		g.EdgeCat = append(g.EdgeCat[:0], sg.EdgeLabels...)
+	} else {
+		g.EdgeCat = sg.EdgeCat.AppendTo(g.EdgeCat[:0])
+	}
+	g.EdgeX = append(g.EdgeX[:0], sg.EdgeX...)
+	g.Y = append(g.Y[:0], sg.Targets...)
 	g.Index = nil
 	if idx := s.ds.index.Load(); idx != nil {
 		slot := &(*idx)[id]

@@ -37,9 +37,17 @@ const (
 	// own content (internal/jsonseal), so an edited label map, name or
 	// count is refused by Open and Verify. Shards are as in V1.
 	FormatV2 FormatVersion = 2
+	// FormatV3 carries what molecule and OGB datasets need: any number of
+	// categorical node feature columns (x_cat, codes stored in the
+	// narrowest of uint8, uint16 or int32 that holds them) and/or a float
+	// block (x); edge features likewise (edge_cat, edge_x), aligned with
+	// edges; and a class or T float targets per graph (targets, NaN where
+	// missing), the manifest saying which (Task). The writer writes V3 only
+	// for what V2 cannot hold, so TU datasets' shards are unchanged.
+	FormatV3 FormatVersion = 3
 
-	// CurrentVersion is what this code writes.
-	CurrentVersion = FormatV2
+	// CurrentVersion is the newest version this code reads and writes.
+	CurrentVersion = FormatV3
 	// MinSupportedVersion is the oldest format this code reads.
 	MinSupportedVersion = FormatV1
 )
@@ -77,6 +85,11 @@ const (
 	ColXCode     = "x_code"
 	ColX         = "x"
 	ColEdgeLabel = "edge_label"
+	// Format 3.
+	ColXCat    = "x_cat"
+	ColEdgeCat = "edge_cat"
+	ColEdgeX   = "edge_x"
+	ColTargets = "targets"
 )
 
 // FeatureKind says how node features are encoded.
@@ -91,15 +104,115 @@ const (
 	FeatureDegree FeatureKind = "degree"
 	// FeatureAttributes: dim float32 values per node from DS_node_attributes.
 	FeatureAttributes FeatureKind = "attributes"
+	// FeatureColumns (format 3): Manifest.NodeFeatures says what a node
+	// carries (categorical columns and/or a float block, maybe nothing).
+	FeatureColumns FeatureKind = "columns"
 )
 
-// Categorical reports whether features are stored as one code per node.
+// Categorical reports whether features are stored as one code per node
+// (formats 1 and 2: a one-hot of that code).
 func (k FeatureKind) Categorical() bool { return k == FeatureLabels || k == FeatureDegree }
 
 // Valid reports whether k is a kind this format knows.
 func (k FeatureKind) Valid() bool {
-	return k == FeatureLabels || k == FeatureDegree || k == FeatureAttributes
+	return k == FeatureLabels || k == FeatureDegree || k == FeatureAttributes || k == FeatureColumns
 }
+
+// Columns describe format 3's node (or edge) features: categorical
+// columns, each of codes 0..Vocab-1, stored Width bytes a code, node-major
+// (node v's codes are v·len(Categorical) … (v+1)·len(Categorical)−1); and a
+// float block of Dense values per node. Either may be absent.
+type Columns struct {
+	Categorical []Column `json:"categorical,omitempty"`
+	// Width is a stored code's bytes: 1 (uint8), 2 (uint16) or 4 (int32),
+	// the narrowest that holds every column's codes.
+	Width int `json:"width,omitempty"`
+	Dense int `json:"dense,omitempty"`
+}
+
+// Column is one categorical column.
+type Column struct {
+	Name  string `json:"name"`
+	Vocab int    `json:"vocab"` // codes 0..Vocab-1
+}
+
+// Cols is the number of categorical columns.
+func (c *Columns) Cols() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.Categorical)
+}
+
+// DenseDim is the float block's width (0 when c is nil).
+func (c *Columns) DenseDim() int {
+	if c == nil {
+		return 0
+	}
+	return c.Dense
+}
+
+// Vocabs lists the columns' vocabulary sizes.
+func (c *Columns) Vocabs() []int32 {
+	if c == nil {
+		return nil
+	}
+	out := make([]int32, len(c.Categorical))
+	for i, col := range c.Categorical {
+		out[i] = int32(col.Vocab)
+	}
+	return out
+}
+
+// WidthFor is the narrowest code width (1, 2 or 4 bytes) holding codes
+// 0..maxCode.
+func WidthFor(maxCode int64) int {
+	switch {
+	case maxCode < 1<<8:
+		return 1
+	case maxCode < 1<<16:
+		return 2
+	}
+	return 4
+}
+
+// codeType is the Arrow type of codes width bytes wide.
+func codeType(width int) arrow.DataType {
+	switch width {
+	case 1:
+		return arrow.PrimitiveTypes.Uint8
+	case 2:
+		return arrow.PrimitiveTypes.Uint16
+	}
+	return arrow.PrimitiveTypes.Int32
+}
+
+// TaskKind says what a format 3 dataset's graph labels are.
+type TaskKind string
+
+// Task kinds.
+const (
+	// TaskClass: one class per graph (label, as in formats 1 and 2).
+	TaskClass TaskKind = "class"
+	// TaskBinary: T binary targets per graph (0 or 1, NaN: missing), the
+	// OGB multi-task molecule sets.
+	TaskBinary TaskKind = "binary"
+	// TaskRegression: T real targets per graph (NaN: missing).
+	TaskRegression TaskKind = "regression"
+)
+
+// Task is a format 3 dataset's label kind.
+type Task struct {
+	Kind    TaskKind `json:"kind"`
+	Targets int      `json:"targets,omitempty"` // T (binary, regression)
+	// Names of the targets, when the input gives them.
+	Names []string `json:"names,omitempty"`
+	// Missing counts the NaN targets of the whole dataset.
+	Missing int64 `json:"missing,omitempty"`
+}
+
+// Floats reports whether the task's labels are float targets.
+func (t *Task) Floats() bool { return t != nil && (t.Kind == TaskBinary || t.Kind == TaskRegression) }
 
 // Compression names a body codec.
 type Compression string
@@ -120,7 +233,8 @@ func ParseCompression(s string) (Compression, error) {
 	return "", fmt.Errorf("shard: unknown compression %q (want zstd, lz4 or none)", s)
 }
 
-// Schema returns the Arrow schema of format v1 for the given features.
+// Schema returns the Arrow schema of formats 1 and 2 for the given
+// features.
 func Schema(dataset string, kind FeatureKind, dim int, edgeLabels bool) *arrow.Schema {
 	fields := []arrow.Field{
 		{Name: ColGraphID, Type: arrow.PrimitiveTypes.Int64},
@@ -138,7 +252,40 @@ func Schema(dataset string, kind FeatureKind, dim int, edgeLabels bool) *arrow.S
 	}
 	md := arrow.NewMetadata(
 		[]string{MetaFormatVersion, MetaDataset, MetaFeatureKind, MetaFeatureDim},
-		[]string{fmt.Sprint(int(CurrentVersion)), dataset, string(kind), fmt.Sprint(dim)},
+		[]string{fmt.Sprint(int(FormatV2)), dataset, string(kind), fmt.Sprint(dim)},
+	)
+	return arrow.NewSchema(fields, &md)
+}
+
+// SchemaV3 returns the Arrow schema of format 3: graph_id; label (a class
+// task) or targets (T float32, NaN: missing); num_nodes; edges; then, each
+// only when present, x_cat, x, edge_cat, edge_x.
+func SchemaV3(dataset string, node, edge *Columns, task *Task) *arrow.Schema {
+	list := func(t arrow.DataType) arrow.DataType { return arrow.ListOfNonNullable(t) }
+	fields := []arrow.Field{{Name: ColGraphID, Type: arrow.PrimitiveTypes.Int64}}
+	if task.Floats() {
+		fields = append(fields, arrow.Field{Name: ColTargets, Type: list(arrow.PrimitiveTypes.Float32)})
+	} else {
+		fields = append(fields, arrow.Field{Name: ColLabel, Type: arrow.PrimitiveTypes.Int32})
+	}
+	fields = append(fields,
+		arrow.Field{Name: ColNumNodes, Type: arrow.PrimitiveTypes.Int32},
+		arrow.Field{Name: ColEdges, Type: list(arrow.PrimitiveTypes.Int32)})
+	if node.Cols() > 0 {
+		fields = append(fields, arrow.Field{Name: ColXCat, Type: list(codeType(node.Width))})
+	}
+	if node.DenseDim() > 0 {
+		fields = append(fields, arrow.Field{Name: ColX, Type: list(arrow.PrimitiveTypes.Float32)})
+	}
+	if edge.Cols() > 0 {
+		fields = append(fields, arrow.Field{Name: ColEdgeCat, Type: list(codeType(edge.Width))})
+	}
+	if edge.DenseDim() > 0 {
+		fields = append(fields, arrow.Field{Name: ColEdgeX, Type: list(arrow.PrimitiveTypes.Float32)})
+	}
+	md := arrow.NewMetadata(
+		[]string{MetaFormatVersion, MetaDataset, MetaFeatureKind},
+		[]string{fmt.Sprint(int(FormatV3)), dataset, string(FeatureColumns)},
 	)
 	return arrow.NewSchema(fields, &md)
 }
@@ -150,6 +297,9 @@ var (
 	ErrVersion  = errors.New("shard: unsupported format version")
 	ErrNotFound = errors.New("shard: graph not found")
 	ErrExists   = errors.New("shard: output exists")
+	// ErrCodeWidth: a categorical code does not fit the width the writer
+	// was given (a converter then writes again with a wider one).
+	ErrCodeWidth = errors.New("shard: code wider than the column width")
 )
 
 // CorruptionError names the shard (or manifest) and the field that is wrong.

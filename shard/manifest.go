@@ -26,11 +26,16 @@ type Manifest struct {
 	LabelMap []string `json:"label_map"`
 	Features Features `json:"features"`
 	// HasEdgeLabels says the shards carry an edge_label column.
-	HasEdgeLabels bool        `json:"has_edge_labels"`
-	EdgeLabelDim  int         `json:"edge_label_dim,omitempty"`
-	Compression   Compression `json:"compression"`
-	Shards        []ShardInfo `json:"shards"`
-	Sources       []Source    `json:"sources"`
+	HasEdgeLabels bool `json:"has_edge_labels"`
+	EdgeLabelDim  int  `json:"edge_label_dim,omitempty"`
+	// Format 3: what nodes and edges carry (Features.Kind is then
+	// FeatureColumns), and what the graph labels are.
+	NodeFeatures *Columns    `json:"node_features,omitempty"`
+	EdgeFeatures *Columns    `json:"edge_features,omitempty"`
+	Task         *Task       `json:"task,omitempty"`
+	Compression  Compression `json:"compression"`
+	Shards       []ShardInfo `json:"shards"`
+	Sources      []Source    `json:"sources"`
 	// Checksum seals the manifest (FormatV2 on): "sha256:" and the hex
 	// SHA-256 of its canonical JSON without this field (internal/jsonseal).
 	Checksum string `json:"checksum,omitempty"`
@@ -159,14 +164,8 @@ func (m *Manifest) validate() error {
 	if !m.Features.Kind.Valid() {
 		return corrupt(ManifestName, "features.kind", "unknown kind %q", m.Features.Kind)
 	}
-	if m.Features.Dim < 1 {
-		return corrupt(ManifestName, "features.dim", "%d is not positive", m.Features.Dim)
-	}
-	if m.Features.Kind == FeatureDegree && len(m.Features.Degrees) != m.Features.Dim {
-		return corrupt(ManifestName, "features.degrees", "%d entries for dim %d", len(m.Features.Degrees), m.Features.Dim)
-	}
-	if m.Classes < 1 || len(m.LabelMap) != m.Classes {
-		return corrupt(ManifestName, "label_map", "%d entries for %d classes", len(m.LabelMap), m.Classes)
+	if err := m.validateLayout(); err != nil {
+		return err
 	}
 	if _, err := ParseCompression(string(m.Compression)); err != nil {
 		return corrupt(ManifestName, "compression", "%v", err)
@@ -205,6 +204,114 @@ func (m *Manifest) validate() error {
 	}
 	return nil
 }
+
+// validateLayout checks what graphs carry: format 1 and 2's one feature
+// kind and edge labels, or format 3's columns and task.
+func (m *Manifest) validateLayout() error {
+	if m.FormatVersion < FormatV3 {
+		switch {
+		case m.Features.Kind == FeatureColumns:
+			return corrupt(ManifestName, "features.kind", "%q in a format %d manifest", m.Features.Kind, m.FormatVersion)
+		case m.NodeFeatures != nil || m.EdgeFeatures != nil || m.Task != nil:
+			return corrupt(ManifestName, "node_features", "format 3 keys in a format %d manifest", m.FormatVersion)
+		case m.Features.Dim < 1:
+			return corrupt(ManifestName, "features.dim", "%d is not positive", m.Features.Dim)
+		case m.Features.Kind == FeatureDegree && len(m.Features.Degrees) != m.Features.Dim:
+			return corrupt(ManifestName, "features.degrees", "%d entries for dim %d", len(m.Features.Degrees), m.Features.Dim)
+		case m.Classes < 1 || len(m.LabelMap) != m.Classes:
+			return corrupt(ManifestName, "label_map", "%d entries for %d classes", len(m.LabelMap), m.Classes)
+		}
+		return nil
+	}
+	switch {
+	case m.Features.Kind != FeatureColumns || m.Features.Dim != 0:
+		return corrupt(ManifestName, "features", "a format 3 manifest says kind %q (dim 0) and describes nodes in node_features", FeatureColumns)
+	case m.HasEdgeLabels || m.EdgeLabelDim != 0:
+		return corrupt(ManifestName, "has_edge_labels", "a format 3 manifest describes edges in edge_features")
+	case m.Task == nil:
+		return corrupt(ManifestName, "task", "missing")
+	}
+	for _, c := range []struct {
+		name string
+		cols *Columns
+	}{{"node_features", m.NodeFeatures}, {"edge_features", m.EdgeFeatures}} {
+		if c.cols == nil {
+			continue
+		}
+		if c.cols.Dense < 0 {
+			return corrupt(ManifestName, c.name, "dense %d", c.cols.Dense)
+		}
+		if len(c.cols.Categorical) > 0 && c.cols.Width != 1 && c.cols.Width != 2 && c.cols.Width != 4 {
+			return corrupt(ManifestName, c.name, "width %d (want 1, 2 or 4 bytes)", c.cols.Width)
+		}
+		for i, col := range c.cols.Categorical {
+			if col.Vocab < 1 || int64(col.Vocab) > 1<<(8*c.cols.Width) || col.Vocab >= 1<<31-1 {
+				return corrupt(ManifestName, c.name, "column %d (%s): vocabulary %d for width %d", i, col.Name, col.Vocab, c.cols.Width)
+			}
+		}
+	}
+	switch m.Task.Kind {
+	case TaskClass:
+		if m.Task.Targets != 0 || m.Classes < 1 || len(m.LabelMap) != m.Classes {
+			return corrupt(ManifestName, "task", "a class task with %d targets, %d classes, %d label map entries", m.Task.Targets, m.Classes, len(m.LabelMap))
+		}
+	case TaskBinary, TaskRegression:
+		if m.Task.Targets < 1 || m.Classes != 0 || len(m.LabelMap) != 0 || (len(m.Task.Names) != 0 && len(m.Task.Names) != m.Task.Targets) {
+			return corrupt(ManifestName, "task", "a %s task with %d targets, %d classes, %d names", m.Task.Kind, m.Task.Targets, m.Classes, len(m.Task.Names))
+		}
+	default:
+		return corrupt(ManifestName, "task.kind", "unknown kind %q", m.Task.Kind)
+	}
+	return nil
+}
+
+// Layout is what a shard folder's graphs carry, the same for every format
+// version: package loader reads every version through it.
+type Layout struct {
+	// OneHot: formats 1 and 2's categorical feature, one code per node in
+	// 0..OneHot-1 (a one-hot, mixed by a merge); 0 when absent.
+	OneHot int
+	// NodeCat: format 3's categorical columns (codes, never mixed).
+	NodeCat []Column
+	// NodeDense: float32 values per node (formats 1 and 2's attributes,
+	// format 3's block).
+	NodeDense int
+	// EdgeCat: categorical edge columns (formats 1 and 2's edge label is
+	// one column, "edge_label"); EdgeDense: float32 values per edge.
+	EdgeCat   []Column
+	EdgeDense int
+	// Classes for a class task; Targets (T floats a graph) otherwise.
+	Classes int
+	Targets int
+	Task    TaskKind
+}
+
+// Layout describes the manifest's graphs.
+func (m *Manifest) Layout() Layout {
+	if m.FormatVersion < FormatV3 {
+		l := Layout{Classes: m.Classes, Task: TaskClass}
+		if m.Features.Kind.Categorical() {
+			l.OneHot = m.Features.Dim
+		} else {
+			l.NodeDense = m.Features.Dim
+		}
+		if m.HasEdgeLabels {
+			l.EdgeCat = []Column{{Name: ColEdgeLabel, Vocab: m.EdgeLabelDim}}
+		}
+		return l
+	}
+	l := Layout{Classes: m.Classes, Task: m.Task.Kind, Targets: m.Task.Targets}
+	if m.NodeFeatures != nil {
+		l.NodeCat, l.NodeDense = m.NodeFeatures.Categorical, m.NodeFeatures.Dense
+	}
+	if m.EdgeFeatures != nil {
+		l.EdgeCat, l.EdgeDense = m.EdgeFeatures.Categorical, m.EdgeFeatures.Dense
+	}
+	return l
+}
+
+// EdgeFeatures reports whether edges carry features.
+func (l Layout) EdgeFeatures() bool { return len(l.EdgeCat) > 0 || l.EdgeDense > 0 }
 
 // Encode returns the manifest as indented JSON with a final newline,
 // sealed (Checksum set) from FormatV2 on.

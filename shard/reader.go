@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -42,6 +43,25 @@ type batch struct {
 	x                []float32
 	elOff            []int32
 	edgeLabels       []int32
+
+	// Format 3.
+	targets, edgeX       []float32
+	tgtOff, ncOff, ecOff []int32
+	exOff                []int32
+	nodeCat, edgeCat     Codes
+}
+
+// slice returns codes [lo, hi).
+func (c Codes) slice(lo, hi int32) Codes {
+	switch {
+	case c.U8 != nil:
+		return Codes{U8: c.U8[lo:hi:hi]}
+	case c.U16 != nil:
+		return Codes{U16: c.U16[lo:hi:hi]}
+	case c.I32 != nil:
+		return Codes{I32: c.I32[lo:hi:hi]}
+	}
+	return Codes{}
 }
 
 type readerConfig struct {
@@ -127,9 +147,29 @@ func (r *Reader) Graph(id int64) (Graph, error) {
 	row := int(id - r.first[bi])
 	g := Graph{
 		ID:       b.ids[row],
-		Label:    b.labels[row],
 		NumNodes: b.numNodes[row],
 		Edges:    b.edges[b.edgeOff[row]:b.edgeOff[row+1]],
+	}
+	if b.labels != nil {
+		g.Label = b.labels[row]
+	}
+	if r.man.FormatVersion >= FormatV3 {
+		if b.tgtOff != nil {
+			g.Targets = b.targets[b.tgtOff[row]:b.tgtOff[row+1]]
+		}
+		if b.ncOff != nil {
+			g.NodeCat = b.nodeCat.slice(b.ncOff[row], b.ncOff[row+1])
+		}
+		if b.featOff != nil {
+			g.X = b.x[b.featOff[row]:b.featOff[row+1]]
+		}
+		if b.ecOff != nil {
+			g.EdgeCat = b.edgeCat.slice(b.ecOff[row], b.ecOff[row+1])
+		}
+		if b.exOff != nil {
+			g.EdgeX = b.edgeX[b.exOff[row]:b.exOff[row+1]]
+		}
+		return g, nil
 	}
 	if b.codes != nil {
 		g.Codes = b.codes[b.featOff[row]:b.featOff[row+1]]
@@ -231,8 +271,16 @@ func newFileReader(data []byte, mem memory.Allocator) (*ipc.FileReader, error) {
 	return ipc.NewMappedFileReader(data, ipc.WithAllocator(mem), ipc.WithBodySizeLimit(MaxBatchBodyBytes))
 }
 
+// expectedSchema is the schema the manifest's shards must have.
+func expectedSchema(man *Manifest) *arrow.Schema {
+	if man.FormatVersion >= FormatV3 {
+		return SchemaV3(man.Dataset, man.NodeFeatures, man.EdgeFeatures, man.Task)
+	}
+	return Schema(man.Dataset, man.Features.Kind, man.Features.Dim, man.HasEdgeLabels)
+}
+
 func checkSchema(s *arrow.Schema, man *Manifest) error {
-	want := Schema(man.Dataset, man.Features.Kind, man.Features.Dim, man.HasEdgeLabels)
+	want := expectedSchema(man)
 	if !s.Equal(want) {
 		return fmt.Errorf("columns %v, want %v", s, want)
 	}
@@ -240,9 +288,189 @@ func checkSchema(s *arrow.Schema, man *Manifest) error {
 	if v := md.FindKey(MetaFormatVersion); v < 0 || md.Values()[v] != strconv.Itoa(int(man.FormatVersion)) {
 		return fmt.Errorf("metadata %s missing or not %d", MetaFormatVersion, man.FormatVersion)
 	}
-	for _, kv := range [][2]string{{MetaFeatureKind, string(man.Features.Kind)}, {MetaFeatureDim, strconv.Itoa(man.Features.Dim)}} {
+	kvs := [][2]string{{MetaFeatureKind, string(man.Features.Kind)}, {MetaFeatureDim, strconv.Itoa(man.Features.Dim)}}
+	if man.FormatVersion >= FormatV3 {
+		kvs = kvs[:1]
+	}
+	for _, kv := range kvs {
 		if v := md.FindKey(kv[0]); v < 0 || md.Values()[v] != kv[1] {
 			return fmt.Errorf("metadata %s missing or not %q", kv[0], kv[1])
+		}
+	}
+	return nil
+}
+
+// codesOf views a list column's values as stored codes.
+func codesOf(l *array.List) Codes {
+	switch v := l.ListValues().(type) {
+	case *array.Uint8:
+		return Codes{U8: nonNil(v.Uint8Values())}
+	case *array.Uint16:
+		return Codes{U16: nonNil(v.Uint16Values())}
+	case *array.Int32:
+		return Codes{I32: nonNil(v.Int32Values())}
+	}
+	return Codes{}
+}
+
+// nonNil keeps an empty column's codes non-nil (which one is set says the
+// width).
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// viewBatchV3 takes typed slices of a format 3 record batch, by column
+// name (schema already checked).
+func viewBatchV3(rec arrow.RecordBatch) batch {
+	var b batch
+	col := func(name string) arrow.Array {
+		if idx := rec.Schema().FieldIndices(name); len(idx) == 1 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	b.ids = col(ColGraphID).(*array.Int64).Int64Values()
+	b.numNodes = col(ColNumNodes).(*array.Int32).Int32Values()
+	el := col(ColEdges).(*array.List)
+	b.edgeOff, b.edges = el.Offsets(), el.ListValues().(*array.Int32).Int32Values()
+	if c := col(ColLabel); c != nil {
+		b.labels = c.(*array.Int32).Int32Values()
+	}
+	if c := col(ColTargets); c != nil {
+		l := c.(*array.List)
+		b.tgtOff, b.targets = l.Offsets(), l.ListValues().(*array.Float32).Float32Values()
+	}
+	if c := col(ColXCat); c != nil {
+		l := c.(*array.List)
+		b.ncOff, b.nodeCat = l.Offsets(), codesOf(l)
+	}
+	if c := col(ColX); c != nil {
+		l := c.(*array.List)
+		b.featOff, b.x = l.Offsets(), l.ListValues().(*array.Float32).Float32Values()
+	}
+	if c := col(ColEdgeCat); c != nil {
+		l := c.(*array.List)
+		b.ecOff, b.edgeCat = l.Offsets(), codesOf(l)
+	}
+	if c := col(ColEdgeX); c != nil {
+		l := c.(*array.List)
+		b.exOff, b.edgeX = l.Offsets(), l.ListValues().(*array.Float32).Float32Values()
+	}
+	return b
+}
+
+// checkBatchV3 is checkBatch for format 3: every list's length against
+// the graph's nodes and edges, codes within their column's vocabulary,
+// targets finite or NaN.
+func checkBatchV3(b *batch, man *Manifest, first, want int64, full bool) error {
+	n := len(b.ids)
+	if int64(n) != want {
+		return fmt.Errorf("%d rows, manifest says %d", n, want)
+	}
+	if len(b.numNodes) != n || (b.labels != nil && len(b.labels) != n) {
+		return fmt.Errorf("column lengths differ")
+	}
+	if err := checkOffsets(ColEdges, b.edgeOff, n, len(b.edges)); err != nil {
+		return err
+	}
+	type list struct {
+		name string
+		off  []int32
+		vals int
+		per  int // values per node (nodes) or per edge (!nodes) or per graph
+		unit string
+	}
+	nc, ec := man.NodeFeatures.Cols(), man.EdgeFeatures.Cols()
+	lists := []list{
+		{ColTargets, b.tgtOff, len(b.targets), man.Task.Targets, "graph"},
+		{ColXCat, b.ncOff, b.nodeCat.Len(), nc, "node"},
+		{ColX, b.featOff, len(b.x), man.NodeFeatures.DenseDim(), "node"},
+		{ColEdgeCat, b.ecOff, b.edgeCat.Len(), ec, "edge"},
+		{ColEdgeX, b.exOff, len(b.edgeX), man.EdgeFeatures.DenseDim(), "edge"},
+	}
+	for _, l := range lists {
+		if l.off != nil {
+			if err := checkOffsets(l.name, l.off, n, l.vals); err != nil {
+				return err
+			}
+		}
+	}
+	nv, ev := man.NodeFeatures.Vocabs(), man.EdgeFeatures.Vocabs()
+	for r := 0; r < n; r++ {
+		id := first + int64(r)
+		if b.ids[r] != id {
+			return fmt.Errorf("row %d: graph_id %d, want %d", r, b.ids[r], id)
+		}
+		nn := b.numNodes[r]
+		if nn < 0 {
+			return fmt.Errorf("graph %d: num_nodes %d", id, nn)
+		}
+		if b.labels != nil && (b.labels[r] < 0 || int(b.labels[r]) >= man.Classes) {
+			return fmt.Errorf("graph %d: label %d out of range 0..%d", id, b.labels[r], man.Classes-1)
+		}
+		e := b.edges[b.edgeOff[r]:b.edgeOff[r+1]]
+		if err := checkEdges(id, e, nn, full); err != nil {
+			return err
+		}
+		ne := int64(len(e) / 2)
+		for _, l := range lists {
+			if l.off == nil {
+				continue
+			}
+			count := int64(1)
+			switch l.unit {
+			case "node":
+				count = int64(nn)
+			case "edge":
+				count = ne
+			}
+			if got := int64(l.off[r+1] - l.off[r]); got != count*int64(l.per) {
+				return fmt.Errorf("graph %d: %d %s values for %d %ss × %d", id, got, l.name, count, l.unit, l.per)
+			}
+		}
+		for _, c := range []struct {
+			codes Codes
+			off   []int32
+			vocab []int32
+			name  string
+		}{{b.nodeCat, b.ncOff, nv, ColXCat}, {b.edgeCat, b.ecOff, ev, ColEdgeCat}} {
+			if c.off == nil || len(c.vocab) == 0 {
+				continue
+			}
+			f := len(c.vocab)
+			for k := c.off[r]; k < c.off[r+1]; k++ {
+				if v := c.codes.At(int(k)); v < 0 || v >= c.vocab[int(k-c.off[r])%f] {
+					return fmt.Errorf("graph %d: %s code %d out of its column's vocabulary %d", id, c.name, v, c.vocab[int(k-c.off[r])%f])
+				}
+			}
+		}
+		if b.tgtOff != nil {
+			for _, t := range b.targets[b.tgtOff[r]:b.tgtOff[r+1]] {
+				if math.IsInf(float64(t), 0) {
+					return fmt.Errorf("graph %d: target %g", id, t)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkEdges checks one graph's edge pairs: 0 <= u < v < nn, and with full
+// sorted and unique.
+func checkEdges(id int64, e []int32, nn int32, full bool) error {
+	if len(e)%2 != 0 {
+		return fmt.Errorf("graph %d: odd number of edge ids", id)
+	}
+	for k := 0; k < len(e); k += 2 {
+		u, v := e[k], e[k+1]
+		if u < 0 || v >= nn || u >= v {
+			return fmt.Errorf("graph %d: edge %d (%d, %d) not 0 <= u < v < %d", id, k/2, u, v, nn)
+		}
+		if full && k > 0 && (e[k-2] > u || (e[k-2] == u && e[k-1] >= v)) {
+			return fmt.Errorf("graph %d: edge %d (%d, %d) not after (%d, %d): edges must be sorted and unique", id, k/2, u, v, e[k-2], e[k-1])
 		}
 	}
 	return nil
@@ -251,6 +479,15 @@ func checkSchema(s *arrow.Schema, man *Manifest) error {
 // viewAndCheck views and checks one batch. Once checkBatch passes, every
 // later access through Graph is within proven bounds.
 func viewAndCheck(rec arrow.RecordBatch, man *Manifest, first, want int64, full bool) (b batch, err error) {
+	if man.FormatVersion >= FormatV3 {
+		for i := 0; i < int(rec.NumCols()); i++ {
+			if rec.Column(i).NullN() != 0 {
+				return b, fmt.Errorf("column %s has nulls", rec.ColumnName(i))
+			}
+		}
+		b = viewBatchV3(rec)
+		return b, checkBatchV3(&b, man, first, want, full)
+	}
 	if b, err = viewBatch(rec, man); err != nil {
 		return b, err
 	}

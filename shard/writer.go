@@ -2,14 +2,17 @@ package shard
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,7 +26,8 @@ import (
 
 // Graph is one graph as the format stores it. Edges holds each undirected
 // edge once as a pair (u, v) of local node ids with u < v, pairs sorted; Codes
-// (categorical kinds) has NumNodes entries, X (attributes) NumNodes*dim.
+// (categorical kinds) has NumNodes entries, X (attributes, or format 3's
+// float block) NumNodes*dim.
 type Graph struct {
 	ID         int64
 	Label      int32
@@ -32,6 +36,55 @@ type Graph struct {
 	Codes      []int32
 	X          []float32
 	EdgeLabels []int32
+
+	// Format 3: NumNodes×columns categorical codes, node-major; edge
+	// features aligned with Edges' pairs (NumEdges()×columns codes,
+	// NumEdges()×dense floats); T float targets (NaN: missing) when the
+	// task is not a class.
+	NodeCat Codes
+	EdgeCat Codes
+	EdgeX   []float32
+	Targets []float32
+}
+
+// Codes is a block of categorical codes as stored: at most one of U8, U16
+// and I32 holds them (a Writer is given I32; a Reader returns the stored
+// width's, aliasing its buffers).
+type Codes struct {
+	U8  []uint8
+	U16 []uint16
+	I32 []int32
+}
+
+// Len is the number of codes.
+func (c Codes) Len() int { return len(c.U8) + len(c.U16) + len(c.I32) }
+
+// At is code i.
+func (c Codes) At(i int) int32 {
+	switch {
+	case c.U8 != nil:
+		return int32(c.U8[i])
+	case c.U16 != nil:
+		return int32(c.U16[i])
+	}
+	return c.I32[i]
+}
+
+// AppendTo appends the codes to dst as int32.
+func (c Codes) AppendTo(dst []int32) []int32 {
+	switch {
+	case c.U8 != nil:
+		for _, v := range c.U8 {
+			dst = append(dst, int32(v))
+		}
+	case c.U16 != nil:
+		for _, v := range c.U16 {
+			dst = append(dst, int32(v))
+		}
+	default:
+		dst = append(dst, c.I32...)
+	}
+	return dst
 }
 
 // NumEdges is the number of undirected edges.
@@ -59,6 +112,21 @@ type WriterOptions struct {
 	Force bool
 	// Mem allocates Arrow buffers; default memory.DefaultAllocator.
 	Mem memory.Allocator
+
+	// Format 3: any of these makes the writer write format 3 (and
+	// FeatureKind, FeatureDim and EdgeLabels must then be unset). The
+	// columns' Width must hold every code (else Append fails with
+	// ErrCodeWidth); their vocabularies are at least what is declared and
+	// at least one past the largest code written. Task is required: a
+	// class task fills Label, the others Targets.
+	NodeColumns *Columns
+	EdgeColumns *Columns
+	Task        *Task
+}
+
+// V3 reports whether the options ask for format 3.
+func (o *WriterOptions) V3() bool {
+	return o.NodeColumns != nil || o.EdgeColumns != nil || o.Task != nil
 }
 
 // EnsureDefaults fills the settings left at their zero value.
@@ -87,11 +155,28 @@ func (o *WriterOptions) EnsureDefaults() {
 // problem at once.
 func (o *WriterOptions) Validate() error {
 	var errs []error
-	if !o.FeatureKind.Valid() {
-		errs = append(errs, fmt.Errorf("shard: unknown feature kind %q", o.FeatureKind))
-	}
-	if o.FeatureDim < 1 {
-		errs = append(errs, fmt.Errorf("shard: feature dim %d is not positive", o.FeatureDim))
+	if o.V3() {
+		if o.FeatureKind != "" && o.FeatureKind != FeatureColumns || o.FeatureDim != 0 || o.EdgeLabels {
+			errs = append(errs, fmt.Errorf("shard: format 3 options with format 2's feature kind %q, dim %d or edge labels", o.FeatureKind, o.FeatureDim))
+		}
+		if o.Task == nil || (o.Task.Kind != TaskClass && !o.Task.Floats()) || (o.Task.Floats() && o.Task.Targets < 1) {
+			errs = append(errs, fmt.Errorf("shard: format 3 needs a task (class, or binary or regression with targets ≥ 1), got %+v", o.Task))
+		}
+		for _, c := range []*Columns{o.NodeColumns, o.EdgeColumns} {
+			if c.Cols() > 0 && c.Width != 1 && c.Width != 2 && c.Width != 4 {
+				errs = append(errs, fmt.Errorf("shard: code width %d (want 1, 2 or 4)", c.Width))
+			}
+			if c.DenseDim() < 0 {
+				errs = append(errs, fmt.Errorf("shard: dense dim %d", c.Dense))
+			}
+		}
+	} else {
+		if !o.FeatureKind.Valid() || o.FeatureKind == FeatureColumns {
+			errs = append(errs, fmt.Errorf("shard: unknown feature kind %q", o.FeatureKind))
+		}
+		if o.FeatureDim < 1 {
+			errs = append(errs, fmt.Errorf("shard: feature dim %d is not positive", o.FeatureDim))
+		}
 	}
 	if _, err := ParseCompression(string(o.Compression)); err != nil {
 		errs = append(errs, err)
@@ -133,6 +218,20 @@ type Writer struct {
 	free     []*batchBuf
 
 	seen []int64 // seen[v] == graph id + 1 when node v has an edge (isolated-node count)
+
+	// Format 3: the columns written (vocabularies grown to the codes
+	// seen), the NaN targets counted.
+	node, edge *Columns
+	missing    int64
+}
+
+func cloneColumns(c *Columns) *Columns {
+	if c == nil {
+		return nil
+	}
+	d := *c
+	d.Categorical = slices.Clone(c.Categorical)
+	return &d
 }
 
 // NewWriter prepares to write the folder out. It fails with ErrExists when
@@ -150,9 +249,12 @@ func NewWriter(out string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
-	w := &Writer{
-		out: out, tmp: td.Path, td: td, opts: o,
-		schema: Schema(o.Dataset, o.FeatureKind, o.FeatureDim, o.EdgeLabels),
+	w := &Writer{out: out, tmp: td.Path, td: td, opts: o}
+	if o.V3() {
+		w.node, w.edge = cloneColumns(o.NodeColumns), cloneColumns(o.EdgeColumns)
+		w.schema = SchemaV3(o.Dataset, w.node, w.edge, o.Task)
+	} else {
+		w.schema = Schema(o.Dataset, o.FeatureKind, o.FeatureDim, o.EdgeLabels)
 	}
 	w.newBatch()
 	return w, nil
@@ -174,6 +276,13 @@ type batchBuf struct {
 	xVals              []float32
 	values             int   // list values, for BatchValues
 	nodes, edges       int64 // for the shard's counts
+
+	// Format 3 (codes kept as int32 here, narrowed when the batch is
+	// encoded, into the *Bytes buffers).
+	targets, edgeX              []float32
+	tgtOff, ncOff, ecOff, exOff []int32
+	nodeCat, edgeCat            []int32
+	nodeCatBytes, edgeCatBytes  []byte
 }
 
 func (b *batchBuf) reset(firstID int64) {
@@ -184,6 +293,9 @@ func (b *batchBuf) reset(firstID int64) {
 	b.elOff = append(b.elOff[:0], 0)
 	b.edgeVals, b.codeVals, b.elVals, b.xVals = b.edgeVals[:0], b.codeVals[:0], b.elVals[:0], b.xVals[:0]
 	b.values, b.nodes, b.edges = 0, 0, 0
+	b.tgtOff, b.ncOff = append(b.tgtOff[:0], 0), append(b.ncOff[:0], 0)
+	b.ecOff, b.exOff = append(b.ecOff[:0], 0), append(b.exOff[:0], 0)
+	b.targets, b.edgeX, b.nodeCat, b.edgeCat = b.targets[:0], b.edgeX[:0], b.nodeCat[:0], b.edgeCat[:0]
 }
 
 // newBatch starts the next batch in a free buffer, or in a new one as large
@@ -212,6 +324,9 @@ func (w *Writer) Append(g *Graph) error {
 	}
 	if g.NumNodes < 0 || len(g.Edges)%2 != 0 {
 		return fmt.Errorf("shard: graph %d: bad shape (%d nodes, %d edge ids)", g.ID, g.NumNodes, len(g.Edges))
+	}
+	if w.opts.V3() {
+		return w.appendV3(g)
 	}
 	var featLen int
 	if w.opts.FeatureKind.Categorical() {
@@ -266,6 +381,113 @@ func (w *Writer) Append(g *Graph) error {
 	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(g.NumEdges()))
 	w.stats.IsolatedNodes += w.isolated(g)
 	return nil
+}
+
+// appendV3 is Append for format 3.
+func (w *Writer) appendV3(g *Graph) error {
+	n, m := int(g.NumNodes), g.NumEdges()
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("shard: graph %d: %s", g.ID, fmt.Sprintf(format, args...))
+	}
+	task := w.opts.Task
+	switch {
+	case task.Floats() && len(g.Targets) != task.Targets:
+		return fail("%d targets, want %d", len(g.Targets), task.Targets)
+	case !task.Floats() && g.Label < 0:
+		return fail("class %d", g.Label)
+	case g.NodeCat.Len() != n*w.node.Cols() || g.NodeCat.U8 != nil || g.NodeCat.U16 != nil:
+		return fail("%d node codes (as int32) for %d nodes × %d columns", g.NodeCat.Len(), n, w.node.Cols())
+	case len(g.X) != n*w.node.DenseDim():
+		return fail("%d node feature values for %d nodes × %d", len(g.X), n, w.node.DenseDim())
+	case g.EdgeCat.Len() != m*w.edge.Cols() || g.EdgeCat.U8 != nil || g.EdgeCat.U16 != nil:
+		return fail("%d edge codes (as int32) for %d edges × %d columns", g.EdgeCat.Len(), m, w.edge.Cols())
+	case len(g.EdgeX) != m*w.edge.DenseDim():
+		return fail("%d edge feature values for %d edges × %d", len(g.EdgeX), m, w.edge.DenseDim())
+	}
+	for _, c := range []struct {
+		cols  *Columns
+		codes []int32
+	}{{w.node, g.NodeCat.I32}, {w.edge, g.EdgeCat.I32}} {
+		if c.cols.Cols() == 0 {
+			continue
+		}
+		limit := int32(min(int64(1)<<(8*c.cols.Width), 1<<31-1))
+		f := len(c.cols.Categorical)
+		for i, v := range c.codes {
+			if v < 0 {
+				return fail("code %d in column %d (%s)", v, i%f, c.cols.Categorical[i%f].Name)
+			}
+			if v >= limit {
+				return fmt.Errorf("%w: graph %d: code %d in column %s, width %d", ErrCodeWidth, g.ID, v, c.cols.Categorical[i%f].Name, c.cols.Width)
+			}
+			if col := &c.cols.Categorical[i%f]; int(v) >= col.Vocab {
+				col.Vocab = int(v) + 1
+			}
+		}
+	}
+	for _, t := range g.Targets {
+		if math.IsNaN(float64(t)) {
+			w.missing++
+		} else if math.IsInf(float64(t), 0) {
+			return fail("target %g", t)
+		}
+	}
+	vals := len(g.Edges) + g.NodeCat.Len() + len(g.X) + g.EdgeCat.Len() + len(g.EdgeX) + len(g.Targets)
+	b := w.b
+	if len(b.ids) > 0 && (len(b.ids) >= w.opts.BatchGraphs || b.values+vals > w.opts.BatchValues) {
+		if err := w.flushBatch(); err != nil {
+			return err
+		}
+		b = w.b
+	}
+	if int64(len(b.edgeVals))+int64(len(g.Edges)) > 1<<31-1 || int64(len(b.nodeCat))+int64(g.NodeCat.Len()) > 1<<31-1 ||
+		int64(len(b.xVals))+int64(len(g.X)) > 1<<31-1 || int64(len(b.edgeCat))+int64(g.EdgeCat.Len()) > 1<<31-1 {
+		return fail("too large for one record batch")
+	}
+	b.ids = append(b.ids, g.ID)
+	b.labels = append(b.labels, g.Label)
+	b.nnodes = append(b.nnodes, g.NumNodes)
+	b.edgeVals = appendDoubling(b.edgeVals, g.Edges)
+	b.edgeOff = append(b.edgeOff, int32(len(b.edgeVals)))
+	b.targets = append(b.targets, g.Targets...)
+	b.tgtOff = append(b.tgtOff, int32(len(b.targets)))
+	b.nodeCat = appendDoubling(b.nodeCat, g.NodeCat.I32)
+	b.ncOff = append(b.ncOff, int32(len(b.nodeCat)))
+	b.xVals = appendDoubling(b.xVals, g.X)
+	b.featOff = append(b.featOff, int32(len(b.xVals)))
+	b.edgeCat = appendDoubling(b.edgeCat, g.EdgeCat.I32)
+	b.ecOff = append(b.ecOff, int32(len(b.edgeCat)))
+	b.edgeX = appendDoubling(b.edgeX, g.EdgeX)
+	b.exOff = append(b.exOff, int32(len(b.edgeX)))
+	b.values += vals
+	b.nodes += int64(n)
+	b.edges += int64(m)
+	w.next++
+	w.stats.Graphs++
+	w.stats.Nodes += int64(n)
+	w.stats.Edges += int64(m)
+	w.stats.MaxNodes = max(w.stats.MaxNodes, int64(n))
+	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(m))
+	w.stats.IsolatedNodes += w.isolated(g)
+	return nil
+}
+
+// narrow stores codes width bytes each in buf (reused).
+func narrow(codes []int32, width int, buf []byte) []byte {
+	buf = slices.Grow(buf[:0], width*len(codes))[:width*len(codes)]
+	switch width {
+	case 1:
+		for i, v := range codes {
+			buf[i] = byte(v)
+		}
+	case 2:
+		for i, v := range codes {
+			binary.LittleEndian.PutUint16(buf[2*i:], uint16(v))
+		}
+	default:
+		copy(buf, arrow.Int32Traits.CastToBytes(codes))
+	}
+	return buf
 }
 
 // isolated counts g's nodes without an edge, in O(nodes + edges) with a
@@ -401,9 +623,13 @@ func (w *Writer) discard() {
 	w.inflight = nil
 }
 
-// record wraps a batch's slices as Arrow arrays without copying them.
+// record wraps a batch's slices as Arrow arrays without copying them
+// (format 3's codes once narrowed to their width).
 func (w *Writer) record(b *batchBuf) arrow.RecordBatch {
 	n := len(b.ids)
+	if w.opts.V3() {
+		return w.recordV3(b)
+	}
 	cols := []arrow.Array{
 		arrowx.Primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(b.ids)),
 		arrowx.Primitive(arrow.PrimitiveTypes.Int32, n, arrow.Int32Traits.CastToBytes(b.labels)),
@@ -417,6 +643,39 @@ func (w *Writer) record(b *batchBuf) arrow.RecordBatch {
 	}
 	if w.opts.EdgeLabels {
 		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, b.elOff, len(b.elVals), arrow.Int32Traits.CastToBytes(b.elVals)))
+	}
+	rec := array.NewRecordBatch(w.schema, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
+}
+
+func (w *Writer) recordV3(b *batchBuf) arrow.RecordBatch {
+	n := len(b.ids)
+	i32, f32 := arrow.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Float32
+	cols := []arrow.Array{arrowx.Primitive(arrow.PrimitiveTypes.Int64, n, arrow.Int64Traits.CastToBytes(b.ids))}
+	if w.opts.Task.Floats() {
+		cols = append(cols, arrowx.List(f32, b.tgtOff, len(b.targets), arrow.Float32Traits.CastToBytes(b.targets)))
+	} else {
+		cols = append(cols, arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(b.labels)))
+	}
+	cols = append(cols,
+		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(b.nnodes)),
+		arrowx.List(i32, b.edgeOff, len(b.edgeVals), arrow.Int32Traits.CastToBytes(b.edgeVals)))
+	if w.node.Cols() > 0 {
+		b.nodeCatBytes = narrow(b.nodeCat, w.node.Width, b.nodeCatBytes)
+		cols = append(cols, arrowx.List(codeType(w.node.Width), b.ncOff, len(b.nodeCat), b.nodeCatBytes))
+	}
+	if w.node.DenseDim() > 0 {
+		cols = append(cols, arrowx.List(f32, b.featOff, len(b.xVals), arrow.Float32Traits.CastToBytes(b.xVals)))
+	}
+	if w.edge.Cols() > 0 {
+		b.edgeCatBytes = narrow(b.edgeCat, w.edge.Width, b.edgeCatBytes)
+		cols = append(cols, arrowx.List(codeType(w.edge.Width), b.ecOff, len(b.edgeCat), b.edgeCatBytes))
+	}
+	if w.edge.DenseDim() > 0 {
+		cols = append(cols, arrowx.List(f32, b.exOff, len(b.edgeX), arrow.Float32Traits.CastToBytes(b.edgeX)))
 	}
 	rec := array.NewRecordBatch(w.schema, cols, int64(n))
 	for _, c := range cols {
@@ -464,12 +723,23 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 		return nil, err
 	}
 	m.Format = FormatName
-	m.FormatVersion = CurrentVersion
+	m.FormatVersion = FormatV2
 	m.ToolVersion = version.Version
 	m.Dataset = w.opts.Dataset
 	m.Compression = w.opts.Compression
 	m.HasEdgeLabels = w.opts.EdgeLabels
 	m.Features.Kind, m.Features.Dim = w.opts.FeatureKind, w.opts.FeatureDim
+	if w.opts.V3() {
+		m.FormatVersion = FormatV3
+		m.Features = Features{Kind: FeatureColumns}
+		m.NodeFeatures, m.EdgeFeatures = w.node, w.edge
+		t := *w.opts.Task
+		t.Missing = w.missing
+		m.Task = &t
+		if t.Floats() {
+			m.Classes, m.LabelMap = 0, nil
+		}
+	}
 	m.Stats.Graphs, m.Stats.Nodes, m.Stats.Edges = w.stats.Graphs, w.stats.Nodes, w.stats.Edges
 	m.Stats.MaxNodes, m.Stats.MaxEdges = w.stats.MaxNodes, w.stats.MaxEdges
 	m.Stats.IsolatedNodes = w.stats.IsolatedNodes

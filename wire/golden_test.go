@@ -75,9 +75,12 @@ func TestProtocolGolden(t *testing.T) {
 	d.Shm.MinRing, d.Shm.MaxRing = wire.MinShmRing, wire.MaxShmRing
 	d.Codes = []string{wire.CodeBadRequest, wire.CodeOutOfRange, wire.CodeUnavailable, wire.CodeInternal}
 	d.Columns = []string{wire.ColGraphID, wire.ColNumNodes, wire.ColEdgeSrc, wire.ColEdgeDst, wire.ColXNode, wire.ColXCode,
-		wire.ColXWeight, wire.ColX, wire.ColY, wire.ColYMix, wire.ColYQ, wire.ColPolicy, wire.ColPadded}
+		wire.ColXWeight, wire.ColX, wire.ColY, wire.ColYMix, wire.ColYQ, wire.ColPolicy, wire.ColPadded,
+		wire.ColXCat, wire.ColEdgeCat, wire.ColEdgeX, wire.ColTargets}
 	d.MetadataKeys = []string{wire.MetaProtocolVersion, wire.MetaDataset, wire.MetaFeatureKind, wire.MetaFeatureDim,
-		wire.MetaClasses, wire.MetaEpoch, wire.MetaRank, wire.MetaWorld}
+		wire.MetaClasses, wire.MetaEpoch, wire.MetaRank, wire.MetaWorld,
+		wire.MetaTask, wire.MetaTargets, wire.MetaNodeVocab, wire.MetaNodeDense, wire.MetaEdgeVocab, wire.MetaEdgeDense,
+		wire.MetaEdgeFill, wire.MetaEdgeFillX}
 	d.RequestFields = jsonFields(wire.Request{})
 	d.ResponseFields = jsonFields(wire.Response{})
 	d.TrailerFields = jsonFields(wire.Trailer{})

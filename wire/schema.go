@@ -2,6 +2,7 @@ package wire
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -25,11 +26,20 @@ const (
 	ColYQ       = "y_q"
 	ColPolicy   = "policy"
 	ColPadded   = "padded"
+	// Batch schema 2: categorical node columns (N × columns codes,
+	// node-major), edge features aligned with edge_src/edge_dst (2E ×
+	// columns codes, 2E × dense floats), float targets (T per graph,
+	// NaN: missing) in place of y, y_mix and y_q.
+	ColXCat    = "x_cat"
+	ColEdgeCat = "edge_cat"
+	ColEdgeX   = "edge_x"
+	ColTargets = "targets"
 )
 
-// SchemaVersion is the batch schema's version (schema metadata
-// MetaProtocolVersion).
-const SchemaVersion = 1
+// SchemaVersion is the newest batch schema version (schema metadata
+// MetaProtocolVersion): 2 adds the columns of molecule and OGB data. A
+// stream without them says 1 and is byte for byte what it was.
+const SchemaVersion = 2
 
 // Schema-metadata keys of every served stream.
 const (
@@ -41,6 +51,18 @@ const (
 	MetaEpoch           = "augloader.epoch"
 	MetaRank            = "augloader.rank"
 	MetaWorld           = "augloader.world"
+	// Batch schema 2 (each only in a stream with the columns it
+	// describes): the task (class, binary, regression) and target count;
+	// the node and edge columns' vocabulary sizes (comma-separated) and
+	// float widths; the edge fill's codes and value.
+	MetaTask      = "augloader.task"
+	MetaTargets   = "augloader.targets"
+	MetaNodeVocab = "augloader.node_vocab"
+	MetaNodeDense = "augloader.node_dense"
+	MetaEdgeVocab = "augloader.edge_vocab"
+	MetaEdgeDense = "augloader.edge_dense"
+	MetaEdgeFill  = "augloader.edge_fill"
+	MetaEdgeFillX = "augloader.edge_fill_value"
 )
 
 // SchemaInfo is what a stream's schema says besides its columns.
@@ -56,6 +78,60 @@ type SchemaInfo struct {
 	Classes     int
 	Epoch       uint64
 	Rank, World int
+
+	// Batch schema 2. NodeVocab: the categorical node columns' vocabulary
+	// sizes (x_cat; codes CodeWidth bytes wide: the narrowest holding
+	// every vocabulary size, so the fill's reserved code too); EdgeVocab
+	// and EdgeDense the edge columns (edge_cat, edge_x), EdgeFill and
+	// EdgeFillX the fill; Targets > 0 for float targets (Task binary or
+	// regression).
+	NodeVocab []int32
+	EdgeVocab []int32
+	EdgeDense int
+	EdgeFill  []int32
+	EdgeFillX float32
+	Targets   int
+	Task      string
+}
+
+// V2 reports whether the stream has batch schema 2's columns.
+func (s SchemaInfo) V2() bool {
+	return len(s.NodeVocab) > 0 || len(s.EdgeVocab) > 0 || s.EdgeDense > 0 || s.Targets > 0 || (s.Task != "" && s.Task != "class")
+}
+
+// CodeWidth is the bytes of a code (1, 2 or 4) that holds codes 0..max of
+// vocabs (the fill's reserved code is a vocabulary's size).
+func CodeWidth(vocabs []int32) int {
+	m := int32(0)
+	for _, v := range vocabs {
+		m = max(m, v)
+	}
+	switch {
+	case m < 1<<8:
+		return 1
+	case m < 1<<16:
+		return 2
+	}
+	return 4
+}
+
+// CodeType is the Arrow type of codes width bytes wide.
+func CodeType(width int) arrow.DataType {
+	switch width {
+	case 1:
+		return arrow.PrimitiveTypes.Uint8
+	case 2:
+		return arrow.PrimitiveTypes.Uint16
+	}
+	return arrow.PrimitiveTypes.Int32
+}
+
+func joinInts(v []int32) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.Itoa(int(x))
+	}
+	return strings.Join(parts, ",")
 }
 
 // BatchSchema is the schema of every record batch of a stream.
@@ -68,26 +144,63 @@ func BatchSchema(s SchemaInfo) *arrow.Schema {
 		{Name: ColEdgeSrc, Type: list(i32)},
 		{Name: ColEdgeDst, Type: list(i32)},
 	}
-	if s.Dense {
-		fields = append(fields, arrow.Field{Name: ColX, Type: list(arrow.PrimitiveTypes.Float32)})
-	} else {
+	f32 := arrow.PrimitiveTypes.Float32
+	switch {
+	case len(s.NodeVocab) > 0:
+		fields = append(fields, arrow.Field{Name: ColXCat, Type: list(CodeType(CodeWidth(s.NodeVocab)))})
+		if s.Dense {
+			fields = append(fields, arrow.Field{Name: ColX, Type: list(f32)})
+		}
+	case s.Dense:
+		fields = append(fields, arrow.Field{Name: ColX, Type: list(f32)})
+	case !s.V2() || s.FeatureDim > 0:
+		// Formats 1 and 2's one-hot codes (a format 3 set without node
+		// features has no node column).
 		fields = append(fields,
 			arrow.Field{Name: ColXNode, Type: list(i32)},
 			arrow.Field{Name: ColXCode, Type: list(i32)},
-			arrow.Field{Name: ColXWeight, Type: list(arrow.PrimitiveTypes.Float32)})
+			arrow.Field{Name: ColXWeight, Type: list(f32)})
+	}
+	if len(s.EdgeVocab) > 0 {
+		fields = append(fields, arrow.Field{Name: ColEdgeCat, Type: list(CodeType(CodeWidth(s.EdgeVocab)))})
+	}
+	if s.EdgeDense > 0 {
+		fields = append(fields, arrow.Field{Name: ColEdgeX, Type: list(f32)})
+	}
+	if s.Targets > 0 {
+		fields = append(fields, arrow.Field{Name: ColTargets, Type: list(f32)})
+	} else {
+		fields = append(fields,
+			arrow.Field{Name: ColY, Type: i32},
+			arrow.Field{Name: ColYMix, Type: i32},
+			arrow.Field{Name: ColYQ, Type: f32})
 	}
 	fields = append(fields,
-		arrow.Field{Name: ColY, Type: i32},
-		arrow.Field{Name: ColYMix, Type: i32},
-		arrow.Field{Name: ColYQ, Type: arrow.PrimitiveTypes.Float32},
 		arrow.Field{Name: ColPolicy, Type: arrow.BinaryTypes.String},
 		arrow.Field{Name: ColPadded, Type: arrow.FixedWidthTypes.Boolean},
 	)
-	md := arrow.NewMetadata(
-		[]string{MetaProtocolVersion, MetaDataset, MetaFeatureKind, MetaFeatureDim,
-			MetaClasses, MetaEpoch, MetaRank, MetaWorld},
-		[]string{strconv.Itoa(SchemaVersion), s.Dataset, s.FeatureKind, strconv.Itoa(s.FeatureDim),
-			strconv.Itoa(s.Classes), strconv.FormatUint(s.Epoch, 10), strconv.Itoa(s.Rank), strconv.Itoa(s.World)},
-	)
+	version := 1
+	if s.V2() {
+		version = 2
+	}
+	keys := []string{MetaProtocolVersion, MetaDataset, MetaFeatureKind, MetaFeatureDim,
+		MetaClasses, MetaEpoch, MetaRank, MetaWorld}
+	vals := []string{strconv.Itoa(version), s.Dataset, s.FeatureKind, strconv.Itoa(s.FeatureDim),
+		strconv.Itoa(s.Classes), strconv.FormatUint(s.Epoch, 10), strconv.Itoa(s.Rank), strconv.Itoa(s.World)}
+	if s.V2() {
+		task := s.Task
+		if task == "" {
+			task = "class"
+		}
+		keys = append(keys, MetaTask, MetaTargets, MetaNodeVocab, MetaNodeDense, MetaEdgeVocab, MetaEdgeDense, MetaEdgeFill, MetaEdgeFillX)
+		nodeDense := 0
+		if s.Dense {
+			nodeDense = s.FeatureDim
+		}
+		vals = append(vals, task, strconv.Itoa(s.Targets), joinInts(s.NodeVocab), strconv.Itoa(nodeDense),
+			joinInts(s.EdgeVocab), strconv.Itoa(s.EdgeDense), joinInts(s.EdgeFill),
+			strconv.FormatFloat(float64(s.EdgeFillX), 'g', -1, 32))
+	}
+	md := arrow.NewMetadata(keys, vals)
 	return arrow.NewSchema(fields, &md)
 }

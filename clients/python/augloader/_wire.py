@@ -30,16 +30,22 @@ STATUS_ERROR = 1
 # Arrow IPC messages (each: FF FF FF FF | int32 metadata length | flatbuffer | body).
 MAX_ARROW_METADATA = 64 << 20
 MAX_ARROW_BODY = 1 << 30
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the newest batch schema this client reads (1 and 2)
 CONTINUATION = 0xFFFFFFFF
 
 CODES = ("bad_request", "out_of_range", "unavailable", "internal")
 
 COLUMNS = ("graph_id", "num_nodes", "edge_src", "edge_dst", "x_node", "x_code", "x_weight", "x",
-           "y", "y_mix", "y_q", "policy", "padded")
-METADATA_KEYS = ("augloader.protocol_version", "augloader.dataset", "augloader.feature_kind",
-                 "augloader.feature_dim", "augloader.classes", "augloader.epoch", "augloader.rank",
-                 "augloader.world")
+           "y", "y_mix", "y_q", "policy", "padded", "x_cat", "edge_cat", "edge_x", "targets")
+METADATA_KEYS_V1 = ("augloader.protocol_version", "augloader.dataset", "augloader.feature_kind",
+                    "augloader.feature_dim", "augloader.classes", "augloader.epoch", "augloader.rank",
+                    "augloader.world")
+# Batch schema 2 (molecules and OGB): in every stream that says version 2.
+METADATA_KEYS_V2 = ("augloader.task", "augloader.targets", "augloader.node_vocab", "augloader.node_dense",
+                    "augloader.edge_vocab", "augloader.edge_dense", "augloader.edge_fill",
+                    "augloader.edge_fill_value")
+METADATA_KEYS = METADATA_KEYS_V1 + METADATA_KEYS_V2
+TASKS = ("class", "binary", "regression")
 
 REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch", "stride", "count",
                   "batches_per_epoch", "drop_last", "view", "fold", "digest", "shm")
@@ -59,11 +65,85 @@ MAX_VIEW_NAME = 64
 _I32, _I64, _F32 = pa.int32(), pa.int64(), pa.float32()
 
 
-def _expected_fields(dense: bool):
+def code_type(vocabs) -> pa.DataType:
+    """The Arrow type of categorical codes: the narrowest holding every
+    vocabulary size (the edge fill's reserved code is one)."""
+    m = max(vocabs, default=0)
+    return pa.uint8() if m < 1 << 8 else pa.uint16() if m < 1 << 16 else _I32
+
+
+def _expected_fields(info: dict):
     lst = lambda t: pa.list_(pa.field("item", t, nullable=False))  # noqa: E731
     fields = [("graph_id", _I64), ("num_nodes", _I32), ("edge_src", lst(_I32)), ("edge_dst", lst(_I32))]
-    fields += [("x", lst(_F32))] if dense else [("x_node", lst(_I32)), ("x_code", lst(_I32)), ("x_weight", lst(_F32))]
-    return fields + [("y", _I32), ("y_mix", _I32), ("y_q", _F32), ("policy", pa.string()), ("padded", pa.bool_())]
+    if info["node_vocab"]:
+        fields.append(("x_cat", lst(code_type(info["node_vocab"]))))
+    if info["dense"]:
+        fields.append(("x", lst(_F32)))
+    elif not info["node_vocab"] and (info["version"] == 1 or info["feature_dim"] > 0):
+        fields += [("x_node", lst(_I32)), ("x_code", lst(_I32)), ("x_weight", lst(_F32))]
+    if info["edge_vocab"]:
+        fields.append(("edge_cat", lst(code_type(info["edge_vocab"]))))
+    if info["edge_dense"]:
+        fields.append(("edge_x", lst(_F32)))
+    if info["targets"]:
+        fields.append(("targets", lst(_F32)))
+    else:
+        fields += [("y", _I32), ("y_mix", _I32), ("y_q", _F32)]
+    return fields + [("policy", pa.string()), ("padded", pa.bool_())]
+
+
+def _count(md: dict, k: str) -> int:
+    v = md[k]
+    if not (v.isascii() and v.isdigit()) or len(v) > 20:
+        raise ConnectionLost(f"protocol error: schema metadata {k}={v!r} is not a count")
+    return int(v)
+
+
+def _counts(md: dict, k: str) -> list:
+    v = md[k]
+    if v == "":
+        return []
+    parts = v.split(",")
+    if len(parts) > 1 << 16 or not all(p.isascii() and p.isdigit() and 0 < len(p) <= 10 for p in parts):
+        raise ConnectionLost(f"protocol error: schema metadata {k}={v[:80]!r} is not a list of counts")
+    return [int(p) for p in parts]
+
+
+def schema_info(md: dict) -> dict:
+    """What a checked stream's metadata says, parsed: version, feature kind
+    and dim, dense, classes, and batch schema 2's task, targets, node and
+    edge vocabularies and widths, the edge fill."""
+    kind = md["augloader.feature_kind"]
+    if kind not in ("labels", "degree", "attributes", "columns"):
+        raise ConnectionLost(f"protocol error: feature kind {kind!r}")
+    for k in ("augloader.epoch", "augloader.rank", "augloader.world"):
+        _count(md, k)
+    info = {"version": _count(md, "augloader.protocol_version"), "kind": kind,
+            "feature_dim": _count(md, "augloader.feature_dim"), "classes": _count(md, "augloader.classes"),
+            "task": "class", "targets": 0, "node_vocab": [], "node_dense": 0, "edge_vocab": [], "edge_dense": 0,
+            "edge_fill": [], "edge_fill_value": 0.0}
+    if info["version"] not in (1, SCHEMA_VERSION):
+        raise ConnectionLost(f"protocol error: batch schema version {info['version']}, this client reads 1 and {SCHEMA_VERSION}")
+    if info["version"] == 2:
+        missing = [k for k in METADATA_KEYS_V2 if k not in md]
+        if missing:
+            raise ConnectionLost(f"protocol error: schema metadata lacks {missing}")
+        info["task"] = md["augloader.task"]
+        if info["task"] not in TASKS:
+            raise ConnectionLost(f"protocol error: task {info['task']!r}")
+        for k in ("targets", "node_dense", "edge_dense"):
+            info[k] = _count(md, "augloader." + k)
+        for k in ("node_vocab", "edge_vocab", "edge_fill"):
+            info[k] = _counts(md, "augloader." + k)
+        try:
+            info["edge_fill_value"] = float(md["augloader.edge_fill_value"])
+        except ValueError:
+            raise ConnectionLost("protocol error: edge_fill_value is not a number") from None
+        if (info["task"] == "class") != (info["targets"] == 0) or len(info["edge_fill"]) != len(info["edge_vocab"]):
+            raise ConnectionLost(f"protocol error: task {info['task']} with {info['targets']} targets, "
+                                 f"edge fill {info['edge_fill']} for vocabularies {info['edge_vocab']}")
+    info["dense"] = kind == "attributes" or info["node_dense"] > 0
+    return info
 
 
 def check_schema(schema: pa.Schema) -> dict:
@@ -74,21 +154,12 @@ def check_schema(schema: pa.Schema) -> dict:
         md = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
     except UnicodeDecodeError:
         raise ConnectionLost("protocol error: schema metadata is not UTF-8") from None
-    missing = [k for k in METADATA_KEYS if k not in md]
+    missing = [k for k in METADATA_KEYS_V1 if k not in md]
     if missing:
         raise ConnectionLost(f"protocol error: schema metadata lacks {missing}")
-    kind = md["augloader.feature_kind"]
-    if kind not in ("labels", "degree", "attributes"):
-        raise ConnectionLost(f"protocol error: feature kind {kind!r}")
-    for k in ("augloader.protocol_version", "augloader.feature_dim", "augloader.classes", "augloader.epoch",
-              "augloader.rank", "augloader.world"):
-        v = md[k]
-        if not (v.isascii() and v.isdigit()) or len(v) > 20:
-            raise ConnectionLost(f"protocol error: schema metadata {k}={v!r} is not a count")
-    if int(md["augloader.protocol_version"]) != SCHEMA_VERSION:
-        raise ConnectionLost(f"protocol error: batch schema version {md['augloader.protocol_version']}, this client reads {SCHEMA_VERSION}")
+    info = schema_info(md)
     got = [(f.name, f.type) for f in schema]
-    want = _expected_fields(kind == "attributes")
+    want = _expected_fields(info)
     if [n for n, _ in got] != [n for n, _ in want] or any(not a.equals(b) for (_, a), (_, b) in zip(got, want)):
         raise ConnectionLost(f"protocol error: batch columns {got}, want {want}")
     return md

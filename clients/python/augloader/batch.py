@@ -1,6 +1,15 @@
 """One training batch as numpy views of the Arrow record batch the daemon
-sent: PyG's ``Batch`` fields (edge_index, batch, ptr, x, y) without a
-per-graph Python loop."""
+sent: PyG's ``Batch`` fields (edge_index, batch, ptr, x, edge_attr, y)
+without a per-graph Python loop.
+
+Two kinds of data arrive (docs/protocol.md, "Batch schema"): TU sets with a
+one-hot node feature (x_node, x_code, x_weight; ``dense_x()``) or a float
+block (x), a class per graph (y, y_mix, y_q); and molecule/OGB sets with
+categorical node and edge columns (x_cat, edge_cat: codes, what OGB's
+AtomEncoder and BondEncoder take), float blocks (x, edge_x) and, for
+multi-task binary or regression sets, T float targets per graph (y, NaN
+where missing). TU sets with edge labels (MUTAG, PTC_MR) carry them as one
+categorical edge column."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,13 +35,22 @@ class Batch:
     x_code: Optional[np.ndarray]    # int32 [K]
     x_weight: Optional[np.ndarray]  # float32 [K]
     x: Optional[np.ndarray]         # float32 [N, dim] dense features
-    y: np.ndarray            # int32 [B]
-    y_mix: np.ndarray        # int32 [B]
-    y_q: np.ndarray          # float32 [B]: soft label q·onehot(y) + (1-q)·onehot(y_mix)
+    y: np.ndarray            # int32 [B] (class task) or float32 [B, T] targets, NaN where missing
+    y_mix: Optional[np.ndarray]  # int32 [B] (class task)
+    y_q: Optional[np.ndarray]    # float32 [B]: soft label q·onehot(y) + (1-q)·onehot(y_mix)
     padded: np.ndarray       # bool [B]
     feature_dim: int
     num_classes: int
     record: pa.RecordBatch   # the Arrow batch itself
+    # Batch schema 2 (molecules, OGB; TU edge labels): codes at their
+    # stored width (uint8, uint16 or int32 views), floats as float32 views.
+    x_cat: Optional[np.ndarray] = None     # [N, F] categorical node columns
+    edge_cat: Optional[np.ndarray] = None  # [2|E|, K] categorical edge columns, row i: edge (edge_src[i], edge_dst[i])
+    edge_x: Optional[np.ndarray] = None    # float32 [2|E|, D] float edge features
+    task: str = "class"                    # class, binary or regression
+    node_vocab: tuple = ()                 # vocabulary size of each x_cat column
+    edge_vocab: tuple = ()                 # of each edge_cat column (the edge fill's reserved code is the size)
+    edge_fill: tuple = ()                  # the fill code of each edge_cat column
 
     # The record batch message's SHA-256 (hex), when the stream was read
     # with digest=True over the socket.
@@ -62,11 +80,30 @@ class Batch:
             self._edge_index = ei
         return self._edge_index
 
+    @property
+    def edge_attr(self) -> Optional[np.ndarray]:
+        """PyG's edge_attr [2|E|, K]: the categorical edge columns as int64
+        (BondEncoder's input) when the edges have any, else the float
+        edge features; None without edge features."""
+        if self.edge_cat is not None:
+            return self.edge_cat.astype(np.int64)
+        return self.edge_x
+
+    def node_x(self) -> np.ndarray:
+        """PyG's x: the categorical node columns as int64 [N, F]
+        (AtomEncoder's input) when the nodes have any, else the float
+        block, else the one-hot features (dense_x)."""
+        if self.x_cat is not None:
+            return self.x_cat.astype(np.int64)
+        return self.dense_x()
+
     def dense_x(self) -> np.ndarray:
         """Node features as a dense float32 matrix [N, dim]."""
         if self.x is not None:
             return self.x
         n = int(self.ptr[-1])
+        if self.x_code is None:  # no node features
+            return np.zeros((n, 0), dtype=np.float32)
         if len(self.x_code) and (self.x_code.max() >= self.feature_dim or self.x_code.min() < 0
                                  or self.x_node.max() >= n or self.x_node.min() < 0):
             raise ValueError("augloader: feature codes or nodes out of range")
@@ -78,7 +115,10 @@ class Batch:
         return out
 
     def soft_y(self) -> np.ndarray:
-        """Label distributions [B, C] (one-hot for hard labels)."""
+        """Label distributions [B, C] (one-hot for hard labels); for float
+        targets, the targets themselves [B, T]."""
+        if self.task != "class":
+            return self.y
         b = self.num_graphs
         out = np.zeros((b, self.num_classes), dtype=np.float32)
         rows = np.arange(b)
@@ -88,43 +128,85 @@ class Batch:
 
     @classmethod
     def from_record_batch(cls, rb: pa.RecordBatch) -> "Batch":
+        from ._wire import schema_info  # the stream's schema was checked by the reader
         md = {k.decode(): v.decode() for k, v in (rb.schema.metadata or {}).items()}
+        info = schema_info(md)
         col = rb.column
+        names = rb.schema.names
 
-        def values(name, dtype):
-            return col(name).values.to_numpy(zero_copy_only=True).astype(dtype, copy=False)
+        def values(name, dtype=None):
+            v = col(name).values.to_numpy(zero_copy_only=True)
+            return v if dtype is None else v.astype(dtype, copy=False)
 
         num_nodes = col("num_nodes").to_numpy(zero_copy_only=True)
-        num_classes = int(md.get("augloader.classes", 0))
-        y, y_mix, y_q = (col(c).to_numpy(zero_copy_only=True) for c in ("y", "y_mix", "y_q"))
-        # Per-graph checks (a few values per graph, not per edge): a
-        # damaged batch fails here rather than in the trainer.
-        if len(num_nodes) and (num_nodes.min() < 0 or min(y.min(), y_mix.min()) < 0
-                               or max(y.max(), y_mix.max()) >= num_classes
-                               or not (np.all(y_q >= 0) and np.all(y_q <= 1))):
-            raise ValueError("augloader: node counts or labels out of range")
-        ptr = np.zeros(len(num_nodes) + 1, dtype=np.int64)
+        num_classes = info["classes"]
+        b = len(num_nodes)
+        if len(num_nodes) and num_nodes.min() < 0:
+            raise ValueError("augloader: node counts out of range")
+        if info["targets"]:
+            t = info["targets"]
+            targets = values("targets")
+            if len(targets) != b * t:
+                raise ValueError(f"augloader: {len(targets)} targets for {b} graphs × {t}")
+            y, y_mix, y_q = targets.reshape(b, t), None, None
+        else:
+            y, y_mix, y_q = (col(c).to_numpy(zero_copy_only=True) for c in ("y", "y_mix", "y_q"))
+            # Per-graph checks (a few values per graph, not per edge): a
+            # damaged batch fails here rather than in the trainer.
+            if len(num_nodes) and (min(y.min(), y_mix.min()) < 0 or max(y.max(), y_mix.max()) >= num_classes
+                                   or not (np.all(y_q >= 0) and np.all(y_q <= 1))):
+                raise ValueError("augloader: labels out of range")
+        ptr = np.zeros(b + 1, dtype=np.int64)
         np.cumsum(num_nodes, out=ptr[1:])
-        names = rb.schema.names
+        n = int(ptr[-1])
         dense = "x" in names
-        # Every node has a feature row (dense) or at least one code: the
-        # node count is bounded by what was received, so a damaged count
-        # cannot make the arrays below gigabytes.
-        feature_dim = int(md.get("augloader.feature_dim", 0))
-        nfeat = len(col("x").values) if dense else len(col("x_code").values)
-        if (dense and nfeat != int(ptr[-1]) * feature_dim) or (not dense and nfeat < int(ptr[-1])):
+        sparse = "x_code" in names
+        # Every node has a feature row or at least one code: the node
+        # count is bounded by what was received, so a damaged count cannot
+        # make the arrays below gigabytes.
+        feature_dim = info["feature_dim"]
+        if dense and len(col("x").values) != n * feature_dim:
             raise ValueError("augloader: node count does not match the features")
+        if sparse and len(col("x_code").values) < n:
+            raise ValueError("augloader: node count does not match the features")
+        x_cat = edge_cat = edge_x = None
+        ne = len(col("edge_src").values)
+        if info["node_vocab"]:
+            f = len(info["node_vocab"])
+            x_cat = values("x_cat")
+            if len(x_cat) != n * f:
+                raise ValueError(f"augloader: {len(x_cat)} node codes for {n} nodes × {f} columns")
+            x_cat = x_cat.reshape(n, f)
+            if n and np.any(x_cat.max(axis=0) >= np.asarray(info["node_vocab"])):
+                raise ValueError("augloader: node codes out of their vocabularies")
+        if not (dense or sparse or x_cat is not None) and n > (1 << 26):
+            raise ValueError(f"augloader: {n} nodes without features")
+        if info["edge_vocab"]:
+            k = len(info["edge_vocab"])
+            edge_cat = values("edge_cat")
+            if len(edge_cat) != ne * k:
+                raise ValueError(f"augloader: {len(edge_cat)} edge codes for {ne} edges × {k} columns")
+            edge_cat = edge_cat.reshape(ne, k)
+            # The fill's reserved code is the vocabulary size.
+            if ne and np.any(edge_cat.max(axis=0) > np.asarray(info["edge_vocab"])):
+                raise ValueError("augloader: edge codes out of their vocabularies")
+        if info["edge_dense"]:
+            d = info["edge_dense"]
+            edge_x = values("edge_x", np.float32)
+            if len(edge_x) != ne * d:
+                raise ValueError(f"augloader: {len(edge_x)} edge values for {ne} edges × {d}")
+            edge_x = edge_x.reshape(ne, d)
         return cls(
             graph_id=col("graph_id").to_numpy(zero_copy_only=True),
             num_nodes=num_nodes,
             ptr=ptr,
-            batch=np.repeat(np.arange(len(num_nodes), dtype=np.int64), num_nodes),
+            batch=np.repeat(np.arange(b, dtype=np.int64), num_nodes),
             edge_src=values("edge_src", np.int32),
             edge_dst=values("edge_dst", np.int32),
-            x_node=None if dense else values("x_node", np.int32),
-            x_code=None if dense else values("x_code", np.int32),
-            x_weight=None if dense else values("x_weight", np.float32),
-            x=values("x", np.float32).reshape(int(ptr[-1]), -1) if dense else None,
+            x_node=values("x_node", np.int32) if sparse else None,
+            x_code=values("x_code", np.int32) if sparse else None,
+            x_weight=values("x_weight", np.float32) if sparse else None,
+            x=values("x", np.float32).reshape(n, -1) if dense else None,
             y=y,
             y_mix=y_mix,
             y_q=y_q,
@@ -132,4 +214,11 @@ class Batch:
             feature_dim=feature_dim,
             num_classes=num_classes,
             record=rb,
+            x_cat=x_cat,
+            edge_cat=edge_cat,
+            edge_x=edge_x,
+            task=info["task"],
+            node_vocab=tuple(info["node_vocab"]),
+            edge_vocab=tuple(info["edge_vocab"]),
+            edge_fill=tuple(info["edge_fill"]),
         )

@@ -43,13 +43,32 @@ def _long(a: np.ndarray, dev: torch.device) -> torch.Tensor:
     return torch.from_numpy(a.copy()).to(dev).long()  # copy: Arrow memory is read-only
 
 
+def _codes(a: np.ndarray, dev: torch.device) -> torch.Tensor:
+    """int64 tensor of categorical codes (uint8/uint16/int32 [rows, cols]):
+    the narrow codes cross the bus, widened on the device."""
+    if a.dtype == np.uint16:  # torch has no uint16 arithmetic on every version
+        a = a.astype(np.int32)
+    return torch.from_numpy(np.ascontiguousarray(a).copy()).to(dev).long()
+
+
 def to_tensors(b: Batch, device="cpu") -> dict:
-    """Tensors of one batch, with the dense one-hot x and the int64
-    edge_index built on device from the batch's int32 views."""
+    """Tensors of one batch: x (the int64 categorical node columns, AtomEncoder's
+    input, when the set has them; else the float block or the dense one-hot
+    built on device), the int64 edge_index built on device from the int32
+    views, edge_attr (int64 categorical edge columns or float edge
+    features, when the set has them; x_dense and edge_x keep a float block
+    beside codes), and y (int64 class, or float32 [B, T] targets with NaN)."""
     dev = torch.device(device)
     n = int(b.ptr[-1])
-    if b.x is not None:
+    out = {}
+    if b.x_cat is not None:
+        x = _codes(b.x_cat, dev)
+        if b.x is not None:
+            out["x_dense"] = torch.from_numpy(np.ascontiguousarray(b.x)).to(dev)
+    elif b.x is not None:
         x = torch.from_numpy(np.ascontiguousarray(b.x)).to(dev)
+    elif b.x_code is None:
+        x = torch.zeros((n, 0), dtype=torch.float32, device=dev)
     else:
         x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
         idx = (_long(b.x_node, dev), _long(b.x_code, dev))
@@ -60,15 +79,28 @@ def to_tensors(b: Batch, device="cpu") -> dict:
         # Half the bytes cross the bus: one int32 [2, E] host copy (the
         # Arrow views are read-only), widened on the device.
         edge_index = torch.from_numpy(np.stack((b.edge_src, b.edge_dst))).to(dev).long()
-    y_soft = torch.from_numpy(b.soft_y()).to(dev)
+    if b.edge_cat is not None:
+        out["edge_attr"] = _codes(b.edge_cat, dev)
+        if b.edge_x is not None:
+            out["edge_x"] = torch.from_numpy(b.edge_x.copy()).to(dev)
+    elif b.edge_x is not None:
+        out["edge_attr"] = torch.from_numpy(b.edge_x.copy()).to(dev)
+    if b.task == "class":
+        y = torch.from_numpy(b.y.astype(np.int64)).to(dev)
+        y_soft = torch.from_numpy(b.soft_y()).to(dev)
+        soft = bool((b.y_q < 1).any())
+    else:
+        y = y_soft = torch.from_numpy(b.y.copy()).to(dev)
+        soft = False
     return {
+        **out,
         "x": x,
         "edge_index": edge_index,
         "batch": torch.from_numpy(b.batch).to(dev),
         "ptr": torch.from_numpy(b.ptr).to(dev),
-        "y": torch.from_numpy(b.y.astype(np.int64)).to(dev),
+        "y": y,
         "y_soft": y_soft,
-        "soft": bool((b.y_q < 1).any()),
+        "soft": soft,
         "graph_id": torch.from_numpy(b.graph_id.copy()),
         "num_graphs": b.num_graphs,
         "padded": torch.from_numpy(b.padded.copy()),
@@ -114,8 +146,9 @@ class AugloaderDataset(IterableDataset):
             if self.digest:
                 t["digest"] = stream.batch_digests[i]
             if self.pyg and PyGBatch is not None:
+                extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x") if k in t}
                 out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
-                               y=t["y_soft"] if t["soft"] else t["y"])
+                               y=t["y_soft"] if t["soft"] else t["y"], **extra)
                 out._num_graphs = t["num_graphs"]
                 out.batch_index = t["batch_index"]
                 yield out
