@@ -6,11 +6,12 @@
 //
 //	NAME=all[:POLICY]                 every graph
 //	NAME={fold}:training|test[:POLICY]  one set of every split file of --folds (a view per fold)
-//	NAME=FILE:training|test[:POLICY]    one set of one split file
+//	NAME=FILE:training|valid|test[:POLICY]  one set of one split file
 //
-// POLICY is a schedule (docs/schedule.md). Without one, a test set gets
-// none and any other set the daemon's --policy (nodesam unless given); a
-// test set with an augmenting schedule is refused unless AugmentTest.
+// POLICY is a schedule (docs/schedule.md). Without one, a test or valid
+// set gets none and any other set the daemon's --policy (nodesam unless
+// given); a test or valid set with an augmenting schedule is refused
+// unless AugmentTest.
 package app
 
 import (
@@ -48,6 +49,7 @@ const (
 	SetAll      = "all"
 	SetTraining = "training"
 	SetTest     = "test"
+	SetValid    = "valid" // a split file's validation set (OGB's splits)
 )
 
 // LoaderOptions are the common settings of serve and materialize. The
@@ -129,8 +131,8 @@ func (o *LoaderOptions) Validate() error {
 	if o.Remainder != epoch.Pad && o.Remainder != epoch.Drop {
 		bad("--remainder %q: want one of pad, drop", string(o.Remainder))
 	}
-	if o.SplitSet != SetTraining && o.SplitSet != SetTest {
-		bad("--split-set %q: want one of training, test", o.SplitSet)
+	if o.SplitSet != SetTraining && o.SplitSet != SetTest && o.SplitSet != SetValid {
+		bad("--split-set %q: want one of training, valid, test", o.SplitSet)
 	}
 	if o.MemoryBudget < MinMemoryBudget {
 		bad("--memory-budget %d bytes: want at least 1MiB", o.MemoryBudget)
@@ -177,7 +179,7 @@ func (b *Built) Close() error { return b.Reader.Close() }
 type ViewSpec struct {
 	Name   string
 	Split  string // "" (every graph), "{fold}", or a split file
-	Set    string // "all", "training" or "test"
+	Set    string // "all", "training", "valid" or "test"
 	Policy string // schedule text; "" for the default
 }
 
@@ -199,8 +201,8 @@ func ParseViewSpec(s string) (ViewSpec, error) {
 	}
 	split, after, ok := strings.Cut(rest, ":")
 	set, policy, _ := strings.Cut(after, ":")
-	if !ok || split == "" || (set != "training" && set != "test") {
-		return ViewSpec{}, fmt.Errorf("--view %q: the subset is all, {fold}:training, {fold}:test, or a split file's :training or :test", s)
+	if !ok || split == "" || (set != SetTraining && set != SetTest && set != SetValid) || (split == "{fold}" && set == SetValid) {
+		return ViewSpec{}, fmt.Errorf("--view %q: the subset is all, {fold}:training, {fold}:test, or a split file's :training, :valid or :test", s)
 	}
 	v.Split, v.Set, v.Policy = split, set, strings.TrimSpace(policy)
 	return v, nil
@@ -280,9 +282,9 @@ func (o LoaderOptions) specs() ([]ViewSpec, []string, error) {
 		switch {
 		case v.Policy != "":
 		case len(o.Views) == 0 && o.ScheduleFile != "": // the daemon's one view takes --schedule
-		case v.Set == "test":
+		case v.Set == SetTest || v.Set == SetValid:
 			v.Policy = "none"
-			notes = append(notes, fmt.Sprintf("%s is a test set: policy none (give one explicitly, with --augment-test, to augment it)", label))
+			notes = append(notes, fmt.Sprintf("%s is a %s set: policy none (give one explicitly, with --augment-test, to augment it)", label, v.Set))
 		case o.ScheduleFile != "":
 		case o.Policy != "":
 			v.Policy = o.Policy
@@ -328,8 +330,8 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 		if err != nil {
 			return err
 		}
-		if v.Set == "test" && sched.Augments() && !o.AugmentTest {
-			return fmt.Errorf("view %q serves a test set with the augmenting schedule %q: pass --augment-test if that is meant", v.Name, sched.String())
+		if (v.Set == SetTest || v.Set == SetValid) && sched.Augments() && !o.AugmentTest {
+			return fmt.Errorf("view %q serves a "+v.Set+" set with the augmenting schedule %q: pass --augment-test if that is meant", v.Name, sched.String())
 		}
 		var sets [][]int64
 		switch v.Split {
@@ -393,8 +395,6 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 }
 
 func pick(sp *epoch.Split, set string) []int64 {
-	if set == "test" {
-		return sp.Test
-	}
-	return sp.Training
+	ids, _ := sp.Set(set)
+	return ids
 }

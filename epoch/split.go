@@ -15,10 +15,25 @@ import (
 	"github.com/augloader/augloader/aug"
 )
 
-// Split is a split file: {"training": [...], "test": [...]}, graph ids.
+// Split is a split file: {"training": [...], "test": [...]}, graph ids,
+// and optionally "valid" (a validation set, as OGB's splits have).
 type Split struct {
 	Training []int64 `json:"training"`
+	Valid    []int64 `json:"valid,omitempty"`
 	Test     []int64 `json:"test"`
+}
+
+// Set returns the ids of set training, valid or test.
+func (s *Split) Set(name string) ([]int64, bool) {
+	switch name {
+	case "training":
+		return s.Training, true
+	case "valid":
+		return s.Valid, true
+	case "test":
+		return s.Test, true
+	}
+	return nil, false
 }
 
 // ErrSplit is the category of every problem with a split file or a folds
@@ -49,35 +64,48 @@ func ReadSplit(path string, n int64) (*Split, error) {
 	if err := json.Unmarshal(b, &keys); err != nil || keys.Training == nil || keys.Test == nil {
 		return nil, fmt.Errorf(`%w: %s: a split file needs both "training" and "test" lists (write [] for an empty one)`, ErrSplit, path)
 	}
-	seen := make(map[int64]uint8, len(s.Training)+len(s.Test))
-	for set, ids := range [][]int64{s.Training, s.Test} {
-		name := [...]string{"training", "test"}[set]
+	if err := s.Check(n); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrSplit, path, err)
+	}
+	return &s, nil
+}
+
+// Check checks a split against a dataset of n graphs: ids in range, none
+// twice within a set, and no id in two sets (naming the ids).
+func (s *Split) Check(n int64) error {
+	names := [...]string{"training", "valid", "test"}
+	seen := make(map[int64]uint8, len(s.Training)+len(s.Valid)+len(s.Test))
+	for set, ids := range [][]int64{s.Training, s.Valid, s.Test} {
 		for _, id := range ids {
 			if id < 0 || id >= n {
-				return nil, fmt.Errorf("%w: %s: %s id %d out of range 0..%d", ErrSplit, path, name, id, n-1)
+				return fmt.Errorf("%s id %d out of range 0..%d", names[set], id, n-1)
 			}
 			if seen[id]&(1<<set) != 0 {
-				return nil, fmt.Errorf("%w: %s: %s lists id %d twice", ErrSplit, path, name, id)
+				return fmt.Errorf("%s lists id %d twice", names[set], id)
 			}
 			seen[id] |= 1 << set
 		}
 	}
-	var both []int64
-	for _, id := range s.Test {
-		if seen[id] == 3 {
-			both = append(both, id)
+	for a := 0; a < 3; a++ {
+		for b := a + 1; b < 3; b++ {
+			var both []int64
+			for id, m := range seen {
+				if m&(1<<a) != 0 && m&(1<<b) != 0 {
+					both = append(both, id)
+				}
+			}
+			if len(both) > 0 {
+				slices.Sort(both)
+				shown := both[:min(len(both), 10)]
+				more := ""
+				if len(both) > len(shown) {
+					more = fmt.Sprintf(" and %d more", len(both)-len(shown))
+				}
+				return fmt.Errorf("%d ids are in both the %s and the %s set: %v%s", len(both), names[a], names[b], shown, more)
+			}
 		}
 	}
-	if len(both) > 0 {
-		slices.Sort(both)
-		shown := both[:min(len(both), 10)]
-		more := ""
-		if len(both) > len(shown) {
-			more = fmt.Sprintf(" and %d more", len(both)-len(shown))
-		}
-		return nil, fmt.Errorf("%w: %s: %d ids are in both the training and the test set: %v%s", ErrSplit, path, len(both), shown, more)
-	}
-	return &s, nil
+	return nil
 }
 
 // FoldFileName names fold i of k in a folds folder: fold-NN.json, the

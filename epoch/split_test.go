@@ -34,7 +34,9 @@ func TestReadSplit(t *testing.T) {
 		{"overlap", `{"training": [0, 1, 2, 3], "test": [3, 1, 4]}`, "2 ids are in both the training and the test set: [1 3]"},
 		{"twice", `{"training": [0, 0], "test": [1]}`, "training lists id 0 twice"},
 		{"range", `{"training": [0], "test": [5]}`, "test id 5 out of range 0..4"},
-		{"unknown key", `{"training": [0], "test": [1], "valid": [2]}`, "unknown field"},
+		{"unknown key", `{"training": [0], "test": [1], "validation": [2]}`, "unknown field"},
+		{"valid set", `{"training": [0], "valid": [2], "test": [1]}`, ""},
+		{"valid overlaps test", `{"training": [0], "valid": [1, 2], "test": [1]}`, "1 ids are in both the valid and the test set: [1]"},
 		{"not json", `{"training": [0`, "unexpected EOF"},
 	}
 	for _, c := range cases {

@@ -34,6 +34,10 @@ var (
 	// stopped after handing some over. Reading again with
 	// ReadOptions.Buffered accepts any order (every edge held in memory).
 	ErrUnordered = errors.New("ingest: edges are not grouped by graph")
+	// ErrReread: what the dataset guessed from its first rows (integer or
+	// float columns, code widths, the task) proved wrong further on; its
+	// Meta has changed, and the converter reads it again from the start.
+	ErrReread = errors.New("ingest: the input's column types changed while reading")
 )
 
 // FormatError says which file, line and field is wrong.
@@ -126,6 +130,24 @@ type Meta struct {
 	// EdgeLabelDim, when positive, says graphs carry one categorical edge
 	// label per edge, codes 0..EdgeLabelDim-1.
 	EdgeLabelDim int
+
+	// Format 3 (shard.WriterOptions' fields of the same names): when Task
+	// is set, graphs fill shard.Graph's NodeCat, X, EdgeCat, EdgeX and
+	// Targets (or Label for a class task) and the fields above the
+	// edge labels stay unset.
+	NodeColumns *shard.Columns
+	EdgeColumns *shard.Columns
+	Task        *shard.Task
+	// Splits the input defines; the converter writes each into the shard
+	// folder as split-NAME.json (epoch.Split).
+	Splits []Split
+}
+
+// Split is a named split of the graphs into training, validation and
+// test ids (OGB's split/NAME folder).
+type Split struct {
+	Name               string
+	Train, Valid, Test []int64
 }
 
 // ReadOptions tune Dataset.Graphs.

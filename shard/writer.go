@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -758,6 +759,20 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
 	return &m, nil
+}
+
+// AddFile writes a file of the caller's into the folder (before Finish,
+// so it appears with the shards, atomically): a split file beside the
+// shards. name is a plain file name that is neither the manifest's nor a
+// shard's.
+func (w *Writer) AddFile(name string, data []byte) error {
+	if name == "" || name != filepath.Base(name) || name == ManifestName || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".arrow") {
+		return fmt.Errorf("shard: cannot add a file named %q to a shard folder", name)
+	}
+	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, name), data, 0o644); err != nil {
+		return fmt.Errorf("shard: %w", err)
+	}
+	return nil
 }
 
 // Abort removes the temporary folder. Safe to call after Finish (no-op).

@@ -279,7 +279,7 @@ func TestFlagRanges(t *testing.T) {
 		{"--node-budget", "-1", "--node-budget -1: want an integer ≥ 0"},
 		{"--edge-budget", "-5", "--edge-budget -5: want an integer ≥ 0"},
 		{"--remainder", "keep", `--remainder "keep": want one of pad, drop`},
-		{"--split-set", "validation", `--split-set "validation": want one of training, test`},
+		{"--split-set", "validation", `--split-set "validation": want one of training, valid, test`},
 	}
 	perCmd := map[string][][]string{
 		"serve": {{"--max-streams", "0", "--max-streams 0: want 1..65536"}, {"--max-pending", "-1", "--max-pending -1"},

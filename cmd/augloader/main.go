@@ -71,7 +71,7 @@ var loaderFlags = []cli.Flag{
 	&cli.IntFlag{Name: "workers", Value: runtime.NumCPU(), Usage: "augmentation workers (1..1024)"},
 	&cli.IntFlag{Name: "batch-size", Value: app.DefaultBatchSize, Usage: "graphs per batch (1..65536; a request may ask for another)"},
 	&cli.StringFlag{Name: "split", Usage: "split file {\"training\": [...], \"test\": [...]}: serve only one of its sets"},
-	&cli.StringFlag{Name: "split-set", Value: app.SetTraining, Usage: "which set of --split to serve: training or test (a test set defaults to policy none)"},
+	&cli.StringFlag{Name: "split-set", Value: app.SetTraining, Usage: "which set of --split to serve: training, valid or test (a test or valid set defaults to policy none)"},
 	&cli.BoolFlag{Name: "augment-test", Usage: "allow an augmenting policy on a test set (refused otherwise)"},
 	&cli.StringFlag{Name: "remainder", Value: string(app.DefaultRemainder), Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop"},
 	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's nodes, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},

@@ -7,6 +7,7 @@ package convert
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,8 +18,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/gin"
+	"github.com/augloader/augloader/ingest/ogb"
 	"github.com/augloader/augloader/ingest/tu"
 	"github.com/augloader/augloader/shard"
 )
@@ -28,6 +31,7 @@ import (
 // a package implementing ingest.Format and one line here.
 var Formats = []ingest.Format{
 	tu.Format{},
+	ogb.Format{},
 	gin.Format{},
 }
 
@@ -152,12 +156,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		man      *shard.Manifest
 		readDone time.Time
 	)
-	for _, buffered := range []bool{false, true} {
+	buffered := false
+	for attempt := 0; ; attempt++ {
 		man, readDone, err = write(ctx, o, ds, buffered)
-		if !errors.Is(err, ingest.ErrUnordered) {
-			break
+		switch {
+		case errors.Is(err, ingest.ErrUnordered) && !buffered:
+			buffered = true
+			log.Warn("edges are not grouped by graph; re-reading with all edges in memory", "err", err)
+			continue
+		case errors.Is(err, ingest.ErrReread) && attempt < 8:
+			// Each reread widens a guess (integers to floats, a code width,
+			// binary to regression): a few at most.
+			log.Info("a column's type changed while reading; reading again", "err", err)
+			continue
 		}
-		log.Warn("edges are not grouped by graph; re-reading with all edges in memory", "err", err)
+		break
 	}
 	if err != nil {
 		return nil, err
@@ -176,6 +189,10 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, buffered bool) (*s
 	wo := shard.WriterOptions{
 		Dataset: meta.Name, FeatureKind: meta.FeatureKind, FeatureDim: meta.FeatureDim,
 		EdgeLabels: meta.EdgeLabelDim > 0, Compression: o.Compression, ShardBytes: o.ShardBytes, Force: o.Force,
+	}
+	if meta.Task != nil {
+		wo.FeatureKind, wo.FeatureDim, wo.EdgeLabels = "", 0, false
+		wo.NodeColumns, wo.EdgeColumns, wo.Task = meta.NodeColumns, meta.EdgeColumns, meta.Task
 	}
 	m := shard.Manifest{
 		Classes:      len(meta.LabelMap),
@@ -246,6 +263,12 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, buffered bool) (*s
 	}
 	for _, h := range ds.Sources() {
 		m.Sources = append(m.Sources, shard.Source{Name: h.Name, Bytes: h.Bytes, SHA256: h.SHA256})
+	}
+	for _, sp := range meta.Splits {
+		if err := writeSplit(w, sp, meta.Graphs); err != nil {
+			w.Abort()
+			return nil, readDone, err
+		}
 	}
 	man, err := w.Finish(m)
 	if err != nil {
@@ -320,4 +343,34 @@ func (c *collected) graph(i int) shard.Graph {
 		g.EdgeLabels = c.labels[i]
 	}
 	return g
+}
+
+// SplitFileName is the file a split of the input is written to in the
+// shard folder.
+func SplitFileName(split string) string { return "split-" + split + ".json" }
+
+// writeSplit writes sp as an epoch split file (training, valid, test) into
+// the shard folder.
+func writeSplit(w *shard.Writer, sp ingest.Split, graphs int) error {
+	for _, r := range sp.Name {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') || sp.Name == "." || sp.Name == ".." {
+			return fmt.Errorf("convert: split name %q: want letters, digits, '-', '_' or '.'", sp.Name)
+		}
+	}
+	s := epoch.Split{Training: nonNil(sp.Train), Valid: nonNil(sp.Valid), Test: nonNil(sp.Test)}
+	if err := s.Check(int64(graphs)); err != nil {
+		return fmt.Errorf("convert: split %q: %w", sp.Name, err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return w.AddFile(SplitFileName(sp.Name), append(b, '\n'))
+}
+
+func nonNil(s []int64) []int64 {
+	if s == nil {
+		return []int64{}
+	}
+	return s
 }

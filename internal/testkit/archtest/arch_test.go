@@ -47,9 +47,11 @@ var allowed = map[string][]string{
 	"ingest/internal/text": {"ingest"},
 	"ingest/tu":            {"ingest", "ingest/internal/text", "shard"},
 	"ingest/gin":           {"ingest", "ingest/internal/text", "shard"},
-	"ingest/convert":       {"ingest", "ingest/tu", "ingest/gin", "shard"},
-	"ingest/synth":         {"internal/iox"},
-	"ingest/download":      {"internal/iox"},
+	"ingest/ogb":           {"ingest", "ingest/internal/text", "shard"},
+	// convert writes an input's splits as epoch's split files.
+	"ingest/convert":  {"epoch", "ingest", "ingest/tu", "ingest/gin", "ingest/ogb", "shard"},
+	"ingest/synth":    {"internal/iox"},
+	"ingest/download": {"internal/iox"},
 
 	// Top floor.
 	"app":                       {"epoch", "loader", "shard", "wire"},

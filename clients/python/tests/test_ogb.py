@@ -1,0 +1,202 @@
+"""OGB's own loader is the oracle: real NCI molecules (the rdkit wheel's
+first_5K.smi) through ogb.utils.smiles2graph, written as an OGB folder in
+the csv.gz layout (as every OGB download ships it), converted by shardconv
+and served with policy none, equal graph by graph to what
+ogb.graphproppred.PygGraphPropPredDataset loads from the same folder: x,
+y (NaN where missing) and the set of directed edges each with its
+edge_attr. Bad inputs get an error naming the file, line and field."""
+import csv
+import gzip
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import augloader
+
+from conftest import need_torch
+
+OGB_MISSING = ('ogb, rdkit and torch_geometric are not installed: make venv installs them '
+               '(tests/requirements.txt: "numpy<2" ogb rdkit torch_geometric==2.5.3)')
+
+
+def need_ogb():
+    need_torch()
+    sys.modules.setdefault("outdated", None)  # import ogb would ask the network for a newer version
+    try:
+        import ogb.graphproppred  # noqa: F401
+        import ogb.utils  # noqa: F401
+        import rdkit  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(OGB_MISSING)
+        pytest.skip(OGB_MISSING)
+
+
+def molecules(limit):
+    """(graph dict of smiles2graph, TPSA) of the first NCI molecules that parse."""
+    from rdkit import RDConfig, RDLogger
+    from ogb.utils import smiles2graph
+    RDLogger.DisableLog("rdApp.*")
+    nci = pathlib.Path(RDConfig.RDDataDir) / "NCI"
+    tpsa = {}
+    with open(nci / "first_5k.tpsa.csv") as f:
+        for row in csv.reader(f):
+            if row and not row[0].startswith("#") and len(row) >= 2:
+                try:
+                    tpsa[row[0]] = float(row[1])
+                except ValueError:
+                    pass
+    out = []
+    for line in open(nci / "first_5K.smi"):
+        parts = line.split()
+        if len(parts) < 2 or parts[0] not in tpsa:
+            continue
+        try:
+            g = smiles2graph(parts[0])
+        except Exception:
+            continue
+        if g["num_nodes"] == 0:
+            continue
+        out.append((g, tpsa[parts[0]]))
+        if len(out) == limit:
+            break
+    return out
+
+
+def gz_rows(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        for r in rows:
+            f.write(",".join(r) + "\n")
+
+
+META = {"eval metric": "mae", "task type": "regression", "num classes": -1, "split": "scaffold",
+        "binary": "False", "add_inverse_edge": "True", "has_node_attr": "True", "has_edge_attr": "True",
+        "additional node files": "None", "additional edge files": "None", "is hetero": "False",
+        "version": 1, "download_name": "nci", "url": ""}
+
+
+def write_ogb_csv(root, mols):
+    """The csv.gz layout: one row per bond (OGB adds the inverse), TPSA
+    and a second target missing on every third molecule."""
+    raw = root / "raw"
+    edges, efeat, nfeat, labels = [], [], [], []
+    for i, (g, tpsa) in enumerate(mols):
+        ei = g["edge_index"]
+        for k in range(ei.shape[1]):
+            u, v = int(ei[0, k]), int(ei[1, k])
+            if u < v:  # smiles2graph lists each bond both ways
+                edges.append((str(u), str(v)))
+                efeat.append([str(int(c)) for c in g["edge_feat"][k]])
+        nfeat += [[str(int(c)) for c in row] for row in g["node_feat"]]
+        second = "" if i % 3 == 0 else str(float(g["num_nodes"]) / 10)
+        labels.append((repr(tpsa), second))
+    gz_rows(raw / "edge.csv.gz", edges)
+    gz_rows(raw / "edge-feat.csv.gz", efeat)
+    gz_rows(raw / "node-feat.csv.gz", nfeat)
+    gz_rows(raw / "num-node-list.csv.gz", [[str(g["num_nodes"])] for g, _ in mols])
+    gz_rows(raw / "num-edge-list.csv.gz", [[str(g["edge_index"].shape[1] // 2)] for g, _ in mols])
+    gz_rows(raw / "graph-label.csv.gz", labels)
+    n = len(mols)
+    ids = np.random.default_rng(0).permutation(n)
+    for name, part in (("train", ids[: n * 8 // 10]), ("valid", ids[n * 8 // 10: n * 9 // 10]), ("test", ids[n * 9 // 10:])):
+        gz_rows(root / "split" / "scaffold" / f"{name}.csv.gz", [[str(int(i))] for i in part])
+    (root / "RELEASE_v1.txt").write_text("test folder\n")
+
+
+def oracle(root, targets):
+    from ogb.graphproppred import PygGraphPropPredDataset
+    meta = dict(META, dir_path=str(root), **{"num tasks": targets})
+    return PygGraphPropPredDataset("nci", root=str(root), meta_dict=meta)
+
+
+def served(daemon, shards):
+    d = daemon("--shards", str(shards), "--policy", "none")
+    out = {}
+    for b in augloader.connect(d.unix).epoch(0, batch_size=64):
+        for j in range(b.num_graphs):
+            lo, hi = int(b.ptr[j]), int(b.ptr[j + 1])
+            sel = (b.edge_src >= lo) & (b.edge_src < hi)
+            out[int(b.graph_id[j])] = {
+                "x": b.node_x()[lo:hi],
+                "edges": {(int(s) - lo, int(t) - lo): tuple(int(c) for c in a)
+                          for s, t, a in zip(b.edge_src[sel], b.edge_dst[sel], b.edge_attr[sel])},
+                "directed": int(sel.sum()),
+                "y": b.y[j].copy(),
+            }
+    return out
+
+
+def compare(ds, got):
+    assert len(got) == len(ds)
+    for i in range(len(ds)):
+        want = ds[i]
+        g = got[i]
+        np.testing.assert_array_equal(g["x"], want.x.numpy(), err_msg=f"graph {i}: x")
+        ei, ea = want.edge_index.numpy(), want.edge_attr.numpy()
+        edges = {(int(ei[0, k]), int(ei[1, k])): tuple(int(c) for c in ea[k]) for k in range(ei.shape[1])}
+        assert g["directed"] == ei.shape[1] == len(edges), f"graph {i}: directed edges"
+        assert g["edges"] == edges, f"graph {i}: edges and edge_attr"
+        y = want.y.numpy().reshape(-1).astype(np.float32)
+        np.testing.assert_array_equal(np.isnan(g["y"]), np.isnan(y), err_msg=f"graph {i}: missing targets")
+        np.testing.assert_allclose(np.nan_to_num(g["y"]), np.nan_to_num(y), rtol=1e-6, err_msg=f"graph {i}: y")
+
+
+@pytest.fixture(scope="module")
+def nci():
+    need_ogb()
+    return molecules(300)
+
+
+def test_ogb_csv_layout_equals_ogb_loader(bins, daemon, tmp_path, nci):
+    root = tmp_path / "nci"
+    write_ogb_csv(root, nci)
+    shards = tmp_path / "shards"
+    subprocess.run([bins / "shardconv", "convert", "-q", "-i", root, "-o", shards], check=True)
+    man = (shards / "manifest.json").read_text()
+    assert '"kind": "regression"' in man and '"targets": 2' in man
+    compare(oracle(root, 2), served(daemon, shards))
+    # The split became a split file whose sets the views serve.
+    import json
+    split = json.loads((shards / "split-scaffold.json").read_text())
+    n = len(nci)
+    assert sorted(split["training"] + split["valid"] + split["test"]) == list(range(n))
+    d = daemon("--shards", str(shards), "--view", f"valid={shards}/split-scaffold.json:valid")
+    got = sorted(int(i) for b in augloader.connect(d.unix).epoch(0, view="valid") for i in b.graph_id if True)
+    assert got == sorted(split["valid"])
+
+
+BAD = [
+    ("ragged feature row", lambda r: gz_rows(r / "raw" / "node-feat.csv.gz", [["1", "2"], ["3"]]),
+     "node-feat.csv.gz:2: 1 fields, the file's first row has 2"),
+    ("edge out of its graph", lambda r: gz_rows(r / "raw" / "edge.csv.gz", [["0", "1"], ["0", "5"]]),
+     "edge.csv.gz:2: edge (0, 5) is not in graph 1's nodes 0..1"),
+    ("counts do not add up", lambda r: gz_rows(r / "raw" / "num-node-list.csv.gz", [["2"], ["3"]]),
+     "node-feat.csv.gz:4: ends after 4 rows; the count lists say 5 nodes"),
+    ("label rows", lambda r: gz_rows(r / "raw" / "graph-label.csv.gz", [["0.5"], ["1.5"], ["2.5"]]),
+     "graph-label.csv.gz:3: more rows than the 2 graphs"),
+    ("not a number", lambda r: gz_rows(r / "raw" / "edge-feat.csv.gz", [["1"], ["x"]]),
+     "edge-feat.csv.gz:2: field 1: \"x\" is not a number"),
+]
+
+
+@pytest.mark.parametrize("case,breaks,message", BAD, ids=[c for c, _, _ in BAD])
+def test_ogb_bad_input_names_file_line_field(bins, tmp_path, case, breaks, message):
+    root = tmp_path / "tiny"
+    gz_rows(root / "raw" / "edge.csv.gz", [["0", "1"], ["0", "1"]])
+    gz_rows(root / "raw" / "edge-feat.csv.gz", [["1"], ["2"]])
+    gz_rows(root / "raw" / "node-feat.csv.gz", [["1", "2"], ["3", "4"], ["5", "6"], ["7", "8"]])
+    gz_rows(root / "raw" / "num-node-list.csv.gz", [["2"], ["2"]])
+    gz_rows(root / "raw" / "num-edge-list.csv.gz", [["1"], ["1"]])
+    gz_rows(root / "raw" / "graph-label.csv.gz", [["0.5"], ["1.5"]])
+    subprocess.run([bins / "shardconv", "convert", "-q", "-i", root, "-o", tmp_path / "ok"], check=True)
+    breaks(root)
+    p = subprocess.run([bins / "shardconv", "convert", "-q", "-i", root, "-o", tmp_path / "bad"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and message in p.stderr, p.stderr
+    assert not (tmp_path / "bad").exists()

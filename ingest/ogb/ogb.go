@@ -1,0 +1,723 @@
+// Package ogb reads the Open Graph Benchmark's graph-property layout as the
+// ogb package writes and reads it (ogb/io/read_graph_raw.py): a folder with
+// raw/edge.csv.gz (one "u,v" row per edge, node ids local to their graph),
+// raw/num-node-list.csv.gz and raw/num-edge-list.csv.gz (one count per
+// graph), and optionally raw/node-feat.csv.gz, raw/edge-feat.csv.gz (one
+// row per node, per edge) and raw/graph-label.csv.gz (one row per graph,
+// an empty field or nan: missing); and split/NAME/{train,valid,test}.csv.gz.
+//
+// Contract: as OGB's loader, a feature file of integers only is
+// categorical (one column per field, codes ≥ 0) and one with any other
+// number a float block; labels of integers only, one per graph, with a
+// value other than 0 and 1 are classes; labels of 0, 1 and missing values
+// are binary targets; any other labels are regression targets. Those kinds
+// are guessed from the first rows and checked on every row: a later row
+// that contradicts them makes Graphs return ingest.ErrReread with the
+// guess corrected (the converter reads again). Edges are made undirected
+// (each listed edge and its reverse, as OGB's add_inverse_edge does); an
+// edge listed more than once keeps its first row's features, and two
+// listings with different features are refused. Every file is streamed
+// through gzip, never whole in memory: the reader holds the per-graph
+// counts and one graph's rows.
+package ogb
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/ingest/internal/text"
+	"github.com/augloader/augloader/shard"
+)
+
+const name = "ogb"
+
+// The raw layout's files, relative to the dataset folder.
+const (
+	fileEdges     = "raw/edge.csv.gz"
+	fileNodeCount = "raw/num-node-list.csv.gz"
+	fileEdgeCount = "raw/num-edge-list.csv.gz"
+	fileNodeFeat  = "raw/node-feat.csv.gz"
+	fileEdgeFeat  = "raw/edge-feat.csv.gz"
+	fileLabels    = "raw/graph-label.csv.gz"
+)
+
+// Format reads OGB graph-property folders.
+type Format struct{}
+
+// Name implements ingest.Format.
+func (Format) Name() string { return name }
+
+// Describe implements ingest.Format.
+func (Format) Describe() string {
+	return "an OGB graph-property folder (raw/edge.csv.gz, raw/num-node-list.csv.gz, raw/num-edge-list.csv.gz)"
+}
+
+// Wanted implements ingest.Format.
+func (Format) Wanted(entry string) bool {
+	return (strings.Contains(entry, "raw/") || strings.Contains(entry, "split/")) && strings.HasSuffix(entry, ".csv.gz")
+}
+
+// Detect implements ingest.Format: every folder holding the three
+// required raw files, named by the folder (the input's own name at the
+// top).
+func (Format) Detect(f *ingest.Files) []string {
+	var out []string
+	for _, e := range f.Entries() {
+		prefix, ok := strings.CutSuffix(e, fileEdges)
+		if !ok || (prefix != "" && !strings.HasSuffix(prefix, "/")) {
+			continue
+		}
+		if f.Has(prefix+fileNodeCount) && f.Has(prefix+fileEdgeCount) {
+			out = append(out, datasetName(f, prefix))
+		}
+	}
+	return out
+}
+
+func datasetName(f *ingest.Files, prefix string) string {
+	if prefix == "" {
+		return strings.TrimSuffix(path.Base(strings.TrimRight(f.Path, "/")), path.Ext(f.Path))
+	}
+	return path.Base(strings.TrimSuffix(prefix, "/"))
+}
+
+func formatErr(file string, line int64, field int, detail string, args ...any) error {
+	return ingest.Errorf(name, file, line, field, detail, args...)
+}
+
+// Open implements ingest.Format.
+func (Format) Open(f *ingest.Files, dataset string, _ ingest.OpenOptions) (ingest.Dataset, error) {
+	prefix := ""
+	found := false
+	for _, e := range f.Entries() {
+		p, ok := strings.CutSuffix(e, fileEdges)
+		if ok && (p == "" || strings.HasSuffix(p, "/")) && (dataset == "" || datasetName(f, p) == dataset) {
+			prefix, found = p, true
+			break
+		}
+	}
+	if !found {
+		return nil, formatErr(f.Path, 0, 0, "no OGB dataset %q: looked for %s", dataset, Format{}.Describe())
+	}
+	d := &Dataset{files: f, prefix: prefix, name: datasetName(f, prefix)}
+	var err error
+	if d.nodes, err = d.readCounts(fileNodeCount); err != nil {
+		return nil, err
+	}
+	if d.edges, err = d.readCounts(fileEdgeCount); err != nil {
+		return nil, err
+	}
+	if len(d.nodes) != len(d.edges) {
+		return nil, formatErr(d.shown(fileEdgeCount), 0, 0, "%d graphs, %s has %d", len(d.edges), d.shown(fileNodeCount), len(d.nodes))
+	}
+	if len(d.nodes) == 0 {
+		return nil, formatErr(d.shown(fileNodeCount), 0, 0, "no graphs")
+	}
+	for _, c := range d.nodes {
+		d.totalNodes += int64(c)
+	}
+	for _, c := range d.edges {
+		d.totalEdges += int64(c)
+	}
+	d.node.file, d.edge.file = fileNodeFeat, fileEdgeFeat
+	for _, c := range []*columns{&d.node, &d.edge} {
+		if err := d.peek(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.openLabels(); err != nil {
+		return nil, err
+	}
+	if err := d.readSplits(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Dataset is one opened OGB folder.
+type Dataset struct {
+	files        *ingest.Files
+	prefix, name string
+	nodes, edges []int32 // per graph
+	totalNodes   int64
+	totalEdges   int64
+	node, edge   columns
+	// Labels: T per graph; a class task holds every label (T = 1).
+	targets   int
+	hasLabels bool
+	task      shard.TaskKind
+	classes   []float64 // a class task's distinct raw labels, sorted
+	labels    []float64 // a class task's raw labels
+	splits    []ingest.Split
+}
+
+// columns is what a feature file holds: width fields a row, integers
+// (codes, stored width bytes) or floats.
+type columns struct {
+	file    string
+	present bool
+	width   int  // fields a row
+	floats  bool // a float block, not codes
+	code    int  // code width in bytes (1, 2, 4)
+}
+
+func (d *Dataset) shown(file string) string { return d.prefix + file }
+
+func (d *Dataset) open(file string) (io.ReadCloser, error) {
+	rc, err := d.files.Open(d.prefix+file, d.shown(file))
+	if err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(rc)
+	if err != nil {
+		rc.Close()
+		return nil, formatErr(d.shown(file), 0, 0, "not gzip: %v", err)
+	}
+	return &gzFile{zr, rc}, nil
+}
+
+type gzFile struct {
+	*gzip.Reader
+	raw io.Closer
+}
+
+func (g *gzFile) Close() error {
+	err := g.Reader.Close()
+	if cerr := g.raw.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (d *Dataset) readCounts(file string) ([]int32, error) {
+	rc, err := d.open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	vals, err := text.ReadInts(rc, name, d.shown(file), 1024)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, len(vals))
+	for i, v := range vals {
+		if v < 0 || v > math.MaxInt32/2 {
+			return nil, formatErr(d.shown(file), int64(i+1), 1, "count %d out of range", v)
+		}
+		out[i] = int32(v)
+	}
+	return out, nil
+}
+
+// peek reads a feature file's first row: its width and a first guess of
+// its kind.
+func (d *Dataset) peek(c *columns) error {
+	if !d.files.Has(d.prefix + c.file) {
+		return nil
+	}
+	rc, err := d.open(c.file)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	l := text.NewReader(rc, name, d.shown(c.file))
+	b, err := l.Next()
+	if err == io.EOF {
+		return nil // an empty file: no rows (no nodes or edges at all)
+	}
+	if err != nil {
+		return err
+	}
+	var r row
+	if err := r.parse(l, b, -1, false); err != nil {
+		return err
+	}
+	c.present, c.width, c.floats, c.code = true, len(r.vals), !r.ints, 1
+	return nil
+}
+
+// openLabels reads the label file's first row for T and guesses the task;
+// with one label a graph it reads them all (8 bytes a graph) to decide
+// between classes and binary or regression targets.
+func (d *Dataset) openLabels() error {
+	if !d.files.Has(d.prefix + fileLabels) {
+		return formatErr(d.shown(fileLabels), 0, 0, "missing required file (graph property prediction needs labels)")
+	}
+	rc, err := d.open(fileLabels)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	l := text.NewReader(rc, name, d.shown(fileLabels))
+	var r row
+	allInts, binary := true, true
+	for g := 0; ; g++ {
+		b, err := l.Next()
+		if err == io.EOF {
+			if g != len(d.nodes) && d.targets == 1 {
+				return formatErr(d.shown(fileLabels), l.Line, 0, "ends after %d rows; the count lists say %d graphs", g, len(d.nodes))
+			}
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if g == len(d.nodes) {
+			return formatErr(d.shown(fileLabels), l.Line, 0, "more rows than the %d graphs counted in the count lists", len(d.nodes))
+		}
+		want := d.targets
+		if g == 0 {
+			want = -1
+		}
+		if err := r.parse(l, b, want, true); err != nil {
+			return err
+		}
+		if g == 0 {
+			d.targets, d.hasLabels = len(r.vals), true
+		}
+		allInts = allInts && r.ints
+		for _, v := range r.vals {
+			binary = binary && (v == 0 || v == 1 || math.IsNaN(v))
+		}
+		if d.targets > 1 {
+			break // streamed by Graphs; the guess is checked there
+		}
+		d.labels = append(d.labels, r.vals[0])
+	}
+	switch {
+	case d.targets == 1 && allInts && !binary:
+		d.task = shard.TaskClass
+		d.classes = slices.Clone(d.labels)
+		slices.Sort(d.classes)
+		d.classes = slices.Compact(d.classes)
+	case binary:
+		d.task, d.labels = shard.TaskBinary, nil
+	default:
+		d.task, d.labels = shard.TaskRegression, nil
+	}
+	return nil
+}
+
+// readSplits reads every split/NAME/{train,valid,test}.csv.gz.
+func (d *Dataset) readSplits() error {
+	for _, e := range d.files.Entries() {
+		rest, ok := strings.CutPrefix(e, d.prefix+"split/")
+		if !ok || !strings.HasSuffix(rest, "/train.csv.gz") || strings.Count(rest, "/") != 1 {
+			continue
+		}
+		dir := strings.TrimSuffix(rest, "/train.csv.gz")
+		s := ingest.Split{Name: dir}
+		for _, set := range []struct {
+			file string
+			ids  *[]int64
+		}{{"train", &s.Train}, {"valid", &s.Valid}, {"test", &s.Test}} {
+			file := "split/" + dir + "/" + set.file + ".csv.gz"
+			if !d.files.Has(d.prefix + file) {
+				return formatErr(d.shown(file), 0, 0, "missing: a split needs train, valid and test")
+			}
+			rc, err := d.open(file)
+			if err != nil {
+				return err
+			}
+			ids, err := text.ReadInts(rc, name, d.shown(file), 1024)
+			rc.Close()
+			if err != nil {
+				return err
+			}
+			for i, id := range ids {
+				if id < 0 || id >= int64(len(d.nodes)) {
+					return formatErr(d.shown(file), int64(i+1), 1, "graph %d out of range 0..%d", id, len(d.nodes)-1)
+				}
+			}
+			*set.ids = ids
+		}
+		d.splits = append(d.splits, s)
+	}
+	return nil
+}
+
+// Meta implements ingest.Dataset.
+func (d *Dataset) Meta() ingest.Meta {
+	m := ingest.Meta{Name: d.name, Graphs: len(d.nodes), Nodes: d.totalNodes, Splits: d.splits,
+		FeatureKind: shard.FeatureColumns}
+	m.NodeColumns = d.node.layout("node_feat")
+	m.EdgeColumns = d.edge.layout("edge_feat")
+	m.Task = &shard.Task{Kind: d.task}
+	if d.task == shard.TaskClass {
+		for _, c := range d.classes {
+			m.LabelMap = append(m.LabelMap, strconv.FormatFloat(c, 'f', -1, 64))
+		}
+	} else {
+		m.Task.Targets = d.targets
+	}
+	return m
+}
+
+func (c *columns) layout(prefix string) *shard.Columns {
+	if !c.present {
+		return nil
+	}
+	if c.floats {
+		return &shard.Columns{Dense: c.width}
+	}
+	cols := make([]shard.Column, c.width)
+	for i := range cols {
+		cols[i] = shard.Column{Name: prefix + "_" + strconv.Itoa(i)}
+	}
+	return &shard.Columns{Categorical: cols, Width: c.code}
+}
+
+// Sources implements ingest.Dataset.
+func (d *Dataset) Sources() []ingest.SourceHash { return d.files.Hashes() }
+
+// Close implements ingest.Dataset.
+func (d *Dataset) Close() error { return nil }
+
+// row is one parsed comma-separated row.
+type row struct {
+	vals []float64
+	ints bool // every field an integer
+}
+
+// parse parses b into r; want >= 0 is the field count required (a ragged
+// row is an error naming it); missing allows empty and nan fields (NaN).
+func (r *row) parse(l *text.Reader, b []byte, want int, missing bool) error {
+	r.vals, r.ints = r.vals[:0], true
+	field := 0
+	for i := 0; ; {
+		field++
+		j := i
+		for j < len(b) && b[j] != ',' {
+			j++
+		}
+		tok := b[i:j]
+		for len(tok) > 0 && text.IsSpace(tok[0]) {
+			tok = tok[1:]
+		}
+		for len(tok) > 0 && text.IsSpace(tok[len(tok)-1]) {
+			tok = tok[:len(tok)-1]
+		}
+		v, isInt, ok := number(tok)
+		switch {
+		case ok:
+		case missing && (len(tok) == 0 || strings.EqualFold(string(tok), "nan")):
+			v, isInt = math.NaN(), false
+		default:
+			return ingest.Errorf(name, l.File, l.Line, field, "%q is not a number", tok)
+		}
+		r.ints = r.ints && isInt
+		r.vals = append(r.vals, v)
+		if j == len(b) {
+			break
+		}
+		i = j + 1
+	}
+	if want >= 0 && len(r.vals) != want {
+		return ingest.Errorf(name, l.File, l.Line, 0, "%d fields, the file's first row has %d", len(r.vals), want)
+	}
+	return nil
+}
+
+// number parses an integer (fast) or a float token.
+func number(tok []byte) (float64, bool, bool) {
+	if len(tok) == 0 {
+		return 0, false, false
+	}
+	i, neg := 0, false
+	if tok[0] == '-' || tok[0] == '+' {
+		neg, i = tok[0] == '-', 1
+	}
+	if i < len(tok) && len(tok)-i <= 15 {
+		var v int64
+		k := i
+		for k < len(tok) && tok[k] >= '0' && tok[k] <= '9' {
+			v = v*10 + int64(tok[k]-'0')
+			k++
+		}
+		if k == len(tok) && k > i {
+			if neg {
+				v = -v
+			}
+			return float64(v), true, true
+		}
+	}
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, false, false
+	}
+	return f, false, true
+}
+
+// cursor reads one feature file's rows graph by graph.
+type cursor struct {
+	c   *columns
+	rc  io.ReadCloser
+	l   *text.Reader
+	r   row
+	row int64
+}
+
+func (d *Dataset) cursor(c *columns, file string) (*cursor, error) {
+	rc, err := d.open(file)
+	if err != nil {
+		return nil, err
+	}
+	return &cursor{c: c, rc: rc, l: text.NewReader(rc, name, d.shown(file))}, nil
+}
+
+func (cu *cursor) close() {
+	if cu != nil {
+		cu.rc.Close()
+	}
+}
+
+// next parses the next row into cu.r; io.ErrUnexpectedEOF past the end.
+func (cu *cursor) next(want int, missing bool) error {
+	b, err := cu.l.Next()
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return err
+	}
+	cu.row++
+	return cu.r.parse(cu.l, b, want, missing)
+}
+
+// end checks that the file has no rows left.
+func (cu *cursor) end(d *Dataset, total int64, what string) error {
+	if cu == nil {
+		return nil
+	}
+	_, err := cu.l.Next()
+	if err == io.EOF {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return formatErr(cu.l.File, cu.l.Line, 0, "more rows than the %d %s counted in the count lists", total, what)
+}
+
+// Graphs implements ingest.Dataset.
+func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*shard.Graph) error) (ingest.Stats, error) {
+	var st ingest.Stats
+	edgesIn, err := d.cursor(nil, fileEdges)
+	if err != nil {
+		return st, err
+	}
+	defer edgesIn.close()
+	var nodeIn, edgeIn, labelIn *cursor
+	for _, c := range []struct {
+		cols *columns
+		cu   **cursor
+	}{{&d.node, &nodeIn}, {&d.edge, &edgeIn}} {
+		if c.cols.present {
+			if *c.cu, err = d.cursor(c.cols, c.cols.file); err != nil {
+				return st, err
+			}
+			defer (*c.cu).close()
+		}
+	}
+	if d.task != shard.TaskClass {
+		if labelIn, err = d.cursor(nil, fileLabels); err != nil {
+			return st, err
+		}
+		defer labelIn.close()
+	}
+	var (
+		g      shard.Graph
+		canon  ingest.Canon
+		keys   []ingest.Entry
+		rows   []int32
+		ecodes []int32 // per input row
+		ex     []float32
+	)
+	short := func(cu *cursor, total int64, what string) error {
+		return formatErr(cu.l.File, cu.l.Line, 0, "ends after %d rows; the count lists say %d %s", cu.row, total, what)
+	}
+	for gi := range d.nodes {
+		if gi&1023 == 0 && ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		n, m := d.nodes[gi], d.edges[gi]
+		g = shard.Graph{ID: int64(gi), NumNodes: n, NodeCat: shard.Codes{I32: g.NodeCat.I32[:0]}, X: g.X[:0],
+			EdgeCat: shard.Codes{I32: g.EdgeCat.I32[:0]}, EdgeX: g.EdgeX[:0], Targets: g.Targets[:0], Edges: g.Edges[:0]}
+		if nodeIn != nil {
+			for range n {
+				if err := nodeIn.next(d.node.width, false); err != nil {
+					if err == io.ErrUnexpectedEOF {
+						return st, short(nodeIn, d.totalNodes, "nodes")
+					}
+					return st, err
+				}
+				if err := d.take(nodeIn, &g.NodeCat.I32, &g.X); err != nil {
+					return st, err
+				}
+			}
+		}
+		keys, rows, ecodes, ex = keys[:0], rows[:0], ecodes[:0], ex[:0]
+		for k := range m {
+			if err := edgesIn.next(2, false); err != nil {
+				if err == io.ErrUnexpectedEOF {
+					return st, short(edgesIn, d.totalEdges, "edges")
+				}
+				return st, err
+			}
+			st.DirectedEntries++
+			u, v := edgesIn.r.vals[0], edgesIn.r.vals[1]
+			if !edgesIn.r.ints || u < 0 || v < 0 || u >= float64(n) || v >= float64(n) {
+				return st, formatErr(edgesIn.l.File, edgesIn.l.Line, 0, "edge (%v, %v) is not in graph %d's nodes 0..%d (node ids are local to each graph)", u, v, gi, n-1)
+			}
+			if edgeIn != nil {
+				if err := edgeIn.next(d.edge.width, false); err != nil {
+					if err == io.ErrUnexpectedEOF {
+						return st, short(edgeIn, d.totalEdges, "edges")
+					}
+					return st, err
+				}
+				if err := d.take(edgeIn, &ecodes, &ex); err != nil {
+					return st, err
+				}
+			}
+			if u == v {
+				st.SelfLoops++
+				continue
+			}
+			keys = append(keys, ingest.Pack(int64(u), int64(v)))
+			rows = append(rows, int32(k))
+		}
+		edges, first := canon.Build(n, keys, rows, &st)
+		g.Edges = append(g.Edges, edges...)
+		if edgeIn != nil {
+			if err := d.edgeFeatures(&g, keys, rows, first, ecodes, ex, m, edgeIn.l.Line); err != nil {
+				return st, err
+			}
+		}
+		if err := d.label(&g, gi, labelIn); err != nil {
+			return st, err
+		}
+		if err := fn(&g); err != nil {
+			return st, err
+		}
+	}
+	for _, c := range []struct {
+		cu    *cursor
+		total int64
+		what  string
+	}{{edgesIn, d.totalEdges, "edges"}, {nodeIn, d.totalNodes, "nodes"}, {edgeIn, d.totalEdges, "edges"}, {labelIn, int64(len(d.nodes)), "graphs"}} {
+		if err := c.cu.end(d, c.total, c.what); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// take appends a feature row to codes or floats, checking the guessed
+// kind and code width; a contradiction corrects the guess and asks for a
+// reread.
+func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
+	c := cu.c
+	if c.floats {
+		for _, v := range cu.r.vals {
+			*floats = append(*floats, float32(v))
+		}
+		return nil
+	}
+	if !cu.r.ints {
+		c.floats = true
+		return ingest.ErrReread
+	}
+	for i, v := range cu.r.vals {
+		switch {
+		case v < 0:
+			return formatErr(cu.l.File, cu.l.Line, i+1, "negative code %v in an integer (categorical) column", v)
+		case v > math.MaxInt32-1:
+			return formatErr(cu.l.File, cu.l.Line, i+1, "code %v out of range", v)
+		case int64(v) >= 1<<(8*c.code) && c.code < 4:
+			c.code = shard.WidthFor(int64(v) + 1) // room for the reserved fill code
+			return ingest.ErrReread
+		}
+		*codes = append(*codes, int32(v))
+	}
+	return nil
+}
+
+// edgeFeatures gives each canonical edge the features of its first
+// listing, refusing a listing whose features differ from it (rows are the
+// graph's edge rows, the last of them on line lastLine of the edge file).
+func (d *Dataset) edgeFeatures(g *shard.Graph, keys []ingest.Entry, rows, first []int32, codes []int32, x []float32, m int32, lastLine int64) error {
+	w := d.edge.width
+	nCodes, nX := 0, 0
+	if d.edge.floats {
+		nX = w
+	} else {
+		nCodes = w
+	}
+	for _, r := range first {
+		g.EdgeCat.I32 = append(g.EdgeCat.I32, codes[int(r)*nCodes:(int(r)+1)*nCodes]...)
+		g.EdgeX = append(g.EdgeX, x[int(r)*nX:(int(r)+1)*nX]...)
+	}
+	// Every listing against its edge's first (found by binary search in
+	// the sorted pairs).
+	for i, key := range keys {
+		u, v := int32(key>>33), int32((key>>1)&(1<<32-1))
+		r0, r := first[edgeIndex(g.Edges, u, v)], rows[i]
+		if r0 == r {
+			continue
+		}
+		if !slices.Equal(codes[int(r)*nCodes:(int(r)+1)*nCodes], codes[int(r0)*nCodes:(int(r0)+1)*nCodes]) ||
+			!slices.Equal(x[int(r)*nX:(int(r)+1)*nX], x[int(r0)*nX:(int(r0)+1)*nX]) {
+			line := lastLine - int64(m-1) + int64(r)
+			return formatErr(d.shown(fileEdgeFeat), line, 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
+				g.ID, u, v, lastLine-int64(m-1)+int64(r0))
+		}
+	}
+	return nil
+}
+
+// edgeIndex is the index of (u, v) in sorted pairs that hold it.
+func edgeIndex(edges []int32, u, v int32) int {
+	lo, hi := 0, len(edges)/2
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if c := cmp.Or(cmp.Compare(edges[2*h], u), cmp.Compare(edges[2*h+1], v)); c < 0 {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
+}
+
+// label sets graph gi's label or targets.
+func (d *Dataset) label(g *shard.Graph, gi int, cu *cursor) error {
+	if d.task == shard.TaskClass {
+		c, _ := slices.BinarySearch(d.classes, d.labels[gi])
+		g.Label = int32(c)
+		return nil
+	}
+	if err := cu.next(d.targets, true); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return formatErr(cu.l.File, cu.l.Line, 0, "ends after %d rows; the count lists say %d graphs", cu.row, len(d.nodes))
+		}
+		return err
+	}
+	for _, v := range cu.r.vals {
+		if d.task == shard.TaskBinary && v != 0 && v != 1 && !math.IsNaN(v) {
+			d.task = shard.TaskRegression
+			return ingest.ErrReread
+		}
+		g.Targets = append(g.Targets, float32(v))
+	}
+	return nil
+}
