@@ -1,8 +1,6 @@
 package loader
 
 import (
-	"encoding/binary"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -13,26 +11,20 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// SchemaInfo is what a stream of the dataset says about its batches
-// (wire.SchemaInfo) for req, with fill the edge fill (nil without edge
-// features).
-func SchemaInfo(man *shard.Manifest, fill *aug.EdgeFill, req wire.Request) wire.SchemaInfo {
-	lay := man.Layout()
-	si := wire.SchemaInfo{Dataset: man.Dataset, FeatureKind: string(man.Features.Kind),
+// schemaInfo is what a stream of the served set says about its batches
+// (wire.SchemaInfo) for req.
+func (s *Source) schemaInfo(req wire.Request) wire.SchemaInfo {
+	ds := s.ds
+	lay := &ds.lay
+	si := wire.SchemaInfo{Dataset: ds.man.Dataset, FeatureKind: string(ds.man.Features.Kind),
 		Dense: lay.NodeDense > 0, FeatureDim: max(lay.OneHot, lay.NodeDense), Classes: lay.Classes,
 		Epoch: req.Epoch, Rank: req.Rank, World: req.World,
-		NodeVocab: vocabs(lay.NodeCat), EdgeVocab: vocabs(lay.EdgeCat), EdgeDense: lay.EdgeDense,
+		NodeVocab: ds.nodeVocab, EdgeVocab: ds.edgeVocab, EdgeDense: lay.EdgeDense,
 		Targets: lay.Targets, Task: string(lay.Task)}
-	if len(si.NodeVocab) == 0 {
-		si.NodeVocab = nil
-	}
-	if len(si.EdgeVocab) == 0 {
-		si.EdgeVocab = nil
-	}
-	if fill != nil {
+	if ds.fill != nil {
 		// A fill code is at most its vocabulary's size, which
 		// wire.CodeWidth counts as a code: codes are as wide as it needs.
-		si.EdgeFill, si.EdgeFillX = fill.Codes, fill.X
+		si.EdgeFill, si.EdgeFillX = ds.fill.Codes, ds.fill.X
 	}
 	return si
 }
@@ -84,25 +76,6 @@ func (c *collator) reset(lay *shard.Layout, nodeWidth, edgeWidth int) {
 	c.tgtOff = append(c.tgtOff[:0], 0)
 }
 
-// appendCodes appends codes at width bytes each, little endian.
-func appendCodes(b []byte, codes []int32, width int) []byte {
-	switch width {
-	case 1:
-		for _, v := range codes {
-			b = append(b, byte(v))
-		}
-	case 2:
-		for _, v := range codes {
-			b = binary.LittleEndian.AppendUint16(b, uint16(v))
-		}
-	default:
-		for _, v := range codes {
-			b = binary.LittleEndian.AppendUint32(b, uint32(v))
-		}
-	}
-	return b
-}
-
 // add appends one augmented graph. fused says its edges are already in
 // c.edges (aug.CoalescedApplier, at base c.base); otherwise they are
 // expanded from g.Edges, with each direction's features.
@@ -124,7 +97,7 @@ func (c *collator) add(g *aug.Graph, policy string, padded, fused bool) {
 		kc, kd := int(g.EdgeCatCols), int(g.EdgeDim)
 		for _, e := range c.edgeIDs {
 			if kc > 0 {
-				c.ecat = appendCodes(c.ecat, g.EdgeCat[int(e)*kc:(int(e)+1)*kc], c.edgeWidth)
+				c.ecat = arrowx.AppendCodes(c.ecat, g.EdgeCat[int(e)*kc:(int(e)+1)*kc], c.edgeWidth)
 			}
 			c.ex = append(c.ex, g.EdgeX[int(e)*kd:(int(e)+1)*kd]...)
 		}
@@ -150,7 +123,7 @@ func (c *collator) add(g *aug.Graph, policy string, padded, fused bool) {
 		c.featOff = append(c.featOff, int32(len(c.x)))
 	}
 	if len(lay.NodeCat) > 0 {
-		c.xcat = appendCodes(c.xcat, g.NodeCat, c.nodeWidth)
+		c.xcat = arrowx.AppendCodes(c.xcat, g.NodeCat, c.nodeWidth)
 		c.catOff = append(c.catOff, int32(len(c.xcat)/c.nodeWidth))
 	}
 	if lay.Targets > 0 {
@@ -174,7 +147,7 @@ func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.Reco
 		arrowx.List(i32, c.srcOff, c.edges.Len(), arrow.Int32Traits.CastToBytes(c.edges.Dst)),
 	}
 	if len(lay.NodeCat) > 0 {
-		cols = append(cols, arrowx.List(wire.CodeType(c.nodeWidth), c.catOff, len(c.xcat)/c.nodeWidth, c.xcat))
+		cols = append(cols, arrowx.List(arrowx.CodeType(c.nodeWidth), c.catOff, len(c.xcat)/c.nodeWidth, c.xcat))
 	}
 	switch {
 	case lay.NodeDense > 0:
@@ -186,7 +159,7 @@ func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.Reco
 			arrowx.List(f32, c.featOff, len(c.xw), arrow.Float32Traits.CastToBytes(c.xw)))
 	}
 	if len(lay.EdgeCat) > 0 {
-		cols = append(cols, arrowx.List(wire.CodeType(c.edgeWidth), c.ecatOff, len(c.ecat)/c.edgeWidth, c.ecat))
+		cols = append(cols, arrowx.List(arrowx.CodeType(c.edgeWidth), c.ecatOff, len(c.ecat)/c.edgeWidth, c.ecat))
 	}
 	if lay.EdgeDense > 0 {
 		cols = append(cols, arrowx.List(f32, c.exOff, len(c.ex), arrow.Float32Traits.CastToBytes(c.ex)))

@@ -225,7 +225,7 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	if req.StartBatch > len(batches) {
 		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(batches))
 	}
-	si := SchemaInfo(l.src.Manifest(), l.src.EdgeFill(), req)
+	si := l.src.schemaInfo(req)
 	p := &Plan{Request: req, Total: len(batches), Policy: pol, Schema: wire.BatchSchema(si),
 		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab)}
 	lay := l.src.Layout()

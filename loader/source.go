@@ -78,7 +78,11 @@ func NewSource(r *shard.Reader, served []int64) (*Source, error) {
 	return ds.subset(served)
 }
 
+// vocabs lists the columns' vocabulary sizes (nil for none).
 func vocabs(cols []shard.Column) []int32 {
+	if len(cols) == 0 {
+		return nil
+	}
 	v := make([]int32, len(cols))
 	for i, c := range cols {
 		v[i] = int32(c.Vocab)

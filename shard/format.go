@@ -20,6 +20,8 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/augloader/augloader/internal/arrowx"
 )
 
 // FormatVersion numbers the shard format. These constants are part of the
@@ -165,27 +167,8 @@ func (c *Columns) Vocabs() []int32 {
 }
 
 // WidthFor is the narrowest code width (1, 2 or 4 bytes) holding codes
-// 0..maxCode.
-func WidthFor(maxCode int64) int {
-	switch {
-	case maxCode < 1<<8:
-		return 1
-	case maxCode < 1<<16:
-		return 2
-	}
-	return 4
-}
-
-// codeType is the Arrow type of codes width bytes wide.
-func codeType(width int) arrow.DataType {
-	switch width {
-	case 1:
-		return arrow.PrimitiveTypes.Uint8
-	case 2:
-		return arrow.PrimitiveTypes.Uint16
-	}
-	return arrow.PrimitiveTypes.Int32
-}
+// 0..maxCode: a Columns' Width.
+func WidthFor(maxCode int64) int { return arrowx.CodeWidth(maxCode) }
 
 // TaskKind says what a format 3 dataset's graph labels are.
 type TaskKind string
@@ -272,13 +255,13 @@ func SchemaV3(dataset string, node, edge *Columns, task *Task) *arrow.Schema {
 		arrow.Field{Name: ColNumNodes, Type: arrow.PrimitiveTypes.Int32},
 		arrow.Field{Name: ColEdges, Type: list(arrow.PrimitiveTypes.Int32)})
 	if node.Cols() > 0 {
-		fields = append(fields, arrow.Field{Name: ColXCat, Type: list(codeType(node.Width))})
+		fields = append(fields, arrow.Field{Name: ColXCat, Type: list(arrowx.CodeType(node.Width))})
 	}
 	if node.DenseDim() > 0 {
 		fields = append(fields, arrow.Field{Name: ColX, Type: list(arrow.PrimitiveTypes.Float32)})
 	}
 	if edge.Cols() > 0 {
-		fields = append(fields, arrow.Field{Name: ColEdgeCat, Type: list(codeType(edge.Width))})
+		fields = append(fields, arrow.Field{Name: ColEdgeCat, Type: list(arrowx.CodeType(edge.Width))})
 	}
 	if edge.DenseDim() > 0 {
 		fields = append(fields, arrow.Field{Name: ColEdgeX, Type: list(arrow.PrimitiveTypes.Float32)})

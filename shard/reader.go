@@ -340,26 +340,29 @@ func viewBatchV3(rec arrow.RecordBatch) batch {
 		b.labels = c.(*array.Int32).Int32Values()
 	}
 	if c := col(ColTargets); c != nil {
-		l := c.(*array.List)
-		b.tgtOff, b.targets = l.Offsets(), l.ListValues().(*array.Float32).Float32Values()
+		b.tgtOff, b.targets = floatList(c)
 	}
 	if c := col(ColXCat); c != nil {
 		l := c.(*array.List)
 		b.ncOff, b.nodeCat = l.Offsets(), codesOf(l)
 	}
 	if c := col(ColX); c != nil {
-		l := c.(*array.List)
-		b.featOff, b.x = l.Offsets(), l.ListValues().(*array.Float32).Float32Values()
+		b.featOff, b.x = floatList(c)
 	}
 	if c := col(ColEdgeCat); c != nil {
 		l := c.(*array.List)
 		b.ecOff, b.edgeCat = l.Offsets(), codesOf(l)
 	}
 	if c := col(ColEdgeX); c != nil {
-		l := c.(*array.List)
-		b.exOff, b.edgeX = l.Offsets(), l.ListValues().(*array.Float32).Float32Values()
+		b.exOff, b.edgeX = floatList(c)
 	}
 	return b
+}
+
+// floatList is a list<float32> column's offsets and values.
+func floatList(c arrow.Array) ([]int32, []float32) {
+	l := c.(*array.List)
+	return l.Offsets(), l.ListValues().(*array.Float32).Float32Values()
 }
 
 // checkBatchV3 is checkBatch for format 3: every list's length against

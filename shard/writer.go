@@ -2,7 +2,6 @@ package shard
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -473,24 +472,6 @@ func (w *Writer) appendV3(g *Graph) error {
 	return nil
 }
 
-// narrow stores codes width bytes each in buf (reused).
-func narrow(codes []int32, width int, buf []byte) []byte {
-	buf = slices.Grow(buf[:0], width*len(codes))[:width*len(codes)]
-	switch width {
-	case 1:
-		for i, v := range codes {
-			buf[i] = byte(v)
-		}
-	case 2:
-		for i, v := range codes {
-			binary.LittleEndian.PutUint16(buf[2*i:], uint16(v))
-		}
-	default:
-		copy(buf, arrow.Int32Traits.CastToBytes(codes))
-	}
-	return buf
-}
-
 // isolated counts g's nodes without an edge, in O(nodes + edges) with a
 // stamp buffer reused across graphs.
 func (w *Writer) isolated(g *Graph) int64 {
@@ -665,15 +646,15 @@ func (w *Writer) recordV3(b *batchBuf) arrow.RecordBatch {
 		arrowx.Primitive(i32, n, arrow.Int32Traits.CastToBytes(b.nnodes)),
 		arrowx.List(i32, b.edgeOff, len(b.edgeVals), arrow.Int32Traits.CastToBytes(b.edgeVals)))
 	if w.node.Cols() > 0 {
-		b.nodeCatBytes = narrow(b.nodeCat, w.node.Width, b.nodeCatBytes)
-		cols = append(cols, arrowx.List(codeType(w.node.Width), b.ncOff, len(b.nodeCat), b.nodeCatBytes))
+		b.nodeCatBytes = arrowx.AppendCodes(b.nodeCatBytes[:0], b.nodeCat, w.node.Width)
+		cols = append(cols, arrowx.List(arrowx.CodeType(w.node.Width), b.ncOff, len(b.nodeCat), b.nodeCatBytes))
 	}
 	if w.node.DenseDim() > 0 {
 		cols = append(cols, arrowx.List(f32, b.featOff, len(b.xVals), arrow.Float32Traits.CastToBytes(b.xVals)))
 	}
 	if w.edge.Cols() > 0 {
-		b.edgeCatBytes = narrow(b.edgeCat, w.edge.Width, b.edgeCatBytes)
-		cols = append(cols, arrowx.List(codeType(w.edge.Width), b.ecOff, len(b.edgeCat), b.edgeCatBytes))
+		b.edgeCatBytes = arrowx.AppendCodes(b.edgeCatBytes[:0], b.edgeCat, w.edge.Width)
+		cols = append(cols, arrowx.List(arrowx.CodeType(w.edge.Width), b.ecOff, len(b.edgeCat), b.edgeCatBytes))
 	}
 	if w.edge.DenseDim() > 0 {
 		cols = append(cols, arrowx.List(f32, b.exOff, len(b.edgeX), arrow.Float32Traits.CastToBytes(b.edgeX)))

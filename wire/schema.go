@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/augloader/augloader/internal/arrowx"
 )
 
 // Batch columns (docs/protocol.md, "Batch schema"). One row per graph;
@@ -100,30 +102,14 @@ func (s SchemaInfo) V2() bool {
 }
 
 // CodeWidth is the bytes of a code (1, 2 or 4) that holds codes 0..max of
-// vocabs (the fill's reserved code is a vocabulary's size).
+// vocabs (the fill's reserved code is a vocabulary's size); the column's
+// Arrow type is arrowx.CodeType of it.
 func CodeWidth(vocabs []int32) int {
 	m := int32(0)
 	for _, v := range vocabs {
 		m = max(m, v)
 	}
-	switch {
-	case m < 1<<8:
-		return 1
-	case m < 1<<16:
-		return 2
-	}
-	return 4
-}
-
-// CodeType is the Arrow type of codes width bytes wide.
-func CodeType(width int) arrow.DataType {
-	switch width {
-	case 1:
-		return arrow.PrimitiveTypes.Uint8
-	case 2:
-		return arrow.PrimitiveTypes.Uint16
-	}
-	return arrow.PrimitiveTypes.Int32
+	return arrowx.CodeWidth(int64(m))
 }
 
 func joinInts(v []int32) string {
@@ -147,7 +133,7 @@ func BatchSchema(s SchemaInfo) *arrow.Schema {
 	f32 := arrow.PrimitiveTypes.Float32
 	switch {
 	case len(s.NodeVocab) > 0:
-		fields = append(fields, arrow.Field{Name: ColXCat, Type: list(CodeType(CodeWidth(s.NodeVocab)))})
+		fields = append(fields, arrow.Field{Name: ColXCat, Type: list(arrowx.CodeType(CodeWidth(s.NodeVocab)))})
 		if s.Dense {
 			fields = append(fields, arrow.Field{Name: ColX, Type: list(f32)})
 		}
@@ -162,7 +148,7 @@ func BatchSchema(s SchemaInfo) *arrow.Schema {
 			arrow.Field{Name: ColXWeight, Type: list(f32)})
 	}
 	if len(s.EdgeVocab) > 0 {
-		fields = append(fields, arrow.Field{Name: ColEdgeCat, Type: list(CodeType(CodeWidth(s.EdgeVocab)))})
+		fields = append(fields, arrow.Field{Name: ColEdgeCat, Type: list(arrowx.CodeType(CodeWidth(s.EdgeVocab)))})
 	}
 	if s.EdgeDense > 0 {
 		fields = append(fields, arrow.Field{Name: ColEdgeX, Type: list(f32)})

@@ -71,13 +71,21 @@ func (Format) Wanted(entry string) bool {
 // top).
 func (Format) Detect(f *ingest.Files) []string {
 	var out []string
-	for _, e := range f.Entries() {
-		prefix, ok := strings.CutSuffix(e, fileEdges)
-		if !ok || (prefix != "" && !strings.HasSuffix(prefix, "/")) {
-			continue
-		}
+	for _, prefix := range folders(f) {
 		if f.Has(prefix+fileNodeCount) && f.Has(prefix+fileEdgeCount) {
 			out = append(out, datasetName(f, prefix))
+		}
+	}
+	return out
+}
+
+// folders lists the prefixes ("" or "DIR/") of the entries that are an
+// OGB folder's raw/edge.csv.gz.
+func folders(f *ingest.Files) []string {
+	var out []string
+	for _, e := range f.Entries() {
+		if prefix, ok := strings.CutSuffix(e, fileEdges); ok && (prefix == "" || strings.HasSuffix(prefix, "/")) {
+			out = append(out, prefix)
 		}
 	}
 	return out
@@ -98,9 +106,8 @@ func formatErr(file string, line int64, field int, detail string, args ...any) e
 func (Format) Open(f *ingest.Files, dataset string, _ ingest.OpenOptions) (ingest.Dataset, error) {
 	prefix := ""
 	found := false
-	for _, e := range f.Entries() {
-		p, ok := strings.CutSuffix(e, fileEdges)
-		if ok && (p == "" || strings.HasSuffix(p, "/")) && (dataset == "" || datasetName(f, p) == dataset) {
+	for _, p := range folders(f) {
+		if dataset == "" || datasetName(f, p) == dataset {
 			prefix, found = p, true
 			break
 		}
@@ -457,21 +464,24 @@ func number(tok []byte) (float64, bool, bool) {
 	return f, false, true
 }
 
-// cursor reads one feature file's rows graph by graph.
+// cursor reads one file's rows graph by graph: total rows, one per node,
+// edge or graph (what), as the count lists say.
 type cursor struct {
-	c   *columns
-	rc  io.ReadCloser
-	l   *text.Reader
-	r   row
-	row int64
+	c     *columns // a feature file's columns; nil for the others
+	rc    io.ReadCloser
+	l     *text.Reader
+	r     row
+	row   int64
+	total int64
+	what  string
 }
 
-func (d *Dataset) cursor(c *columns, file string) (*cursor, error) {
+func (d *Dataset) cursor(c *columns, file string, total int64, what string) (*cursor, error) {
 	rc, err := d.open(file)
 	if err != nil {
 		return nil, err
 	}
-	return &cursor{c: c, rc: rc, l: text.NewReader(rc, name, d.shown(file))}, nil
+	return &cursor{c: c, rc: rc, l: text.NewReader(rc, name, d.shown(file)), total: total, what: what}, nil
 }
 
 func (cu *cursor) close() {
@@ -480,11 +490,12 @@ func (cu *cursor) close() {
 	}
 }
 
-// next parses the next row into cu.r; io.ErrUnexpectedEOF past the end.
+// next parses the next row into cu.r; past the file's end, an error
+// naming the count it fell short of.
 func (cu *cursor) next(want int, missing bool) error {
 	b, err := cu.l.Next()
 	if err == io.EOF {
-		return io.ErrUnexpectedEOF
+		return formatErr(cu.l.File, cu.l.Line, 0, "ends after %d rows; the count lists say %d %s", cu.row, cu.total, cu.what)
 	}
 	if err != nil {
 		return err
@@ -494,7 +505,7 @@ func (cu *cursor) next(want int, missing bool) error {
 }
 
 // end checks that the file has no rows left.
-func (cu *cursor) end(d *Dataset, total int64, what string) error {
+func (cu *cursor) end() error {
 	if cu == nil {
 		return nil
 	}
@@ -505,31 +516,33 @@ func (cu *cursor) end(d *Dataset, total int64, what string) error {
 	if err != nil {
 		return err
 	}
-	return formatErr(cu.l.File, cu.l.Line, 0, "more rows than the %d %s counted in the count lists", total, what)
+	return formatErr(cu.l.File, cu.l.Line, 0, "more rows than the %d %s counted in the count lists", cu.total, cu.what)
 }
 
 // Graphs implements ingest.Dataset.
 func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*shard.Graph) error) (ingest.Stats, error) {
 	var st ingest.Stats
-	edgesIn, err := d.cursor(nil, fileEdges)
+	edgesIn, err := d.cursor(nil, fileEdges, d.totalEdges, "edges")
 	if err != nil {
 		return st, err
 	}
 	defer edgesIn.close()
 	var nodeIn, edgeIn, labelIn *cursor
 	for _, c := range []struct {
-		cols *columns
-		cu   **cursor
-	}{{&d.node, &nodeIn}, {&d.edge, &edgeIn}} {
+		cols  *columns
+		cu    **cursor
+		total int64
+		what  string
+	}{{&d.node, &nodeIn, d.totalNodes, "nodes"}, {&d.edge, &edgeIn, d.totalEdges, "edges"}} {
 		if c.cols.present {
-			if *c.cu, err = d.cursor(c.cols, c.cols.file); err != nil {
+			if *c.cu, err = d.cursor(c.cols, c.cols.file, c.total, c.what); err != nil {
 				return st, err
 			}
 			defer (*c.cu).close()
 		}
 	}
 	if d.task != shard.TaskClass {
-		if labelIn, err = d.cursor(nil, fileLabels); err != nil {
+		if labelIn, err = d.cursor(nil, fileLabels, int64(len(d.nodes)), "graphs"); err != nil {
 			return st, err
 		}
 		defer labelIn.close()
@@ -542,9 +555,6 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 		ecodes []int32 // per input row
 		ex     []float32
 	)
-	short := func(cu *cursor, total int64, what string) error {
-		return formatErr(cu.l.File, cu.l.Line, 0, "ends after %d rows; the count lists say %d %s", cu.row, total, what)
-	}
 	for gi := range d.nodes {
 		if gi&1023 == 0 && ctx.Err() != nil {
 			return st, ctx.Err()
@@ -555,9 +565,6 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 		if nodeIn != nil {
 			for range n {
 				if err := nodeIn.next(d.node.width, false); err != nil {
-					if err == io.ErrUnexpectedEOF {
-						return st, short(nodeIn, d.totalNodes, "nodes")
-					}
 					return st, err
 				}
 				if err := d.take(nodeIn, &g.NodeCat.I32, &g.X); err != nil {
@@ -568,9 +575,6 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 		keys, rows, ecodes, ex = keys[:0], rows[:0], ecodes[:0], ex[:0]
 		for k := range m {
 			if err := edgesIn.next(2, false); err != nil {
-				if err == io.ErrUnexpectedEOF {
-					return st, short(edgesIn, d.totalEdges, "edges")
-				}
 				return st, err
 			}
 			st.DirectedEntries++
@@ -580,9 +584,6 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 			}
 			if edgeIn != nil {
 				if err := edgeIn.next(d.edge.width, false); err != nil {
-					if err == io.ErrUnexpectedEOF {
-						return st, short(edgeIn, d.totalEdges, "edges")
-					}
 					return st, err
 				}
 				if err := d.take(edgeIn, &ecodes, &ex); err != nil {
@@ -610,12 +611,8 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 			return st, err
 		}
 	}
-	for _, c := range []struct {
-		cu    *cursor
-		total int64
-		what  string
-	}{{edgesIn, d.totalEdges, "edges"}, {nodeIn, d.totalNodes, "nodes"}, {edgeIn, d.totalEdges, "edges"}, {labelIn, int64(len(d.nodes)), "graphs"}} {
-		if err := c.cu.end(d, c.total, c.what); err != nil {
+	for _, cu := range []*cursor{edgesIn, nodeIn, edgeIn, labelIn} {
+		if err := cu.end(); err != nil {
 			return st, err
 		}
 	}
@@ -707,9 +704,6 @@ func (d *Dataset) label(g *shard.Graph, gi int, cu *cursor) error {
 		return nil
 	}
 	if err := cu.next(d.targets, true); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			return formatErr(cu.l.File, cu.l.Line, 0, "ends after %d rows; the count lists say %d graphs", cu.row, len(d.nodes))
-		}
 		return err
 	}
 	for _, v := range cu.r.vals {

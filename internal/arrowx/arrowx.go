@@ -1,10 +1,14 @@
 // Package arrowx wraps Go slices as Arrow arrays without copying: the
 // shard writer and the batch collator build record batches this way. The
 // arrays reference the slices; the caller must not modify them until the
-// record batch is written and released.
+// record batch is written and released. It also holds the one rule for
+// categorical codes stored narrow (shard format 3, batch schema 2): their
+// width, Arrow type and bytes.
 package arrowx
 
 import (
+	"encoding/binary"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -27,4 +31,48 @@ func List(elem arrow.DataType, offsets []int32, nvals int, vals []byte) arrow.Ar
 		[]arrow.ArrayData{child}, 0, 0)
 	defer d.Release()
 	return array.MakeFromData(d)
+}
+
+// CodeWidth is the narrowest code width (1, 2 or 4 bytes) holding codes
+// 0..maxCode.
+func CodeWidth(maxCode int64) int {
+	switch {
+	case maxCode < 1<<8:
+		return 1
+	case maxCode < 1<<16:
+		return 2
+	}
+	return 4
+}
+
+// CodeType is the Arrow type of codes width bytes wide: uint8, uint16 or
+// int32.
+func CodeType(width int) arrow.DataType {
+	switch width {
+	case 1:
+		return arrow.PrimitiveTypes.Uint8
+	case 2:
+		return arrow.PrimitiveTypes.Uint16
+	}
+	return arrow.PrimitiveTypes.Int32
+}
+
+// AppendCodes appends codes to b, width bytes each, little endian (the
+// layout of a CodeType(width) array's values).
+func AppendCodes(b []byte, codes []int32, width int) []byte {
+	switch width {
+	case 1:
+		for _, v := range codes {
+			b = append(b, byte(v))
+		}
+	case 2:
+		for _, v := range codes {
+			b = binary.LittleEndian.AppendUint16(b, uint16(v))
+		}
+	default:
+		for _, v := range codes {
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		}
+	}
+	return b
 }

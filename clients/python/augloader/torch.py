@@ -44,11 +44,11 @@ def _long(a: np.ndarray, dev: torch.device) -> torch.Tensor:
 
 
 def _codes(a: np.ndarray, dev: torch.device) -> torch.Tensor:
-    """int64 tensor of categorical codes (uint8/uint16/int32 [rows, cols]):
-    the narrow codes cross the bus, widened on the device."""
+    """int64 tensor of categorical codes (uint8/uint16/int32 [rows, cols]),
+    as _long: the narrow codes cross the bus, widened on the device."""
     if a.dtype == np.uint16:  # torch has no uint16 arithmetic on every version
         a = a.astype(np.int32)
-    return torch.from_numpy(np.ascontiguousarray(a).copy()).to(dev).long()
+    return _long(a, dev)
 
 
 def to_tensors(b: Batch, device="cpu") -> dict:

@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"aug":         {},
 	"epoch":       {"aug"},
 	"shard":       {"internal/arrowx", "internal/iox", "internal/jsonseal", "internal/version"},
-	"wire":        {"internal/ipcframe"},
+	"wire":        {"internal/arrowx", "internal/ipcframe"},
 	"loader":      {"aug", "epoch", "shard", "wire", "internal/arrowx"},
 	"materialize": {"loader", "wire", "internal/iox", "internal/jsonseal", "internal/version"},
 	"server":      {"epoch", "loader", "materialize", "wire", "internal/iox", "internal/ipcframe"},
