@@ -125,15 +125,9 @@ func NewTempDir(out string) (*TempDir, error) {
 		return nil, err
 	}
 	RemoveStaleTemps(out)
-	// The lock file comes first, so a folder without one is always stale.
-	lf, err := os.CreateTemp(parent, "."+base+tmpInfix+"*.lock")
+	lf, err := newLock(parent, "."+base+tmpInfix+"*.lock")
 	if err != nil {
 		return nil, err
-	}
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lf.Close()
-		os.Remove(lf.Name())
-		return nil, fmt.Errorf("lock %s: %w", lf.Name(), err)
 	}
 	dir := strings.TrimSuffix(lf.Name(), ".lock")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -144,10 +138,40 @@ func NewTempDir(out string) (*TempDir, error) {
 	return &TempDir{Path: dir, out: out, lock: lf}, nil
 }
 
+// newLock creates and locks a lock file. The lock file comes before its
+// folder, so a folder without one is always stale. Between the creation
+// and the flock the file is free, and another writer's RemoveStaleTemps
+// may take it for a dead run's (a process killed in that window leaves
+// just such a file) and unlink it: a lock whose path no longer names it
+// is dropped and made again.
+func newLock(parent, pattern string) (*os.File, error) {
+	for try := 0; ; try++ {
+		lf, err := os.CreateTemp(parent, pattern)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			lf.Close()
+			os.Remove(lf.Name())
+			return nil, fmt.Errorf("lock %s: %w", lf.Name(), err)
+		}
+		held, herr := lf.Stat()
+		named, nerr := os.Stat(lf.Name())
+		if herr == nil && nerr == nil && os.SameFile(held, named) {
+			return lf, nil
+		}
+		lf.Close()
+		if try == 10 {
+			return nil, fmt.Errorf("lock %s: removed by another writer ten times in a row", lf.Name())
+		}
+	}
+}
+
 // RemoveStaleTemps removes the temporary folders of out that no live
 // writer holds: their lock file is free (the writer died) or missing.
 // Folders younger than a minute without a lock file are left alone, in
-// case their writer is between creating the lock and the folder.
+// case their writer is between creating the lock and the folder. A free
+// lock file without its folder (a run killed between the two) goes too.
 func RemoveStaleTemps(out string) (removed []string) {
 	out = filepath.Clean(out)
 	parent, base := filepath.Dir(out), filepath.Base(out)
@@ -158,7 +182,13 @@ func RemoveStaleTemps(out string) (removed []string) {
 	prefix := "." + base + tmpInfix
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, prefix) {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if !e.IsDir() {
+			if dir, ok := strings.CutSuffix(filepath.Join(parent, name), ".lock"); ok {
+				removeOrphanLock(dir)
+			}
 			continue
 		}
 		dir := filepath.Join(parent, name)
@@ -181,6 +211,24 @@ func RemoveStaleTemps(out string) (removed []string) {
 		lf.Close()
 	}
 	return removed
+}
+
+// removeOrphanLock removes dir's lock file when dir does not exist and
+// no writer holds the lock.
+func removeOrphanLock(dir string) {
+	if _, err := os.Lstat(dir); err == nil {
+		return // the folder's own pass decides
+	}
+	lf, err := os.OpenFile(dir+".lock", os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer lf.Close()
+	if syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		if _, err := os.Lstat(dir); err != nil {
+			os.Remove(lf.Name())
+		}
+	}
 }
 
 // Commit fsyncs the temporary folder and renames it to its destination. An

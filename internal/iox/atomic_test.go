@@ -116,6 +116,41 @@ func TestTempDirStale(t *testing.T) {
 	assertOnly(t, parent)
 }
 
+// A run killed between creating its lock file and its folder leaves a
+// lock file alone; the next writer removes it when it is free, and keeps
+// one a live writer holds.
+func TestOrphanLockRemoved(t *testing.T) {
+	parent := t.TempDir()
+	out := filepath.Join(parent, "out")
+	orphan := filepath.Join(parent, ".out.tmp-123.lock")
+	if err := os.WriteFile(orphan, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held := filepath.Join(parent, ".out.tmp-456.lock")
+	hf, err := os.Create(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Close()
+	if err := syscall.Flock(int(hf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	td, err := iox.NewTempDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("the free orphan lock file is still there (%v)", err)
+	}
+	if _, err := os.Stat(held); err != nil {
+		t.Fatalf("a held lock file was removed: %v", err)
+	}
+	td.Abort()
+	hf.Close()
+	os.Remove(held)
+	assertOnly(t, parent)
+}
+
 // releaseOnly drops the writer's lock but keeps its folder and lock file,
 // as after kill -9.
 func releaseOnly(t *testing.T, td *iox.TempDir) {

@@ -82,7 +82,10 @@ def test_cv_stops_cleanly(bins, mutag_shards, tmp_path):
     out = tmp_path / "cv.json"
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {"AUGLOADER_BIN": str(bins), "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
+    # torch >= 2 keeps a compile cache under TMPDIR on purpose (inductor's):
+    # not the script's temporaries, so it goes elsewhere.
+    env = {"AUGLOADER_BIN": str(bins), "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch-cache")}
     proc = subprocess.Popen([sys.executable, EXAMPLE, "cv", "--shards", mutag_shards, "--folds", "2", "--epochs", "500",
                              "--batches-per-epoch", "2", "--jobs", "2", "--policies", "none,nodesam", "--json", out],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
