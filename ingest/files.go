@@ -333,6 +333,45 @@ func (f *Files) OpenDirect(entry, shown string) (io.ReadCloser, error) {
 	return &hashingReader{rc: rc, h: sha256.New(), name: shown, f: f}, nil
 }
 
+// ReaderAtCloser is an entry opened for random access (OpenRandom).
+type ReaderAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// OpenRandom opens entry for random access, for a format whose file is
+// itself an archive (a NumPy .npz is a zip). An entry already on disk (in
+// a folder, or spooled from a tar) is read in place; any other (a zip's
+// entry) is copied to an unlinked temporary file first. The entry is read
+// once to its end on the way, so its SHA-256 is recorded as by Open.
+func (f *Files) OpenRandom(entry, shown string) (ReaderAtCloser, int64, error) {
+	rc, err := f.OpenDirect(entry, shown)
+	if err != nil {
+		return nil, 0, err
+	}
+	hr := rc.(*hashingReader)
+	if fh, ok := hr.rc.(*os.File); ok {
+		n, err := io.Copy(io.Discard, hr)
+		if err != nil {
+			fh.Close()
+			return nil, 0, containerErr(shown, "read: %v", err)
+		}
+		return fh, n, nil
+	}
+	defer hr.Close()
+	tmp, err := os.CreateTemp("", "augloader-entry-*")
+	if err != nil {
+		return nil, 0, fmt.Errorf("ingest: %s: %w", shown, err)
+	}
+	os.Remove(tmp.Name()) // gone with the last descriptor, however the process ends
+	n, err := io.Copy(tmp, hr)
+	if err != nil {
+		tmp.Close()
+		return nil, 0, containerErr(shown, "read: %v", err)
+	}
+	return tmp, n, nil
+}
+
 // Hashes returns the SHA-256 of every file read to the end, sorted by name.
 func (f *Files) Hashes() []SourceHash {
 	f.mu.Lock()

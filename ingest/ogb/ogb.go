@@ -5,6 +5,14 @@
 // graph), and optionally raw/node-feat.csv.gz, raw/edge-feat.csv.gz (one
 // row per node, per edge) and raw/graph-label.csv.gz (one row per graph,
 // an empty field or nan: missing); and split/NAME/{train,valid,test}.csv.gz.
+// It reads as well the layout ogb.io.DatasetSaver writes (ogb/io/
+// save_dataset.py): raw/data.npz holding the arrays num_nodes_list,
+// num_edges_list, edge_index (2 × E, graph-local ids), node_feat and
+// edge_feat; raw/graph-label.npz holding graph_label; and
+// split/NAME/split_dict.pt, torch.save's pickle of the ids (split files of
+// either kind are read in both layouts, split_dict.pt first, as OGB does).
+// An .npy array's row i is line i+1 in errors; its kind follows its
+// dtype (an integer array is categorical, a float array a float block).
 //
 // Contract: as OGB's loader, a feature file of integers only is
 // categorical (one column per field, codes ≥ 0) and one with any other
@@ -22,6 +30,8 @@
 package ogb
 
 import (
+	"archive/zip"
+	"bufio"
 	"cmp"
 	"context"
 	"io"
@@ -48,7 +58,23 @@ const (
 	fileNodeFeat  = "raw/node-feat.csv.gz"
 	fileEdgeFeat  = "raw/edge-feat.csv.gz"
 	fileLabels    = "raw/graph-label.csv.gz"
+
+	// The npz layout: two zips of .npy arrays, and torch.save'd splits.
+	fileData      = "raw/data.npz"
+	fileLabelsNpz = "raw/graph-label.npz"
+	fileSplitDict = "split_dict.pt"
 )
+
+// npzArrays names the array of data.npz (or graph-label.npz) that stands
+// for each file of the csv.gz layout.
+var npzArrays = map[string]string{
+	fileEdges:     "edge_index",
+	fileNodeCount: "num_nodes_list",
+	fileEdgeCount: "num_edges_list",
+	fileNodeFeat:  "node_feat",
+	fileEdgeFeat:  "edge_feat",
+	fileLabels:    "graph_label",
+}
 
 // Format reads OGB graph-property folders.
 type Format struct{}
@@ -58,12 +84,13 @@ func (Format) Name() string { return name }
 
 // Describe implements ingest.Format.
 func (Format) Describe() string {
-	return "an OGB graph-property folder (raw/edge.csv.gz, raw/num-node-list.csv.gz, raw/num-edge-list.csv.gz)"
+	return "an OGB graph-property folder (raw/edge.csv.gz, raw/num-node-list.csv.gz, raw/num-edge-list.csv.gz; or raw/data.npz)"
 }
 
 // Wanted implements ingest.Format.
 func (Format) Wanted(entry string) bool {
-	return (strings.Contains(entry, "raw/") || strings.Contains(entry, "split/")) && strings.HasSuffix(entry, ".csv.gz")
+	return (strings.Contains(entry, "raw/") || strings.Contains(entry, "split/")) &&
+		(strings.HasSuffix(entry, ".csv.gz") || strings.HasSuffix(entry, ".npz") || strings.HasSuffix(entry, "/"+fileSplitDict))
 }
 
 // Detect implements ingest.Format: every folder holding the three
@@ -72,7 +99,7 @@ func (Format) Wanted(entry string) bool {
 func (Format) Detect(f *ingest.Files) []string {
 	var out []string
 	for _, prefix := range folders(f) {
-		if f.Has(prefix+fileNodeCount) && f.Has(prefix+fileEdgeCount) {
+		if f.Has(prefix+fileData) || f.Has(prefix+fileNodeCount) && f.Has(prefix+fileEdgeCount) {
 			out = append(out, datasetName(f, prefix))
 		}
 	}
@@ -80,12 +107,14 @@ func (Format) Detect(f *ingest.Files) []string {
 }
 
 // folders lists the prefixes ("" or "DIR/") of the entries that are an
-// OGB folder's raw/edge.csv.gz.
+// OGB folder's raw/edge.csv.gz or raw/data.npz.
 func folders(f *ingest.Files) []string {
 	var out []string
 	for _, e := range f.Entries() {
-		if prefix, ok := strings.CutSuffix(e, fileEdges); ok && (prefix == "" || strings.HasSuffix(prefix, "/")) {
-			out = append(out, prefix)
+		for _, file := range []string{fileEdges, fileData} {
+			if prefix, ok := strings.CutSuffix(e, file); ok && (prefix == "" || strings.HasSuffix(prefix, "/")) && !slices.Contains(out, prefix) {
+				out = append(out, prefix)
+			}
 		}
 	}
 	return out
@@ -116,6 +145,17 @@ func (Format) Open(f *ingest.Files, dataset string, _ ingest.OpenOptions) (inges
 		return nil, formatErr(f.Path, 0, 0, "no OGB dataset %q: looked for %s", dataset, Format{}.Describe())
 	}
 	d := &Dataset{files: f, prefix: prefix, name: datasetName(f, prefix)}
+	ok := false
+	defer func() {
+		if !ok {
+			d.Close()
+		}
+	}()
+	if f.Has(prefix + fileData) {
+		if err := d.openNpz(); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if d.nodes, err = d.readCounts(fileNodeCount); err != nil {
 		return nil, err
@@ -147,6 +187,7 @@ func (Format) Open(f *ingest.Files, dataset string, _ ingest.OpenOptions) (inges
 	if err := d.readSplits(); err != nil {
 		return nil, err
 	}
+	ok = true
 	return d, nil
 }
 
@@ -165,6 +206,11 @@ type Dataset struct {
 	classes   []float64 // a class task's distinct raw labels, sorted
 	labels    []float64 // a class task's raw labels
 	splits    []ingest.Split
+
+	// The npz layout: data.npz's and graph-label.npz's arrays by name.
+	npz     bool
+	arrays  map[string]*zip.File
+	closers []func() error
 }
 
 // columns is what a feature file holds: width fields a row, integers
@@ -178,6 +224,148 @@ type columns struct {
 }
 
 func (d *Dataset) shown(file string) string { return d.prefix + file }
+
+// openNpz opens raw/data.npz and raw/graph-label.npz and lists their arrays.
+func (d *Dataset) openNpz() error {
+	d.npz, d.arrays = true, map[string]*zip.File{}
+	for _, file := range []string{fileData, fileLabelsNpz} {
+		if !d.files.Has(d.prefix + file) {
+			continue
+		}
+		ra, size, err := d.files.OpenRandom(d.prefix+file, d.shown(file))
+		if err != nil {
+			return err
+		}
+		d.closers = append(d.closers, ra.Close)
+		zr, err := zip.NewReader(ra, size)
+		if err != nil {
+			return formatErr(d.shown(file), 0, 0, "not an .npz (a zip of .npy arrays): %v", err)
+		}
+		for _, e := range zr.File {
+			arr := strings.TrimSuffix(e.Name, ".npy")
+			if d.arrays[arr] != nil {
+				return formatErr(d.shown(file), 0, 0, "array %q is held twice", arr)
+			}
+			d.arrays[arr] = e
+		}
+	}
+	for _, file := range []string{fileEdges, fileNodeCount, fileEdgeCount} {
+		if d.arrays[npzArrays[file]] == nil {
+			return formatErr(d.shown(fileData), 0, 0, "no %s array (DatasetSaver writes edge_index, num_nodes_list and num_edges_list)", npzArrays[file])
+		}
+	}
+	return nil
+}
+
+// has reports whether the dataset has file (a csv.gz layout name; in the
+// npz layout, the array standing for it).
+func (d *Dataset) has(file string) bool {
+	if d.npz {
+		return d.arrays[npzArrays[file]] != nil
+	}
+	return d.files.Has(d.prefix + file)
+}
+
+// rowSource yields one file's rows: a csv.gz file's lines, or an .npy
+// array's rows.
+type rowSource interface {
+	// read parses the next row into r (want >= 0: the fields it must
+	// have; missing: empty fields and nan allowed, as NaN); io.EOF past
+	// the last.
+	read(r *row, want int, missing bool) error
+	// where names the row read last: the file as shown, and its line.
+	where() (string, int64)
+	io.Closer
+}
+
+// source opens file's rows in either layout.
+func (d *Dataset) source(file string) (rowSource, error) {
+	if !d.npz {
+		rc, err := d.open(file)
+		if err != nil {
+			return nil, err
+		}
+		return &csvSource{rc: rc, l: text.NewReader(rc, name, d.shown(file))}, nil
+	}
+	return d.npy(npzArrays[file], file == fileEdges)
+}
+
+// npy opens array arr of the npz layout; transposed, a (2, E) array read
+// as E rows of two fields.
+func (d *Dataset) npy(arr string, transposed bool) (*npySource, error) {
+	f := d.arrays[arr]
+	if f == nil {
+		return nil, formatErr(d.shown(fileData), 0, 0, "no %s array", arr)
+	}
+	s := &npySource{name: d.shown(fileData) + "/" + f.Name}
+	if arr == npzArrays[fileLabels] {
+		s.name = d.shown(fileLabelsNpz) + "/" + f.Name
+	}
+	// stream opens the array once more, skip elements in.
+	stream := func(skip int64) (*npyElems, error) {
+		rc, err := f.Open()
+		if err != nil {
+			return nil, formatErr(s.name, 0, 0, "cannot open: %v", err)
+		}
+		s.closers = append(s.closers, rc)
+		br := bufio.NewReaderSize(rc, 1<<16)
+		h, err := readNpyHeader(br, s.name)
+		if err != nil {
+			return nil, err
+		}
+		s.h = h
+		if _, err := br.Discard(int(skip) * h.size); err != nil {
+			return nil, formatErr(s.name, 0, 0, "the array ends before its shape %s says: %v", h, err)
+		}
+		return &npyElems{h: h, br: br, name: s.name}, nil
+	}
+	first, err := stream(0)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	h := first.h
+	rows, cols := h.rows(), int64(h.cols())
+	if transposed {
+		if len(h.shape) != 2 || h.shape[0] != 2 {
+			s.Close()
+			return nil, formatErr(s.name, 0, 0, "shape %s, want (2, E)", h)
+		}
+		rows, cols = h.shape[1], 2
+		h.fortran = !h.fortran // rows of the transpose run along the file's columns
+	}
+	s.rows, s.per, s.streams = rows, int(cols), []*npyElems{first}
+	if h.fortran && cols > 1 && rows > 1 {
+		s.per = 1
+		for c := int64(1); c < cols; c++ {
+			e, err := stream(c * rows)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			s.streams = append(s.streams, e)
+		}
+	}
+	return s, nil
+}
+
+// csvSource is a csv.gz file's rows.
+type csvSource struct {
+	rc io.ReadCloser
+	l  *text.Reader
+}
+
+func (s *csvSource) read(r *row, want int, missing bool) error {
+	b, err := s.l.Next()
+	if err != nil {
+		return err
+	}
+	return r.parse(s.l.File, s.l.Line, b, want, missing)
+}
+
+func (s *csvSource) where() (string, int64) { return s.l.File, s.l.Line }
+
+func (s *csvSource) Close() error { return s.rc.Close() }
 
 func (d *Dataset) open(file string) (io.ReadCloser, error) {
 	rc, err := d.files.Open(d.prefix+file, d.shown(file))
@@ -206,46 +394,46 @@ func (g *gzFile) Close() error {
 }
 
 func (d *Dataset) readCounts(file string) ([]int32, error) {
-	rc, err := d.open(file)
+	src, err := d.source(file)
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	vals, err := text.ReadInts(rc, name, d.shown(file), 1024)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int32, len(vals))
-	for i, v := range vals {
-		if v < 0 || v > math.MaxInt32/2 {
-			return nil, formatErr(d.shown(file), int64(i+1), 1, "count %d out of range", v)
+	defer src.Close()
+	var out []int32
+	var r row
+	for {
+		err := src.read(&r, 1, false)
+		if err == io.EOF {
+			return out, nil
 		}
-		out[i] = int32(v)
+		if err != nil {
+			return nil, err
+		}
+		shown, line := src.where()
+		if v := r.vals[0]; !r.ints || v < 0 || v > math.MaxInt32/2 || v != math.Trunc(v) {
+			return nil, formatErr(shown, line, 1, "count %v is not an integer in 0..%d", v, math.MaxInt32/2)
+		}
+		out = append(out, int32(r.vals[0]))
 	}
-	return out, nil
 }
 
 // peek reads a feature file's first row: its width and a first guess of
 // its kind.
 func (d *Dataset) peek(c *columns) error {
-	if !d.files.Has(d.prefix + c.file) {
+	if !d.has(c.file) {
 		return nil
 	}
-	rc, err := d.open(c.file)
+	src, err := d.source(c.file)
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
-	l := text.NewReader(rc, name, d.shown(c.file))
-	b, err := l.Next()
+	defer src.Close()
+	var r row
+	err = src.read(&r, -1, false)
 	if err == io.EOF {
 		return nil // an empty file: no rows (no nodes or edges at all)
 	}
 	if err != nil {
-		return err
-	}
-	var r row
-	if err := r.parse(l, b, -1, false); err != nil {
 		return err
 	}
 	c.present, c.width, c.floats, c.code = true, len(r.vals), !r.ints, 1
@@ -256,22 +444,30 @@ func (d *Dataset) peek(c *columns) error {
 // with one label a graph it reads them all (8 bytes a graph) to decide
 // between classes and binary or regression targets.
 func (d *Dataset) openLabels() error {
-	if !d.files.Has(d.prefix + fileLabels) {
-		return formatErr(d.shown(fileLabels), 0, 0, "missing required file (graph property prediction needs labels)")
+	if !d.has(fileLabels) {
+		missing := d.shown(fileLabels)
+		if d.npz {
+			missing = d.shown(fileLabelsNpz)
+		}
+		return formatErr(missing, 0, 0, "missing required file (graph property prediction needs labels)")
 	}
-	rc, err := d.open(fileLabels)
+	src, err := d.source(fileLabels)
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
-	l := text.NewReader(rc, name, d.shown(fileLabels))
+	defer src.Close()
 	var r row
 	allInts, binary := true, true
 	for g := 0; ; g++ {
-		b, err := l.Next()
+		want := d.targets
+		if g == 0 {
+			want = -1
+		}
+		err := src.read(&r, want, true)
+		shown, line := src.where()
 		if err == io.EOF {
 			if g != len(d.nodes) && d.targets == 1 {
-				return formatErr(d.shown(fileLabels), l.Line, 0, "ends after %d rows; the count lists say %d graphs", g, len(d.nodes))
+				return formatErr(shown, line, 0, "ends after %d rows; the count lists say %d graphs", g, len(d.nodes))
 			}
 			break
 		}
@@ -279,14 +475,7 @@ func (d *Dataset) openLabels() error {
 			return err
 		}
 		if g == len(d.nodes) {
-			return formatErr(d.shown(fileLabels), l.Line, 0, "more rows than the %d graphs counted in the count lists", len(d.nodes))
-		}
-		want := d.targets
-		if g == 0 {
-			want = -1
-		}
-		if err := r.parse(l, b, want, true); err != nil {
-			return err
+			return formatErr(shown, line, 0, "more rows than the %d graphs counted in the count lists", len(d.nodes))
 		}
 		if g == 0 {
 			d.targets, d.hasLabels = len(r.vals), true
@@ -318,8 +507,17 @@ func (d *Dataset) openLabels() error {
 func (d *Dataset) readSplits() error {
 	for _, e := range d.files.Entries() {
 		rest, ok := strings.CutPrefix(e, d.prefix+"split/")
-		if !ok || !strings.HasSuffix(rest, "/train.csv.gz") || strings.Count(rest, "/") != 1 {
+		if !ok || strings.Count(rest, "/") != 1 {
 			continue
+		}
+		if dir, ok := strings.CutSuffix(rest, "/"+fileSplitDict); ok {
+			if err := d.readSplitDict(dir); err != nil {
+				return err
+			}
+			continue
+		}
+		if !strings.HasSuffix(rest, "/train.csv.gz") || d.files.Has(d.prefix+"split/"+strings.TrimSuffix(rest, "train.csv.gz")+fileSplitDict) {
+			continue // the folder's split_dict.pt is read, as OGB does
 		}
 		dir := strings.TrimSuffix(rest, "/train.csv.gz")
 		s := ingest.Split{Name: dir}
@@ -349,6 +547,29 @@ func (d *Dataset) readSplits() error {
 		}
 		d.splits = append(d.splits, s)
 	}
+	return nil
+}
+
+// readSplitDict reads split/DIR/split_dict.pt.
+func (d *Dataset) readSplitDict(dir string) error {
+	file := "split/" + dir + "/" + fileSplitDict
+	ra, size, err := d.files.OpenRandom(d.prefix+file, d.shown(file))
+	if err != nil {
+		return err
+	}
+	defer ra.Close()
+	s := ingest.Split{Name: dir}
+	if s.Train, s.Valid, s.Test, err = readSplitDict(ra, size, d.shown(file)); err != nil {
+		return err
+	}
+	for _, set := range [][]int64{s.Train, s.Valid, s.Test} {
+		for i, id := range set {
+			if id < 0 || id >= int64(len(d.nodes)) {
+				return formatErr(d.shown(file), 0, 0, "id %d (item %d) out of range 0..%d", id, i, len(d.nodes)-1)
+			}
+		}
+	}
+	d.splits = append(d.splits, s)
 	return nil
 }
 
@@ -387,7 +608,16 @@ func (c *columns) layout(prefix string) *shard.Columns {
 func (d *Dataset) Sources() []ingest.SourceHash { return d.files.Hashes() }
 
 // Close implements ingest.Dataset.
-func (d *Dataset) Close() error { return nil }
+func (d *Dataset) Close() error {
+	var err error
+	for _, c := range d.closers {
+		if cerr := c(); err == nil {
+			err = cerr
+		}
+	}
+	d.closers = nil
+	return err
+}
 
 // row is one parsed comma-separated row.
 type row struct {
@@ -397,7 +627,7 @@ type row struct {
 
 // parse parses b into r; want >= 0 is the field count required (a ragged
 // row is an error naming it); missing allows empty and nan fields (NaN).
-func (r *row) parse(l *text.Reader, b []byte, want int, missing bool) error {
+func (r *row) parse(file string, line int64, b []byte, want int, missing bool) error {
 	r.vals, r.ints = r.vals[:0], true
 	field := 0
 	for i := 0; ; {
@@ -419,7 +649,7 @@ func (r *row) parse(l *text.Reader, b []byte, want int, missing bool) error {
 		case missing && (len(tok) == 0 || strings.EqualFold(string(tok), "nan")):
 			v, isInt = math.NaN(), false
 		default:
-			return ingest.Errorf(name, l.File, l.Line, field, "%q is not a number", tok)
+			return ingest.Errorf(name, file, line, field, "%q is not a number", tok)
 		}
 		r.ints = r.ints && isInt
 		r.vals = append(r.vals, v)
@@ -429,7 +659,7 @@ func (r *row) parse(l *text.Reader, b []byte, want int, missing bool) error {
 		i = j + 1
 	}
 	if want >= 0 && len(r.vals) != want {
-		return ingest.Errorf(name, l.File, l.Line, 0, "%d fields, the file's first row has %d", len(r.vals), want)
+		return ingest.Errorf(name, file, line, 0, "%d fields, the file's first row has %d", len(r.vals), want)
 	}
 	return nil
 }
@@ -468,8 +698,7 @@ func number(tok []byte) (float64, bool, bool) {
 // edge or graph (what), as the count lists say.
 type cursor struct {
 	c     *columns // a feature file's columns; nil for the others
-	rc    io.ReadCloser
-	l     *text.Reader
+	src   rowSource
 	r     row
 	row   int64
 	total int64
@@ -477,31 +706,29 @@ type cursor struct {
 }
 
 func (d *Dataset) cursor(c *columns, file string, total int64, what string) (*cursor, error) {
-	rc, err := d.open(file)
+	src, err := d.source(file)
 	if err != nil {
 		return nil, err
 	}
-	return &cursor{c: c, rc: rc, l: text.NewReader(rc, name, d.shown(file)), total: total, what: what}, nil
+	return &cursor{c: c, src: src, total: total, what: what}, nil
 }
 
 func (cu *cursor) close() {
 	if cu != nil {
-		cu.rc.Close()
+		cu.src.Close()
 	}
 }
 
 // next parses the next row into cu.r; past the file's end, an error
 // naming the count it fell short of.
 func (cu *cursor) next(want int, missing bool) error {
-	b, err := cu.l.Next()
+	err := cu.src.read(&cu.r, want, missing)
 	if err == io.EOF {
-		return formatErr(cu.l.File, cu.l.Line, 0, "ends after %d rows; the count lists say %d %s", cu.row, cu.total, cu.what)
-	}
-	if err != nil {
-		return err
+		file, line := cu.src.where()
+		return formatErr(file, line, 0, "ends after %d rows; the count lists say %d %s", cu.row, cu.total, cu.what)
 	}
 	cu.row++
-	return cu.r.parse(cu.l, b, want, missing)
+	return err
 }
 
 // end checks that the file has no rows left.
@@ -509,14 +736,15 @@ func (cu *cursor) end() error {
 	if cu == nil {
 		return nil
 	}
-	_, err := cu.l.Next()
+	err := cu.src.read(&cu.r, -1, true)
 	if err == io.EOF {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return formatErr(cu.l.File, cu.l.Line, 0, "more rows than the %d %s counted in the count lists", cu.total, cu.what)
+	file, line := cu.src.where()
+	return formatErr(file, line, 0, "more rows than the %d %s counted in the count lists", cu.total, cu.what)
 }
 
 // Graphs implements ingest.Dataset.
@@ -580,7 +808,8 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 			st.DirectedEntries++
 			u, v := edgesIn.r.vals[0], edgesIn.r.vals[1]
 			if !edgesIn.r.ints || u < 0 || v < 0 || u >= float64(n) || v >= float64(n) {
-				return st, formatErr(edgesIn.l.File, edgesIn.l.Line, 0, "edge (%v, %v) is not in graph %d's nodes 0..%d (node ids are local to each graph)", u, v, gi, n-1)
+				file, line := edgesIn.src.where()
+				return st, formatErr(file, line, 0, "edge (%v, %v) is not in graph %d's nodes 0..%d (node ids are local to each graph)", u, v, gi, n-1)
 			}
 			if edgeIn != nil {
 				if err := edgeIn.next(d.edge.width, false); err != nil {
@@ -600,7 +829,8 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 		edges, first := canon.Build(n, keys, rows, &st)
 		g.Edges = append(g.Edges, edges...)
 		if edgeIn != nil {
-			if err := d.edgeFeatures(&g, keys, rows, first, ecodes, ex, m, edgeIn.l.Line); err != nil {
+			file, line := edgeIn.src.where()
+			if err := d.edgeFeatures(&g, keys, rows, first, ecodes, ex, m, file, line); err != nil {
 				return st, err
 			}
 		}
@@ -637,9 +867,11 @@ func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 	for i, v := range cu.r.vals {
 		switch {
 		case v < 0:
-			return formatErr(cu.l.File, cu.l.Line, i+1, "negative code %v in an integer (categorical) column", v)
+			file, line := cu.src.where()
+			return formatErr(file, line, i+1, "negative code %v in an integer (categorical) column", v)
 		case v > math.MaxInt32-1:
-			return formatErr(cu.l.File, cu.l.Line, i+1, "code %v out of range", v)
+			file, line := cu.src.where()
+			return formatErr(file, line, i+1, "code %v out of range", v)
 		case int64(v) >= 1<<(8*c.code) && c.code < 4:
 			c.code = shard.WidthFor(int64(v) + 1) // room for the reserved fill code
 			return ingest.ErrReread
@@ -651,8 +883,9 @@ func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 
 // edgeFeatures gives each canonical edge the features of its first
 // listing, refusing a listing whose features differ from it (rows are the
-// graph's edge rows, the last of them on line lastLine of the edge file).
-func (d *Dataset) edgeFeatures(g *shard.Graph, keys []ingest.Entry, rows, first []int32, codes []int32, x []float32, m int32, lastLine int64) error {
+// graph's edge rows, the last of them on line lastLine of file, the edge
+// feature file).
+func (d *Dataset) edgeFeatures(g *shard.Graph, keys []ingest.Entry, rows, first []int32, codes []int32, x []float32, m int32, file string, lastLine int64) error {
 	w := d.edge.width
 	nCodes, nX := 0, 0
 	if d.edge.floats {
@@ -675,7 +908,7 @@ func (d *Dataset) edgeFeatures(g *shard.Graph, keys []ingest.Entry, rows, first 
 		if !slices.Equal(codes[int(r)*nCodes:(int(r)+1)*nCodes], codes[int(r0)*nCodes:(int(r0)+1)*nCodes]) ||
 			!slices.Equal(x[int(r)*nX:(int(r)+1)*nX], x[int(r0)*nX:(int(r0)+1)*nX]) {
 			line := lastLine - int64(m-1) + int64(r)
-			return formatErr(d.shown(fileEdgeFeat), line, 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
+			return formatErr(file, line, 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
 				g.ID, u, v, lastLine-int64(m-1)+int64(r0))
 		}
 	}

@@ -1,6 +1,7 @@
 """OGB's own loader is the oracle: real NCI molecules (the rdkit wheel's
 first_5K.smi) through ogb.utils.smiles2graph, written as an OGB folder in
-the csv.gz layout (as every OGB download ships it), converted by shardconv
+the csv.gz layout (as every OGB download ships it) and in the .npz layout
+(as ogb.io.DatasetSaver writes it), converted by shardconv
 and served with policy none, equal graph by graph to what
 ogb.graphproppred.PygGraphPropPredDataset loads from the same folder: x,
 y (NaN where missing) and the set of directed edges each with its
@@ -173,6 +174,49 @@ def test_ogb_csv_layout_equals_ogb_loader(bins, daemon, tmp_path, nci):
     d = daemon("--shards", str(shards), "--view", f"valid={shards}/split-scaffold.json:valid")
     got = sorted(int(i) for b in augloader.connect(d.unix).epoch(0, view="valid") for i in b.graph_id if True)
     assert got == sorted(split["valid"])
+
+
+def write_ogb_npz(base, mols):
+    """The layout ogb.io.DatasetSaver writes (raw/data.npz,
+    raw/graph-label.npz, split/scaffold/split_dict.pt), the same targets
+    as write_ogb_csv; returns the folder and the saver's meta dict."""
+    from ogb.io import DatasetSaver
+    saver = DatasetSaver(dataset_name="ogbg-nci", is_hetero=False, version=1, root=str(base))
+    saver.save_graph_list([{"edge_index": g["edge_index"], "num_nodes": g["num_nodes"],
+                            "node_feat": g["node_feat"], "edge_feat": g["edge_feat"]} for g, _ in mols])
+    y = np.array([[tpsa, np.nan if i % 3 == 0 else float(g["num_nodes"]) / 10]
+                  for i, (g, tpsa) in enumerate(mols)])
+    saver.save_target_labels(y)
+    n = len(mols)
+    ids = np.random.default_rng(0).permutation(n)
+    saver.save_split({"train": ids[: n * 8 // 10], "valid": ids[n * 8 // 10: n * 9 // 10],
+                      "test": ids[n * 9 // 10:]}, split_name="scaffold")
+    mapping = base / "mapping"
+    mapping.mkdir()
+    (mapping / "README.md").write_text("graph ids are the NCI molecules' order\n")
+    saver.copy_mapping_dir(str(mapping))
+    saver.save_task_info(task_type="regression", eval_metric="mae", num_classes=-1)
+    meta = saver.get_meta_dict()
+    return pathlib.Path(meta["dir_path"]), meta
+
+
+def test_ogb_npz_layout_equals_ogb_loader(bins, daemon, tmp_path, nci):
+    """DatasetSaver's layout: the same graph-by-graph equality with OGB's
+    loader, and the torch.save'd split read without Python."""
+    import json
+    from ogb.graphproppred import PygGraphPropPredDataset
+    root, meta = write_ogb_npz(tmp_path, nci)
+    assert (root / "raw" / "data.npz").exists() and not (root / "raw" / "edge.csv.gz").exists()
+    shards = tmp_path / "shards"
+    subprocess.run([bins / "shardconv", "convert", "-q", "-i", root, "-o", shards], check=True)
+    man = (shards / "manifest.json").read_text()
+    assert '"kind": "regression"' in man and '"targets": 2' in man
+    ds = PygGraphPropPredDataset("ogbg-nci", meta_dict=meta)
+    compare(ds, served(daemon, shards))
+    split = json.loads((shards / "split-scaffold.json").read_text())
+    want = ds.get_idx_split()
+    for ours, theirs in (("training", "train"), ("valid", "valid"), ("test", "test")):
+        assert split[ours] == [int(i) for i in want[theirs]], ours
 
 
 BAD = [

@@ -1,0 +1,606 @@
+package ogb
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"unicode/utf8"
+)
+
+// A split_dict.pt is what torch.save writes of OGB's split dict
+// ({"train": ids, "valid": ids, "test": ids}, the ids NumPy arrays or
+// torch tensors): a zip holding PREFIX/data.pkl, a pickle, and
+// PREFIX/data/KEY, each tensor's storage. readSplitDict reads it without
+// Python: a small pickle machine that builds only what such a file holds
+// (dicts, tuples, lists, strings, numbers, globals named, calls recorded,
+// never run) and then recognises NumPy's array reconstruction and torch's
+// _rebuild_tensor_v2 in what it built.
+
+// Pickle values.
+type (
+	pyGlobal struct{ module, name string }
+	pyTuple  []any
+	pyList   struct{ items []any }
+	pyDict   struct{ keys, vals []any }
+	pyMark   struct{}
+	pyPersid struct{ id any }
+	// pyCall is a REDUCE (fn applied to args) or NEWOBJ, with the state a
+	// BUILD gave it.
+	pyCall struct {
+		fn    any
+		args  pyTuple
+		state any
+	}
+)
+
+// maxPickle bounds data.pkl (a split's ids for millions of graphs are
+// tens of megabytes).
+const maxPickle = 1 << 30
+
+// unpickle runs the pickle in b and returns the value STOP leaves.
+func unpickle(b []byte) (v any, err error) {
+	var (
+		stack []any
+		memo  = map[int64]any{}
+		i     int
+	)
+	fail := func(detail string, args ...any) (any, error) {
+		return nil, fmt.Errorf("pickle byte %d: "+detail, append([]any{i}, args...)...)
+	}
+	pop := func() (any, bool) {
+		if len(stack) == 0 {
+			return nil, false
+		}
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		return x, true
+	}
+	popMark := func() ([]any, bool) {
+		for k := len(stack) - 1; k >= 0; k-- {
+			if _, ok := stack[k].(pyMark); ok {
+				items := append([]any(nil), stack[k+1:]...)
+				stack = stack[:k]
+				return items, true
+			}
+		}
+		return nil, false
+	}
+	need := func(n int) bool { return i+n <= len(b) }
+	u32 := func() int { x := int(binary.LittleEndian.Uint32(b[i:])); i += 4; return x }
+	for i < len(b) {
+		op := b[i]
+		i++
+		switch op {
+		case 0x80: // PROTO
+			i++
+		case 0x95: // FRAME
+			i += 8
+		case '.': // STOP
+			x, ok := pop()
+			if !ok {
+				return fail("STOP on an empty stack")
+			}
+			return x, nil
+		case '(':
+			stack = append(stack, pyMark{})
+		case 'N':
+			stack = append(stack, nil)
+		case 0x88, 0x89: // NEWTRUE, NEWFALSE
+			stack = append(stack, op == 0x88)
+		case 'K': // BININT1
+			if !need(1) {
+				return fail("truncated")
+			}
+			stack = append(stack, int64(b[i]))
+			i++
+		case 'M': // BININT2
+			if !need(2) {
+				return fail("truncated")
+			}
+			stack = append(stack, int64(binary.LittleEndian.Uint16(b[i:])))
+			i += 2
+		case 'J': // BININT
+			if !need(4) {
+				return fail("truncated")
+			}
+			stack = append(stack, int64(int32(binary.LittleEndian.Uint32(b[i:]))))
+			i += 4
+		case 0x8a: // LONG1
+			if !need(1) || !need(1+int(b[i])) {
+				return fail("truncated")
+			}
+			n := int(b[i])
+			if n > 8 {
+				return fail("integer of %d bytes", n)
+			}
+			var x int64
+			for k := n - 1; k >= 0; k-- {
+				x = x<<8 | int64(b[i+1+k])
+			}
+			if n > 0 && n < 8 && b[i+n]&0x80 != 0 {
+				x -= 1 << (8 * n)
+			}
+			stack = append(stack, x)
+			i += 1 + n
+		case 'G': // BINFLOAT
+			if !need(8) {
+				return fail("truncated")
+			}
+			stack = append(stack, math.Float64frombits(binary.BigEndian.Uint64(b[i:])))
+			i += 8
+		case 'X', 0x8c, 'B', 'C', 0x8d, 0x8e: // BINUNICODE, SHORT_BINUNICODE, BINBYTES, SHORT_BINBYTES, BINUNICODE8, BINBYTES8
+			var n int
+			switch op {
+			case 'X', 'B':
+				if !need(4) {
+					return fail("truncated")
+				}
+				n = u32()
+			case 0x8c, 'C':
+				if !need(1) {
+					return fail("truncated")
+				}
+				n = int(b[i])
+				i++
+			default:
+				if !need(8) {
+					return fail("truncated")
+				}
+				n64 := binary.LittleEndian.Uint64(b[i:])
+				i += 8
+				if n64 > maxPickle {
+					return fail("string of %d bytes", n64)
+				}
+				n = int(n64)
+			}
+			if n < 0 || !need(n) {
+				return fail("truncated string")
+			}
+			if op == 'B' || op == 'C' || op == 0x8e {
+				stack = append(stack, append([]byte(nil), b[i:i+n]...))
+			} else {
+				stack = append(stack, string(b[i:i+n]))
+			}
+			i += n
+		case 'c': // GLOBAL "module\nname\n"
+			j := bytes.IndexByte(b[i:], '\n')
+			if j < 0 {
+				return fail("truncated GLOBAL")
+			}
+			k := bytes.IndexByte(b[i+j+1:], '\n')
+			if k < 0 {
+				return fail("truncated GLOBAL")
+			}
+			stack = append(stack, pyGlobal{string(b[i : i+j]), string(b[i+j+1 : i+j+1+k])})
+			i += j + k + 2
+		case 0x93: // STACK_GLOBAL
+			n, ok1 := pop()
+			m, ok2 := pop()
+			ns, ok3 := n.(string)
+			ms, ok4 := m.(string)
+			if !ok1 || !ok2 || !ok3 || !ok4 {
+				return fail("STACK_GLOBAL without two names")
+			}
+			stack = append(stack, pyGlobal{ms, ns})
+		case ')':
+			stack = append(stack, pyTuple{})
+		case 0x85, 0x86, 0x87: // TUPLE1..3
+			n := int(op - 0x84)
+			if len(stack) < n {
+				return fail("TUPLE%d on a short stack", n)
+			}
+			t := append(pyTuple(nil), stack[len(stack)-n:]...)
+			stack = append(stack[:len(stack)-n], t)
+		case 't':
+			items, ok := popMark()
+			if !ok {
+				return fail("TUPLE without MARK")
+			}
+			stack = append(stack, pyTuple(items))
+		case ']':
+			stack = append(stack, &pyList{})
+		case 'l':
+			items, ok := popMark()
+			if !ok {
+				return fail("LIST without MARK")
+			}
+			stack = append(stack, &pyList{items: items})
+		case '}':
+			stack = append(stack, &pyDict{})
+		case 'd':
+			items, ok := popMark()
+			if !ok || len(items)%2 != 0 {
+				return fail("DICT without MARK or with an odd count")
+			}
+			d := &pyDict{}
+			for k := 0; k < len(items); k += 2 {
+				d.keys, d.vals = append(d.keys, items[k]), append(d.vals, items[k+1])
+			}
+			stack = append(stack, d)
+		case 'a', 'e': // APPEND, APPENDS
+			var items []any
+			if op == 'a' {
+				x, ok := pop()
+				if !ok {
+					return fail("APPEND on an empty stack")
+				}
+				items = []any{x}
+			} else if items0, ok := popMark(); ok {
+				items = items0
+			} else {
+				return fail("APPENDS without MARK")
+			}
+			if len(stack) == 0 {
+				return fail("APPEND without a list")
+			}
+			l, ok := stack[len(stack)-1].(*pyList)
+			if !ok {
+				return fail("APPEND to a %T", stack[len(stack)-1])
+			}
+			l.items = append(l.items, items...)
+		case 's', 'u': // SETITEM, SETITEMS
+			var items []any
+			if op == 's' {
+				if len(stack) < 2 {
+					return fail("SETITEM on a short stack")
+				}
+				items = append([]any(nil), stack[len(stack)-2:]...)
+				stack = stack[:len(stack)-2]
+			} else if items0, ok := popMark(); ok && len(items0)%2 == 0 {
+				items = items0
+			} else {
+				return fail("SETITEMS without MARK or with an odd count")
+			}
+			if len(stack) == 0 {
+				return fail("SETITEM without a dict")
+			}
+			d, ok := stack[len(stack)-1].(*pyDict)
+			if !ok {
+				return fail("SETITEM on a %T", stack[len(stack)-1])
+			}
+			for k := 0; k < len(items); k += 2 {
+				d.keys, d.vals = append(d.keys, items[k]), append(d.vals, items[k+1])
+			}
+		case 'q', 'r', 0x94: // BINPUT, LONG_BINPUT, MEMOIZE
+			var k int64
+			switch op {
+			case 'q':
+				if !need(1) {
+					return fail("truncated")
+				}
+				k = int64(b[i])
+				i++
+			case 'r':
+				if !need(4) {
+					return fail("truncated")
+				}
+				k = int64(u32())
+			default:
+				k = int64(len(memo))
+			}
+			if len(stack) == 0 {
+				return fail("PUT on an empty stack")
+			}
+			memo[k] = stack[len(stack)-1]
+		case 'h', 'j': // BINGET, LONG_BINGET
+			var k int64
+			if op == 'h' {
+				if !need(1) {
+					return fail("truncated")
+				}
+				k = int64(b[i])
+				i++
+			} else {
+				if !need(4) {
+					return fail("truncated")
+				}
+				k = int64(u32())
+			}
+			x, ok := memo[k]
+			if !ok {
+				return fail("GET of memo %d, never put", k)
+			}
+			stack = append(stack, x)
+		case 'R', 0x81: // REDUCE, NEWOBJ
+			args, ok1 := pop()
+			fn, ok2 := pop()
+			t, ok3 := args.(pyTuple)
+			if !ok1 || !ok2 || !ok3 {
+				return fail("REDUCE without a callable and an argument tuple")
+			}
+			stack = append(stack, &pyCall{fn: fn, args: t})
+		case 'b': // BUILD
+			st, ok1 := pop()
+			if !ok1 || len(stack) == 0 {
+				return fail("BUILD on a short stack")
+			}
+			switch o := stack[len(stack)-1].(type) {
+			case *pyCall:
+				o.state = st
+			case *pyDict: // an OrderedDict's state: nothing the ids need
+			default:
+				return fail("BUILD on a %T", o)
+			}
+		case 'Q': // BINPERSID
+			id, ok := pop()
+			if !ok {
+				return fail("BINPERSID on an empty stack")
+			}
+			stack = append(stack, pyPersid{id})
+		case '0': // POP
+			if _, ok := pop(); !ok {
+				return fail("POP on an empty stack")
+			}
+		default:
+			return fail("opcode 0x%02x is not one a split file holds", op)
+		}
+	}
+	return fail("no STOP")
+}
+
+// readSplitDict reads a torch.save'd split dict from the zip in r.
+func readSplitDict(r io.ReaderAt, size int64, shown string) (train, valid, test []int64, err error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return nil, nil, nil, formatErr(shown, 0, 0, "not a torch.save zip (torch ≥ 1.6 writes one): %v", err)
+	}
+	var pkl *zip.File
+	for _, f := range zr.File {
+		if strings.HasSuffix(f.Name, "/data.pkl") && strings.Count(f.Name, "/") == 1 {
+			pkl = f
+			break
+		}
+	}
+	if pkl == nil {
+		return nil, nil, nil, formatErr(shown, 0, 0, "no PREFIX/data.pkl: not a file torch.save wrote")
+	}
+	prefix := strings.TrimSuffix(pkl.Name, "data.pkl")
+	body, err := readZipEntry(pkl, maxPickle)
+	if err != nil {
+		return nil, nil, nil, formatErr(shown, 0, 0, "%s: %v", pkl.Name, err)
+	}
+	top, err := unpickle(body)
+	if err != nil {
+		return nil, nil, nil, formatErr(shown, 0, 0, "%s: %v", pkl.Name, err)
+	}
+	d, ok := top.(*pyDict)
+	if !ok {
+		return nil, nil, nil, formatErr(shown, 0, 0, "holds a %s, not a dict of train, valid and test ids", pyName(top))
+	}
+	sets := map[string]*[]int64{"train": &train, "valid": &valid, "test": &test}
+	seen := map[string]bool{}
+	for k, key := range d.keys {
+		ks, _ := key.(string)
+		dst := sets[ks]
+		if dst == nil {
+			continue
+		}
+		ids, err := pyInts(d.vals[k], zr, prefix)
+		if err != nil {
+			return nil, nil, nil, formatErr(shown, 0, 0, "%q: %v", ks, err)
+		}
+		*dst, seen[ks] = ids, true
+	}
+	for _, k := range []string{"train", "valid", "test"} {
+		if !seen[k] {
+			return nil, nil, nil, formatErr(shown, 0, 0, "no %q ids in the split dict", k)
+		}
+	}
+	return train, valid, test, nil
+}
+
+func readZipEntry(f *zip.File, limit uint64) ([]byte, error) {
+	if f.UncompressedSize64 > limit {
+		return nil, fmt.Errorf("%d bytes (at most %d)", f.UncompressedSize64, limit)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, int64(limit)))
+}
+
+func pyName(v any) string {
+	switch x := v.(type) {
+	case *pyCall:
+		if g, ok := x.fn.(pyGlobal); ok {
+			return g.module + "." + g.name + "(...)"
+		}
+	case nil:
+		return "None"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// pyInts reads ids from a NumPy array, a torch tensor or a list of ints.
+func pyInts(v any, zr *zip.Reader, prefix string) ([]int64, error) {
+	switch x := v.(type) {
+	case *pyList:
+		out := make([]int64, len(x.items))
+		for i, it := range x.items {
+			n, ok := it.(int64)
+			if !ok {
+				return nil, fmt.Errorf("item %d is a %s, not an integer", i, pyName(it))
+			}
+			out[i] = n
+		}
+		return out, nil
+	case *pyCall:
+		g, _ := x.fn.(pyGlobal)
+		switch {
+		case g.name == "_reconstruct" && strings.HasPrefix(g.module, "numpy"):
+			return numpyInts(x)
+		case g.module == "torch._utils" && g.name == "_rebuild_tensor_v2":
+			return tensorInts(x, zr, prefix)
+		}
+	}
+	return nil, fmt.Errorf("a %s, not a NumPy array, a tensor or a list of ids", pyName(v))
+}
+
+// numpyInts reads ndarray.__reduce__'s state: (version, shape, dtype,
+// fortran, raw bytes).
+func numpyInts(c *pyCall) ([]int64, error) {
+	st, ok := c.state.(pyTuple)
+	if !ok || len(st) != 5 {
+		return nil, fmt.Errorf("a NumPy array without its (version, shape, dtype, order, data) state")
+	}
+	shape, _ := st[1].(pyTuple)
+	if len(shape) > 1 {
+		return nil, fmt.Errorf("an array of %d dimensions, not a vector of ids", len(shape))
+	}
+	dt, ok := st[2].(*pyCall)
+	if !ok || len(dt.args) == 0 {
+		return nil, fmt.Errorf("a NumPy array without a dtype")
+	}
+	code, _ := dt.args[0].(string)
+	order := "<"
+	if s, ok := dt.state.(pyTuple); ok && len(s) > 1 {
+		order, _ = s[1].(string)
+	}
+	var raw []byte
+	switch d := st[4].(type) {
+	case []byte:
+		raw = d
+	case *pyCall: // protocol 2: _codecs.encode(latin-1 text, "latin1")
+		g, _ := d.fn.(pyGlobal)
+		s, ok := "", false
+		if len(d.args) > 0 {
+			s, ok = d.args[0].(string)
+		}
+		if g.name != "encode" || !ok {
+			return nil, fmt.Errorf("array data is a %s", pyName(d))
+		}
+		raw = latin1(s)
+	default:
+		return nil, fmt.Errorf("array data is a %s (an object array?)", pyName(st[4]))
+	}
+	return intsFrom(raw, code, order == ">")
+}
+
+// latin1 turns text whose runes are all below 256 back into the bytes
+// they stand for.
+func latin1(s string) []byte {
+	out := make([]byte, 0, len(s))
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		out = append(out, byte(r))
+		s = s[n:]
+	}
+	return out
+}
+
+func intsFrom(raw []byte, code string, bigEndian bool) ([]int64, error) {
+	size := 0
+	signed := true
+	switch code {
+	case "i1", "u1", "b1":
+		size = 1
+	case "i2", "u2":
+		size = 2
+	case "i4", "u4":
+		size = 4
+	case "i8", "u8":
+		size = 8
+	default:
+		return nil, fmt.Errorf("ids of type %q, not integers", code)
+	}
+	signed = code[0] == 'i'
+	if len(raw)%size != 0 {
+		return nil, fmt.Errorf("%d bytes of data for %d-byte ids", len(raw), size)
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if bigEndian {
+		bo = binary.BigEndian
+	}
+	out := make([]int64, len(raw)/size)
+	for i := range out {
+		b := raw[i*size:]
+		var v uint64
+		switch size {
+		case 1:
+			v = uint64(b[0])
+		case 2:
+			v = uint64(bo.Uint16(b))
+		case 4:
+			v = uint64(bo.Uint32(b))
+		default:
+			v = bo.Uint64(b)
+		}
+		if signed && size < 8 && v&(1<<(8*size-1)) != 0 {
+			v -= 1 << (8 * size)
+		}
+		out[i] = int64(v)
+	}
+	return out, nil
+}
+
+// tensorInts reads _rebuild_tensor_v2(storage, offset, size, stride, ...)
+// whose storage is the persistent id ("storage", torch.XStorage, key,
+// location, numel), its bytes PREFIX/data/KEY in the zip.
+func tensorInts(c *pyCall, zr *zip.Reader, prefix string) ([]int64, error) {
+	if len(c.args) < 4 {
+		return nil, fmt.Errorf("a tensor without storage, offset, size and stride")
+	}
+	p, ok := c.args[0].(pyPersid)
+	id, ok2 := p.id.(pyTuple)
+	if !ok || !ok2 || len(id) < 5 {
+		return nil, fmt.Errorf("a tensor whose storage is not a torch.save storage")
+	}
+	g, _ := id[1].(pyGlobal)
+	key, _ := id[2].(string)
+	offset, _ := c.args[1].(int64)
+	size, _ := c.args[2].(pyTuple)
+	if len(size) > 1 {
+		return nil, fmt.Errorf("a tensor of %d dimensions, not a vector of ids", len(size))
+	}
+	var code string
+	switch g.name {
+	case "LongStorage":
+		code = "i8"
+	case "IntStorage":
+		code = "i4"
+	case "ShortStorage":
+		code = "i2"
+	case "CharStorage":
+		code = "i1"
+	case "ByteStorage":
+		code = "u1"
+	default:
+		return nil, fmt.Errorf("a tensor of %s, not integers", g.name)
+	}
+	var f *zip.File
+	for _, e := range zr.File {
+		if e.Name == prefix+"data/"+key {
+			f = e
+		}
+	}
+	if f == nil {
+		return nil, fmt.Errorf("storage %s/data/%s is missing", strings.TrimSuffix(prefix, "/"), key)
+	}
+	raw, err := readZipEntry(f, maxPickle)
+	if err != nil {
+		return nil, err
+	}
+	all, err := intsFrom(raw, code, false)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(len(all))
+	if len(size) == 1 {
+		n, _ = size[0].(int64)
+	}
+	if offset < 0 || n < 0 || offset+n > int64(len(all)) {
+		return nil, fmt.Errorf("tensor of %d ids at offset %d past its storage of %d", n, offset, len(all))
+	}
+	if stride, ok := c.args[3].(pyTuple); ok && len(size) == 1 && len(stride) == 1 {
+		if st, _ := stride[0].(int64); st != 1 && n > 1 {
+			return nil, fmt.Errorf("a strided tensor (stride %d): save a contiguous one", st)
+		}
+	}
+	return all[offset : offset+n], nil
+}
