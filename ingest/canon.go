@@ -1,5 +1,12 @@
 package ingest
 
+import (
+	"cmp"
+	"slices"
+
+	"github.com/augloader/augloader/shard"
+)
+
 // Entry packs a canonical undirected entry: u<<33 | v<<1 | dir, u < v local
 // ids, dir = 1 when the file listed it as (v, u).
 type Entry = uint64
@@ -177,4 +184,61 @@ func grow[T any](s []T, n int) []T {
 		return make([]T, n, n+n/4)
 	}
 	return s[:n]
+}
+
+// EdgeFeatures appends to g.EdgeCat.I32 and g.EdgeX the features of each
+// canonical edge in g.Edges (Canon.Build's result for keys; first holds
+// each edge's first listing) taken from that listing's row: rows[i] is
+// key i's row, and codes and x hold nCodes codes and nX floats a row. A
+// listing whose features differ from its edge's first is refused with
+// conflict(u, v, row, firstRow)'s error: an undirected edge has one set of
+// features, and nothing sums them or picks one.
+func EdgeFeatures(g *shard.Graph, keys []Entry, rows, first, codes []int32, nCodes int, x []float32, nX int, conflict func(u, v, row, firstRow int32) error) error {
+	for _, r := range first {
+		g.EdgeCat.I32 = append(g.EdgeCat.I32, codes[int(r)*nCodes:(int(r)+1)*nCodes]...)
+		g.EdgeX = append(g.EdgeX, x[int(r)*nX:(int(r)+1)*nX]...)
+	}
+	// Every listing against its edge's first (found by binary search in
+	// the sorted pairs).
+	for i, key := range keys {
+		u, v := int32(key>>33), int32((key>>1)&(1<<32-1))
+		r0, r := first[edgeIndex(g.Edges, u, v)], rows[i]
+		if r0 == r {
+			continue
+		}
+		if !slices.Equal(codes[int(r)*nCodes:(int(r)+1)*nCodes], codes[int(r0)*nCodes:(int(r0)+1)*nCodes]) ||
+			!slices.Equal(x[int(r)*nX:(int(r)+1)*nX], x[int(r0)*nX:(int(r0)+1)*nX]) {
+			return conflict(u, v, r, r0)
+		}
+	}
+	return nil
+}
+
+// edgeIndex is the index of (u, v) in sorted pairs that hold it.
+func edgeIndex(edges []int32, u, v int32) int {
+	lo, hi := 0, len(edges)/2
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if c := cmp.Or(cmp.Compare(edges[2*h], u), cmp.Compare(edges[2*h+1], v)); c < 0 {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
+}
+
+// TaskFor is the task of graph labels as OGB's loaders take them: T
+// targets a graph; allInts, every label an integer (none missing);
+// binary, every label 0, 1 or missing. One integer label a graph with a
+// value beyond 0 and 1 is a class; labels of 0, 1 and missing are binary
+// targets; anything else, regression targets.
+func TaskFor(targets int, allInts, binary bool) shard.TaskKind {
+	switch {
+	case targets == 1 && allInts && !binary:
+		return shard.TaskClass
+	case binary:
+		return shard.TaskBinary
+	}
+	return shard.TaskRegression
 }

@@ -333,18 +333,13 @@ func (f *Files) OpenDirect(entry, shown string) (io.ReadCloser, error) {
 	return &hashingReader{rc: rc, h: sha256.New(), name: shown, f: f}, nil
 }
 
-// ReaderAtCloser is an entry opened for random access (OpenRandom).
-type ReaderAtCloser interface {
-	io.ReaderAt
-	io.Closer
-}
-
 // OpenRandom opens entry for random access, for a format whose file is
-// itself an archive (a NumPy .npz is a zip). An entry already on disk (in
-// a folder, or spooled from a tar) is read in place; any other (a zip's
+// itself an archive or indexed from its end (a NumPy .npz is a zip, a
+// Parquet file has its footer last). An entry already on disk (in a
+// folder, or spooled from a tar) is read in place; any other (a zip's
 // entry) is copied to an unlinked temporary file first. The entry is read
 // once to its end on the way, so its SHA-256 is recorded as by Open.
-func (f *Files) OpenRandom(entry, shown string) (ReaderAtCloser, int64, error) {
+func (f *Files) OpenRandom(entry, shown string) (*os.File, int64, error) {
 	rc, err := f.OpenDirect(entry, shown)
 	if err != nil {
 		return nil, 0, err

@@ -3,9 +3,9 @@
 // zip, a tar, a bare file: Files) and opens them as a Dataset, which
 // describes itself (Meta) and yields its graphs in id order, canonical
 // (Graphs); package ingest/convert writes any Dataset as shards. The
-// readers live in packages of their own (ingest/tu, ingest/gin); adding a
-// format is one such package and one line in ingest/convert's formats
-// list (docs/format.md, "Inputs").
+// readers live in packages of their own (ingest/tu, ingest/gin, ingest/ogb,
+// ingest/parquet); adding a format is one such package and one line in
+// ingest/convert's formats list (docs/format.md, "Inputs").
 //
 // Contract:
 //   - Graphs are handed over in id order 0..Meta().Graphs-1, each

@@ -96,9 +96,13 @@ type SchemaInfo struct {
 	Task      string
 }
 
-// V2 reports whether the stream has batch schema 2's columns.
+// V2 reports whether the stream is batch schema 2: it has schema 2's
+// columns, or its shards are format 3 (feature kind "columns": a float
+// node block alone or no node features at all is told by schema 2's
+// metadata, which schema 1 cannot say).
 func (s SchemaInfo) V2() bool {
-	return len(s.NodeVocab) > 0 || len(s.EdgeVocab) > 0 || s.EdgeDense > 0 || s.Targets > 0 || (s.Task != "" && s.Task != "class")
+	return len(s.NodeVocab) > 0 || len(s.EdgeVocab) > 0 || s.EdgeDense > 0 || s.Targets > 0 ||
+		(s.Task != "" && s.Task != "class") || s.FeatureKind == "columns"
 }
 
 // CodeWidth is the bytes of a code (1, 2 or 4) that holds codes 0..max of

@@ -49,10 +49,10 @@ var convertFlags = []cli.Flag{
 func convertCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "convert",
-		Usage:     "convert a dataset (TU or GIN text; folder, .zip, .tar, .tar.gz, .tar.xz or .txt) into a shard folder",
+		Usage:     "convert a dataset (TU, GIN text, an OGB graph-property folder in csv.gz or npz, or a Parquet table of graphs; as a folder, .zip, .tar, .tar.gz, .tar.xz or bare file) into a shard folder",
 		ArgsUsage: " ",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "dataset: a TU folder, .zip, .tar, .tar.gz or .tar.xz, or the GIN text format (folder, .txt or .zip)"},
+			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "dataset: a TU folder, the GIN text format (.txt), an OGB graph-property folder (raw/*.csv.gz or raw/data.npz) or a .parquet table (edge_index, num_nodes, y, node_feat, edge_attr); a folder, .zip, .tar, .tar.gz, .tar.xz or the bare file"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "shard folder to create"},
 		}, convertFlags...),
 		Action: func(c *cli.Context) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/gin"
 	"github.com/augloader/augloader/ingest/ogb"
+	"github.com/augloader/augloader/ingest/parquet"
 	"github.com/augloader/augloader/ingest/tu"
 	"github.com/augloader/augloader/shard"
 )
@@ -33,6 +34,7 @@ var Formats = []ingest.Format{
 	tu.Format{},
 	ogb.Format{},
 	gin.Format{},
+	parquet.Format{},
 }
 
 // OpenOptions tune Open.

@@ -32,7 +32,6 @@ package ogb
 import (
 	"archive/zip"
 	"bufio"
-	"cmp"
 	"context"
 	"io"
 	"math"
@@ -489,16 +488,13 @@ func (d *Dataset) openLabels() error {
 		}
 		d.labels = append(d.labels, r.vals[0])
 	}
-	switch {
-	case d.targets == 1 && allInts && !binary:
-		d.task = shard.TaskClass
+	d.task = ingest.TaskFor(d.targets, allInts, binary)
+	if d.task == shard.TaskClass {
 		d.classes = slices.Clone(d.labels)
 		slices.Sort(d.classes)
 		d.classes = slices.Compact(d.classes)
-	case binary:
-		d.task, d.labels = shard.TaskBinary, nil
-	default:
-		d.task, d.labels = shard.TaskRegression, nil
+	} else {
+		d.labels = nil
 	}
 	return nil
 }
@@ -886,47 +882,15 @@ func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 // graph's edge rows, the last of them on line lastLine of file, the edge
 // feature file).
 func (d *Dataset) edgeFeatures(g *shard.Graph, keys []ingest.Entry, rows, first []int32, codes []int32, x []float32, m int32, file string, lastLine int64) error {
-	w := d.edge.width
-	nCodes, nX := 0, 0
+	nCodes, nX := d.edge.width, 0
 	if d.edge.floats {
-		nX = w
-	} else {
-		nCodes = w
+		nCodes, nX = 0, d.edge.width
 	}
-	for _, r := range first {
-		g.EdgeCat.I32 = append(g.EdgeCat.I32, codes[int(r)*nCodes:(int(r)+1)*nCodes]...)
-		g.EdgeX = append(g.EdgeX, x[int(r)*nX:(int(r)+1)*nX]...)
-	}
-	// Every listing against its edge's first (found by binary search in
-	// the sorted pairs).
-	for i, key := range keys {
-		u, v := int32(key>>33), int32((key>>1)&(1<<32-1))
-		r0, r := first[edgeIndex(g.Edges, u, v)], rows[i]
-		if r0 == r {
-			continue
-		}
-		if !slices.Equal(codes[int(r)*nCodes:(int(r)+1)*nCodes], codes[int(r0)*nCodes:(int(r0)+1)*nCodes]) ||
-			!slices.Equal(x[int(r)*nX:(int(r)+1)*nX], x[int(r0)*nX:(int(r0)+1)*nX]) {
-			line := lastLine - int64(m-1) + int64(r)
-			return formatErr(file, line, 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
-				g.ID, u, v, lastLine-int64(m-1)+int64(r0))
-		}
-	}
-	return nil
-}
-
-// edgeIndex is the index of (u, v) in sorted pairs that hold it.
-func edgeIndex(edges []int32, u, v int32) int {
-	lo, hi := 0, len(edges)/2
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if c := cmp.Or(cmp.Compare(edges[2*h], u), cmp.Compare(edges[2*h+1], v)); c < 0 {
-			lo = h + 1
-		} else {
-			hi = h
-		}
-	}
-	return lo
+	line := func(r int32) int64 { return lastLine - int64(m-1) + int64(r) }
+	return ingest.EdgeFeatures(g, keys, rows, first, codes, nCodes, x, nX, func(u, v, r, r0 int32) error {
+		return formatErr(file, line(r), 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
+			g.ID, u, v, line(r0))
+	})
 }
 
 // label sets graph gi's label or targets.

@@ -43,7 +43,8 @@ from . import _flight, _socket
 from ._wire import ConnectionLost, ServerError
 from .batch import Batch
 
-__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream", "Daemon", "DaemonError"]
+__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream", "Daemon", "DaemonError",
+           "write_shards", "ConvertError"]
 __version__ = "0.1.0"
 
 # The shared-memory transport's ring when a unix+shm:// URL names none
@@ -146,3 +147,4 @@ def connect(url, token: Optional[str] = None, timeout: Optional[float] = None, *
 
 
 from .daemon import Daemon, DaemonError  # noqa: E402  (daemon imports connect)
+from .convert import ConvertError, write_shards  # noqa: E402

@@ -274,3 +274,107 @@ def test_gine_example_trains(bins, tmp_path, nci, policy):
     assert r["metric"] == "mae" and r["task"] == "regression" and r["targets"] == 2
     assert min(x["loss"] for x in h[-3:]) < h[0]["loss"] * 0.9, [x["loss"] for x in h]
     assert all(math.isfinite(x["valid"]) and math.isfinite(x["test"]) for x in h)
+
+
+def hf_table(mols, targets=True):
+    """The NCI molecules as a Hugging Face graphs-datasets table: one row a
+    graph, edge_index as two lists (both directions of every bond, as
+    smiles2graph lists them), node_feat, edge_attr, y, num_nodes."""
+    import pyarrow as pa
+    rows = {"edge_index": [], "node_feat": [], "edge_attr": [], "y": [], "num_nodes": []}
+    for i, (g, tpsa) in enumerate(mols):
+        rows["edge_index"].append(g["edge_index"].tolist())
+        rows["node_feat"].append(g["node_feat"].tolist())
+        rows["edge_attr"].append(g["edge_feat"].tolist())
+        rows["y"].append([tpsa, None if i % 3 == 0 else float(g["num_nodes"]) / 10])
+        rows["num_nodes"].append(int(g["num_nodes"]))
+    return pa.table(rows)
+
+
+def test_parquet_input_equals_ogb_loader(bins, daemon, tmp_path, nci):
+    """A Parquet table in the Hugging Face columns converts to the graphs
+    OGB's loader gives for the same molecules; train/validation/test files
+    become split "files"."""
+    import json
+    import pyarrow.parquet as pq
+    root = tmp_path / "nci"
+    write_ogb_csv(root, nci)
+    want = oracle(root, 2)
+    hf = tmp_path / "hf" / "data"
+    hf.mkdir(parents=True)
+    n = len(nci)
+    t = hf_table(nci)
+    pq.write_table(t.slice(0, 200), hf / "train-00000-of-00001.parquet", row_group_size=64)
+    pq.write_table(t.slice(200, 50), hf / "validation-00000-of-00001.parquet")
+    pq.write_table(t.slice(250), hf / "test-00000-of-00001.parquet")
+    shards = tmp_path / "shards"
+    subprocess.run([bins / "shardconv", "convert", "-q", "-i", tmp_path / "hf", "-o", shards], check=True)
+    got = served(daemon, shards)
+    # Files are read in name order: test, train, validation.
+    order = list(range(250, n)) + list(range(0, 200)) + list(range(200, 250))
+    compare([want[i] for i in order], got)
+    split = json.loads((shards / "split-files.json").read_text())
+    assert split == {"training": list(range(n - 250, n - 50)), "valid": list(range(n - 50, n)), "test": list(range(0, n - 250))}
+
+
+def test_write_shards_of_a_pyg_dataset(bins, daemon, tmp_path, nci):
+    """augloader.write_shards of a PyG dataset (OGB's own, loaded from the
+    csv layout) serves exactly that dataset's graphs."""
+    root = tmp_path / "nci"
+    write_ogb_csv(root, nci)
+    ds = oracle(root, 2)
+    out = augloader.write_shards(ds, tmp_path / "nci.shards", shardconv=str(bins / "shardconv"))
+    man = (out / "manifest.json").read_text()
+    assert '"kind": "regression"' in man and '"targets": 2' in man and '"node_feat_8"' in man
+    compare(ds, served(daemon, out))
+
+
+def test_write_shards_classes_and_floats(bins, daemon, tmp_path):
+    """Float x is a float block, an integer y with values beyond 0 and 1 a
+    class; graphs without edges are kept."""
+    rng = np.random.default_rng(3)
+    graphs = []
+    for i in range(40):
+        n = int(rng.integers(1, 7))
+        e = [(u, u + 1) for u in range(n - 1)]
+        ei = np.array([[u for u, v in e] + [v for u, v in e], [v for u, v in e] + [u for u, v in e]], dtype=np.int64).reshape(2, -1)
+        graphs.append({"x": rng.random((n, 3)).astype(np.float32), "edge_index": ei, "y": np.array([i % 4])})
+    out = augloader.write_shards(graphs, tmp_path / "toy.shards", shardconv=str(bins / "shardconv"))
+    man = (out / "manifest.json").read_text()
+    assert '"kind": "class"' in man and '"dense": 3' in man
+    d = daemon("--shards", str(out), "--policy", "none")
+    seen = 0
+    for b in augloader.connect(d.unix).epoch(0, batch_size=8):
+        for j in range(b.num_graphs):
+            g = graphs[int(b.graph_id[j])]
+            lo, hi = int(b.ptr[j]), int(b.ptr[j + 1])
+            np.testing.assert_array_equal(b.node_x()[lo:hi], g["x"])
+            assert int(np.argmax(b.soft_y()[j])) == int(g["y"][0])
+            seen += 1
+    assert seen == len(graphs)
+
+
+WRITE_BAD = [
+    ("edge out of its graph", lambda g: g[1].update(edge_index=np.array([[0, 5], [1, 0]])),
+     "toy.parquet:2: edge_index: edge 0 (0, 1)"),
+    ("conflicting directions", lambda g: g[0].update(edge_attr=np.array([[1], [2]])),
+     "toy.parquet:1: edge_attr: edge (0, 1) has other features"),
+    ("ragged x", lambda g: g[1].update(x=np.array([[1, 2], [3, 4], [5, 6]]), num_nodes=2),
+     "toy.parquet:2: node_feat: 3 rows, want 2"),
+    ("negative code", lambda g: g[0].update(x=np.array([[1, -2], [3, 4]])),
+     "toy.parquet:1: node_feat: row 0, field 2: code -2 out of range"),
+]
+
+
+@pytest.mark.parametrize("case,breaks,message", WRITE_BAD, ids=[c for c, _, _ in WRITE_BAD])
+def test_write_shards_bad_graphs_named(bins, tmp_path, case, breaks, message):
+    graphs = [{"x": np.array([[1, 2], [3, 4]]), "edge_index": np.array([[0, 1], [1, 0]]),
+               "edge_attr": np.array([[1], [1]]), "y": np.array([0.5]), "num_nodes": 2} for _ in range(3)]
+    augloader.write_shards(graphs, tmp_path / "ok.shards", shardconv=str(bins / "shardconv"))
+    breaks(graphs)
+    with pytest.raises(augloader.ConvertError) as e:
+        augloader.write_shards(graphs, tmp_path / "toy.shards", shardconv=str(bins / "shardconv"))
+    if case == "edge out of its graph":
+        message = "toy.parquet:2: edge_index: edge 1 (5, 0) is not in the graph's nodes 0..1"
+    assert message in str(e.value)
+    assert not (tmp_path / "toy.shards").exists()

@@ -1,0 +1,807 @@
+// Package parquet reads graphs stored one per row of a Parquet table, in
+// the columns the Hugging Face graphs-datasets use (and that
+// augloader.write_shards writes): edge_index (a list of two lists, the
+// sources and the targets, node ids local to the graph), num_nodes,
+// optionally node_feat (a list of N rows of F numbers) and edge_attr (E
+// rows of K numbers, aligned with edge_index's columns), and y (a number,
+// a list of T numbers, or a list holding one such list; null: missing).
+//
+// Contract: an integer feature column is categorical (codes ≥ 0, one
+// column per field) and a float one a float block, as its Arrow type says;
+// y follows OGB's rule (see ingest.TaskFor). Edges are made undirected; an
+// edge listed twice keeps its first listing's features and two listings
+// with different features are refused (ingest.EdgeFeatures). The input is
+// a bare .parquet file or a folder (zip, tar) of them, read in name order;
+// when every file's name starts with train, valid or validation, and test
+// (Hugging Face's split files), that split is written as split "files".
+// Files are read a record batch at a time, never whole: the reader holds
+// per-graph node counts and one class label a graph at most. Every fault
+// names the file, its row (a graph, 1-based, as the line) and the column.
+package parquet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/shard"
+)
+
+const name = "parquet"
+
+// Column names.
+const (
+	colEdges    = "edge_index"
+	colNodes    = "num_nodes"
+	colNodeFeat = "node_feat"
+	colEdgeFeat = "edge_attr"
+	colLabel    = "y"
+)
+
+// batchRows is the rows a record batch holds while reading.
+const batchRows = 4096
+
+// Format reads Parquet tables of graphs.
+type Format struct{}
+
+// Name implements ingest.Format.
+func (Format) Name() string { return name }
+
+// Describe implements ingest.Format.
+func (Format) Describe() string {
+	return "a Parquet table of graphs, one a row (edge_index, num_nodes, y, optional node_feat and edge_attr: the Hugging Face graphs-datasets columns)"
+}
+
+// Wanted implements ingest.Format.
+func (Format) Wanted(entry string) bool { return strings.HasSuffix(entry, ".parquet") }
+
+// Detect implements ingest.Format: one dataset of every .parquet file.
+func (Format) Detect(f *ingest.Files) []string {
+	if f.Bare {
+		if len(f.Magic) >= 4 && string(f.Magic[:4]) == "PAR1" {
+			return []string{datasetName(f)}
+		}
+		return nil
+	}
+	if len(parquetFiles(f)) > 0 {
+		return []string{datasetName(f)}
+	}
+	return nil
+}
+
+func parquetFiles(f *ingest.Files) []string {
+	var out []string
+	for _, e := range f.Entries() {
+		if strings.HasSuffix(e, ".parquet") || f.Bare {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func datasetName(f *ingest.Files) string {
+	base := path.Base(strings.TrimRight(f.Path, "/"))
+	for _, ext := range []string{".parquet", ".zip", ".tar", ".gz", ".xz", ".tar"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return base
+}
+
+func formatErr(file string, line int64, detail string, args ...any) error {
+	return ingest.Errorf(name, file, line, 0, detail, args...)
+}
+
+// Open implements ingest.Format.
+func (Format) Open(f *ingest.Files, _ string, _ ingest.OpenOptions) (ingest.Dataset, error) {
+	d := &Dataset{files: f, name: datasetName(f)}
+	ok := false
+	defer func() {
+		if !ok {
+			d.Close()
+		}
+	}()
+	for _, e := range parquetFiles(f) {
+		t, err := d.openTable(e)
+		if err != nil {
+			return nil, err
+		}
+		d.tables = append(d.tables, t)
+	}
+	if len(d.tables) == 0 {
+		return nil, formatErr(f.Path, 0, "no .parquet file")
+	}
+	if err := d.scan(); err != nil {
+		return nil, err
+	}
+	d.splitFromNames()
+	ok = true
+	return d, nil
+}
+
+// Dataset is an opened set of Parquet tables.
+type Dataset struct {
+	files  *ingest.Files
+	name   string
+	tables []*table
+	nodes  []int32 // per graph
+	total  int64
+	node   columns
+	edge   columns
+	// Labels.
+	targets int
+	task    shard.TaskKind
+	classes []float64
+	labels  []float64 // a class task's raw labels
+	splits  []ingest.Split
+}
+
+// table is one Parquet file.
+type table struct {
+	shown  string
+	fr     *pqarrow.FileReader
+	close  func() error
+	rows   int64
+	leaves map[string]int // a column's leaf index
+	first  int64          // the id of its first graph
+}
+
+// columns describe a feature column: fields a row, codes or floats, the
+// code width guessed.
+type columns struct {
+	present bool
+	width   int
+	floats  bool
+	code    int
+}
+
+func (d *Dataset) openTable(entry string) (*table, error) {
+	fh, _, err := d.files.OpenRandom(entry, entry)
+	if err != nil {
+		return nil, err
+	}
+	var pf *file.Reader
+	err = guard(entry, 0, func() (err error) { pf, err = file.NewParquetReader(fh); return err })
+	if err != nil {
+		fh.Close()
+		return nil, formatErr(entry, 0, "not a readable Parquet file: %v", err)
+	}
+	t := &table{shown: entry, close: func() error { pf.Close(); return fh.Close() }, rows: pf.NumRows(), leaves: map[string]int{}}
+	err = guard(entry, 0, func() (err error) {
+		t.fr, err = pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, memory.DefaultAllocator)
+		return err
+	})
+	if err != nil {
+		t.close()
+		return nil, formatErr(entry, 0, "Parquet schema: %v", err)
+	}
+	sc := pf.MetaData().Schema
+	for i := range sc.NumColumns() {
+		top := sc.Column(i).ColumnPath()[0]
+		if _, dup := t.leaves[top]; dup {
+			t.leaves[top] = -1 // a struct column: not one of ours
+			continue
+		}
+		t.leaves[top] = i
+	}
+	for _, c := range []string{colEdges, colLabel} {
+		if !hasLeaf(t, c) {
+			t.close()
+			return nil, formatErr(entry, 0, "no %s column (the columns are %s)", c, strings.Join(t.columnNames(), ", "))
+		}
+	}
+	if !hasLeaf(t, colNodes) && !hasLeaf(t, colNodeFeat) {
+		t.close()
+		return nil, formatErr(entry, 0, "neither num_nodes nor node_feat: the node count of a graph is unknown")
+	}
+	return t, nil
+}
+
+func hasLeaf(t *table, col string) bool {
+	i, ok := t.leaves[col]
+	return ok && i >= 0
+}
+
+func (t *table) columnNames() []string {
+	var out []string
+	for k := range t.leaves {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// read calls fn with every record batch of cols (the columns present),
+// and the row of the file its first row is.
+func (t *table) read(ctx context.Context, cols []string, fn func(rec arrow.RecordBatch, row int64) error) error {
+	var idx []int
+	for _, c := range cols {
+		if hasLeaf(t, c) {
+			idx = append(idx, t.leaves[c])
+		}
+	}
+	var rr pqarrow.RecordReader
+	err := guard(t.shown, 0, func() (err error) { rr, err = t.fr.GetRecordReader(ctx, idx, nil); return err })
+	if err != nil {
+		return formatErr(t.shown, 0, "read: %v", err)
+	}
+	defer rr.Release()
+	var row int64
+	for {
+		more := false
+		if err := guard(t.shown, row+1, func() error { more = rr.Next(); return nil }); err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		rec := rr.RecordBatch()
+		for i, c := range rec.Columns() {
+			if int64(c.Len()) != rec.NumRows() {
+				return formatErr(t.shown, row+1, "%s: a damaged column: %d rows of %d", rec.ColumnName(i), c.Len(), rec.NumRows())
+			}
+			if err := validate(c); err != nil {
+				return formatErr(t.shown, row+1, "%s: %v", rec.ColumnName(i), err)
+			}
+		}
+		if err := fn(rec, row); err != nil {
+			return err
+		}
+		row += rec.NumRows()
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return formatErr(t.shown, row+1, "read: %v", err)
+	}
+	return nil
+}
+
+// guard runs fn, a call into the Parquet decoder, turning a panic into
+// an error naming the file: arrow-go's decoder trusts a file's page
+// headers and can dereference what a damaged file leaves nil
+// (FuzzParquet). Only the decoder's calls are guarded, never this
+// package's own code. (The reader is not Parallel, so the decoder runs
+// on the caller's goroutine, where the panic can be caught.)
+func guard(shown string, line int64, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = formatErr(shown, line, "a damaged Parquet file (the decoder failed: %v)", r)
+		}
+	}()
+	return fn()
+}
+
+// column returns rec's column called name, or nil.
+func column(rec arrow.RecordBatch, col string) arrow.Array {
+	for i, f := range rec.Schema().Fields() {
+		if f.Name == col {
+			return rec.Column(i)
+		}
+	}
+	return nil
+}
+
+// scan reads num_nodes (or node_feat's row counts) and y of every table:
+// the node counts, T and the task; and the feature columns' first rows
+// for their widths and kinds.
+func (d *Dataset) scan() error {
+	allInts, binary := true, true
+	var r rowVals
+	for _, t := range d.tables {
+		t.first = int64(len(d.nodes))
+		countCol := colNodes
+		if !hasLeaf(t, colNodes) {
+			countCol = colNodeFeat
+		}
+		err := t.read(context.Background(), []string{countCol, colLabel}, func(rec arrow.RecordBatch, row int64) error {
+			counts, labels := column(rec, countCol), column(rec, colLabel)
+			for i := range int(rec.NumRows()) {
+				line := row + int64(i) + 1
+				n, err := nodeCount(counts, i)
+				if err != nil {
+					return formatErr(t.shown, line, "%s: %v", countCol, err)
+				}
+				d.nodes = append(d.nodes, n)
+				d.total += int64(n)
+				if err := r.label(labels, i); err != nil {
+					return formatErr(t.shown, line, "y: %v", err)
+				}
+				if len(d.nodes) == 1 {
+					d.targets = len(r.vals)
+				} else if len(r.vals) != d.targets {
+					return formatErr(t.shown, line, "y: %d targets, the first row has %d", len(r.vals), d.targets)
+				}
+				allInts = allInts && r.ints
+				for _, v := range r.vals {
+					binary = binary && (v == 0 || v == 1 || math.IsNaN(v))
+					allInts = allInts && !math.IsNaN(v)
+				}
+				if d.targets == 1 {
+					d.labels = append(d.labels, r.vals[0])
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(d.nodes) == 0 {
+		return formatErr(d.tables[0].shown, 0, "no graphs")
+	}
+	if d.targets == 0 {
+		return formatErr(d.tables[0].shown, 1, "y: no label")
+	}
+	d.task = ingest.TaskFor(d.targets, allInts, binary)
+	if d.task == shard.TaskClass {
+		d.classes = slices.Clone(d.labels)
+		slices.Sort(d.classes)
+		d.classes = slices.Compact(d.classes)
+	} else {
+		d.labels = nil
+	}
+	for _, c := range []struct {
+		col  string
+		cols *columns
+	}{{colNodeFeat, &d.node}, {colEdgeFeat, &d.edge}} {
+		if err := d.peek(c.col, c.cols); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peek finds a feature column's kind from its Arrow type and its width
+// from its first non-empty row.
+func (d *Dataset) peek(col string, c *columns) error {
+	errFound := errors.New("found")
+	for _, t := range d.tables {
+		if !hasLeaf(t, col) {
+			if c.present {
+				return formatErr(t.shown, 0, "no %s column, where %s has one", col, d.tables[0].shown)
+			}
+			continue
+		}
+		err := t.read(context.Background(), []string{col}, func(rec arrow.RecordBatch, row int64) error {
+			rows, ok := column(rec, col).(array.ListLike)
+			if !ok {
+				return formatErr(t.shown, row+1, "%s is a %s, not a list of rows", col, column(rec, col).DataType())
+			}
+			inner, ok := rows.ListValues().(array.ListLike)
+			if !ok {
+				return formatErr(t.shown, row+1, "%s is a %s, not a list of rows", col, rows.DataType())
+			}
+			_, isInt, err := numbers(inner.ListValues())
+			if err != nil {
+				return formatErr(t.shown, row+1, "%s: %v", col, err)
+			}
+			for i := range int(rec.NumRows()) {
+				s, e := rows.ValueOffsets(i)
+				if e > s {
+					is, ie := inner.ValueOffsets(int(s))
+					c.present, c.width, c.floats, c.code = true, int(ie-is), !isInt, 1
+					return errFound
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, errFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitFromNames makes Hugging Face's train/validation/test files a
+// split.
+func (d *Dataset) splitFromNames() {
+	if len(d.tables) < 2 {
+		return
+	}
+	s := ingest.Split{Name: "files"}
+	for i, t := range d.tables {
+		end := int64(len(d.nodes))
+		if i+1 < len(d.tables) {
+			end = d.tables[i+1].first
+		}
+		base := path.Base(t.shown)
+		var set *[]int64
+		switch {
+		case strings.HasPrefix(base, "train"):
+			set = &s.Train
+		case strings.HasPrefix(base, "valid"):
+			set = &s.Valid
+		case strings.HasPrefix(base, "test"):
+			set = &s.Test
+		default:
+			return
+		}
+		for id := t.first; id < end; id++ {
+			*set = append(*set, id)
+		}
+	}
+	d.splits = []ingest.Split{s}
+}
+
+// Meta implements ingest.Dataset.
+func (d *Dataset) Meta() ingest.Meta {
+	m := ingest.Meta{Name: d.name, Graphs: len(d.nodes), Nodes: d.total, Splits: d.splits, FeatureKind: shard.FeatureColumns}
+	m.NodeColumns = d.node.layout(colNodeFeat)
+	m.EdgeColumns = d.edge.layout(colEdgeFeat)
+	m.Task = &shard.Task{Kind: d.task}
+	if d.task == shard.TaskClass {
+		for _, c := range d.classes {
+			m.LabelMap = append(m.LabelMap, strconv.FormatFloat(c, 'f', -1, 64))
+		}
+	} else {
+		m.Task.Targets = d.targets
+	}
+	return m
+}
+
+func (c *columns) layout(prefix string) *shard.Columns {
+	if !c.present {
+		return nil
+	}
+	if c.floats {
+		return &shard.Columns{Dense: c.width}
+	}
+	cols := make([]shard.Column, c.width)
+	for i := range cols {
+		cols[i] = shard.Column{Name: prefix + "_" + strconv.Itoa(i)}
+	}
+	return &shard.Columns{Categorical: cols, Width: c.code}
+}
+
+// Sources implements ingest.Dataset.
+func (d *Dataset) Sources() []ingest.SourceHash { return d.files.Hashes() }
+
+// Close implements ingest.Dataset.
+func (d *Dataset) Close() error {
+	var err error
+	for _, t := range d.tables {
+		if cerr := t.close(); err == nil {
+			err = cerr
+		}
+	}
+	d.tables = nil
+	return err
+}
+
+// Graphs implements ingest.Dataset.
+func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*shard.Graph) error) (ingest.Stats, error) {
+	var (
+		st     ingest.Stats
+		g      shard.Graph
+		canon  ingest.Canon
+		keys   []ingest.Entry
+		rows   []int32
+		ecodes []int32
+		ex     []float32
+		src    []float64
+		dst    []float64
+		r      rowVals
+	)
+	for _, t := range d.tables {
+		err := t.read(ctx, []string{colEdges, colNodeFeat, colEdgeFeat, colLabel}, func(rec arrow.RecordBatch, row int64) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			edgeCol, nodeCol, edgeFeatCol, labelCol := column(rec, colEdges), column(rec, colNodeFeat), column(rec, colEdgeFeat), column(rec, colLabel)
+			ei, err := newMatrix(edgeCol)
+			if err != nil {
+				return formatErr(t.shown, row+1, "edge_index: %v", err)
+			}
+			var nf, ef matrix
+			if d.node.present {
+				if nf, err = newMatrix(nodeCol); err != nil {
+					return formatErr(t.shown, row+1, "node_feat: %v", err)
+				}
+			}
+			if d.edge.present {
+				if ef, err = newMatrix(edgeFeatCol); err != nil {
+					return formatErr(t.shown, row+1, "edge_attr: %v", err)
+				}
+			}
+			for i := range int(rec.NumRows()) {
+				line := row + int64(i) + 1
+				gi := t.first + row + int64(i)
+				n := d.nodes[gi]
+				g = shard.Graph{ID: gi, NumNodes: n, NodeCat: shard.Codes{I32: g.NodeCat.I32[:0]}, X: g.X[:0],
+					EdgeCat: shard.Codes{I32: g.EdgeCat.I32[:0]}, EdgeX: g.EdgeX[:0], Targets: g.Targets[:0], Edges: g.Edges[:0]}
+				if d.node.present {
+					if err := d.features(&d.node, nf, i, int(n), &g.NodeCat.I32, &g.X); err != nil {
+						if errors.Is(err, ingest.ErrReread) {
+							return err
+						}
+						return formatErr(t.shown, line, "node_feat: %v", err)
+					}
+				}
+				src, dst, err = ei.pair(i, src[:0], dst[:0])
+				if err != nil {
+					return formatErr(t.shown, line, "edge_index: %v", err)
+				}
+				m := len(src)
+				keys, rows, ecodes, ex = keys[:0], rows[:0], ecodes[:0], ex[:0]
+				if d.edge.present {
+					if err := d.features(&d.edge, ef, i, m, &ecodes, &ex); err != nil {
+						if errors.Is(err, ingest.ErrReread) {
+							return err
+						}
+						return formatErr(t.shown, line, "edge_attr: %v", err)
+					}
+				}
+				for k := range m {
+					st.DirectedEntries++
+					u, v := src[k], dst[k]
+					if u < 0 || v < 0 || u >= float64(n) || v >= float64(n) || u != math.Trunc(u) || v != math.Trunc(v) {
+						return formatErr(t.shown, line, "edge_index: edge %d (%v, %v) is not in the graph's nodes 0..%d", k, u, v, n-1)
+					}
+					if u == v {
+						st.SelfLoops++
+						continue
+					}
+					keys = append(keys, ingest.Pack(int64(u), int64(v)))
+					rows = append(rows, int32(k))
+				}
+				edges, first := canon.Build(n, keys, rows, &st)
+				g.Edges = append(g.Edges, edges...)
+				if d.edge.present {
+					nCodes, nX := d.edge.width, 0
+					if d.edge.floats {
+						nCodes, nX = 0, d.edge.width
+					}
+					err := ingest.EdgeFeatures(&g, keys, rows, first, ecodes, nCodes, ex, nX, func(u, v, r, r0 int32) error {
+						return formatErr(t.shown, line, "edge_attr: edge (%d, %d) has other features in edge_index column %d than in column %d, where it is listed first: an undirected edge has one set of features", u, v, r, r0)
+					})
+					if err != nil {
+						return err
+					}
+				}
+				if err := r.label(labelCol, i); err != nil {
+					return formatErr(t.shown, line, "y: %v", err)
+				}
+				if d.task == shard.TaskClass {
+					c, _ := slices.BinarySearch(d.classes, r.vals[0])
+					g.Label = int32(c)
+				} else {
+					for _, v := range r.vals {
+						g.Targets = append(g.Targets, float32(v))
+					}
+				}
+				if err := fn(&g); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// features appends row i of a feature matrix (rows of c.width numbers,
+// want rows) to codes or floats; a code wider than guessed widens the
+// guess and asks for a reread.
+func (d *Dataset) features(c *columns, mx matrix, i, want int, codes *[]int32, floats *[]float32) error {
+	s, e := mx.rows.ValueOffsets(i)
+	if mx.rows.IsNull(i) || int(e-s) != want {
+		return fmt.Errorf("%d rows, want %d", e-s, want)
+	}
+	for k := s; k < e; k++ {
+		is, ie := mx.inner.ValueOffsets(int(k))
+		if int(ie-is) != c.width {
+			return fmt.Errorf("row %d has %d fields, the first row of the column has %d", k-s, ie-is, c.width)
+		}
+		for j := is; j < ie; j++ {
+			v := mx.at(int(j))
+			switch {
+			case mx.nullAt(int(j)) || math.IsNaN(v):
+				return fmt.Errorf("row %d, field %d: missing (null or nan)", k-s, j-is+1)
+			case c.floats:
+				*floats = append(*floats, float32(v))
+			case v < 0 || v > math.MaxInt32-1:
+				return fmt.Errorf("row %d, field %d: code %v out of range 0..%d", k-s, j-is+1, v, math.MaxInt32-1)
+			case int64(v) >= 1<<(8*c.code) && c.code < 4:
+				c.code = shard.WidthFor(int64(v) + 1)
+				return ingest.ErrReread
+			default:
+				*codes = append(*codes, int32(v))
+			}
+		}
+	}
+	return nil
+}
+
+// matrix is a list<list<number>> column: rows of a graph, fields of a row.
+type matrix struct {
+	rows, inner array.ListLike
+	at          func(int) float64
+	nullAt      func(int) bool
+}
+
+func newMatrix(a arrow.Array) (matrix, error) {
+	var m matrix
+	var ok bool
+	if m.rows, ok = a.(array.ListLike); !ok {
+		return m, fmt.Errorf("a %s, not a list of lists", a.DataType())
+	}
+	if m.inner, ok = m.rows.ListValues().(array.ListLike); !ok {
+		return m, fmt.Errorf("a %s, not a list of lists", a.DataType())
+	}
+	leaf := m.inner.ListValues()
+	at, _, err := numbers(leaf)
+	m.at, m.nullAt = at, leaf.IsNull
+	return m, err
+}
+
+// pair appends edge_index row i's two lists, sources and targets, to src
+// and dst.
+func (m matrix) pair(i int, src, dst []float64) ([]float64, []float64, error) {
+	if m.rows.IsNull(i) {
+		return nil, nil, fmt.Errorf("null")
+	}
+	s, e := m.rows.ValueOffsets(i)
+	if e-s != 2 {
+		return nil, nil, fmt.Errorf("%d lists, want 2 (sources, targets)", e-s)
+	}
+	a0, a1 := m.inner.ValueOffsets(int(s))
+	b0, b1 := m.inner.ValueOffsets(int(s + 1))
+	if a1-a0 != b1-b0 {
+		return nil, nil, fmt.Errorf("%d sources and %d targets", a1-a0, b1-b0)
+	}
+	for k := range int(a1 - a0) {
+		if m.nullAt(int(a0)+k) || m.nullAt(int(b0)+k) {
+			return nil, nil, fmt.Errorf("edge %d: null node id", k)
+		}
+		src, dst = append(src, m.at(int(a0)+k)), append(dst, m.at(int(b0)+k))
+	}
+	return src, dst, nil
+}
+
+// numbers reads an array of numbers as float64, saying whether its type
+// is an integer (or bool) type.
+func numbers(a arrow.Array) (func(int) float64, bool, error) {
+	short := func(n int) error {
+		if n < a.Len() {
+			return fmt.Errorf("a damaged column: %d values of %d", n, a.Len())
+		}
+		return nil
+	}
+	switch x := a.(type) {
+	case *array.Int64:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Int64Values()))
+	case *array.Int32:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Int32Values()))
+	case *array.Int16:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Int16Values()))
+	case *array.Int8:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Int8Values()))
+	case *array.Uint64:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Uint64Values()))
+	case *array.Uint32:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Uint32Values()))
+	case *array.Uint16:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Uint16Values()))
+	case *array.Uint8:
+		return func(i int) float64 { return float64(x.Value(i)) }, true, short(len(x.Uint8Values()))
+	case *array.Float64:
+		return func(i int) float64 { return x.Value(i) }, false, short(len(x.Float64Values()))
+	case *array.Float32:
+		return func(i int) float64 { return float64(x.Value(i)) }, false, short(len(x.Float32Values()))
+	case *array.Float16:
+		return func(i int) float64 { return float64(x.Value(i).Float32()) }, false, short(len(x.Values()))
+	case *array.Boolean:
+		bufs := x.Data().Buffers()
+		if len(bufs) < 2 || bufs[1] == nil || bufs[1].Len()*8 < x.Data().Offset()+x.Len() {
+			return nil, false, fmt.Errorf("a damaged column: too few values")
+		}
+		return func(i int) float64 {
+			if x.Value(i) {
+				return 1
+			}
+			return 0
+		}, true, nil
+	}
+	return nil, false, fmt.Errorf("%s values, not numbers", a.DataType())
+}
+
+// validate checks a list column's offsets against its values, at every
+// level, before any is followed: a damaged file can decode to lists whose
+// offsets point past their values.
+func validate(a arrow.Array) error {
+	for {
+		l, ok := a.(array.ListLike)
+		if !ok {
+			return nil
+		}
+		if v, ok := a.(interface{ ValidateFull() error }); ok {
+			if err := v.ValidateFull(); err != nil {
+				return fmt.Errorf("a damaged column: %v", err)
+			}
+		}
+		a = l.ListValues()
+	}
+}
+
+// rowVals is one graph's labels.
+type rowVals struct {
+	vals []float64
+	ints bool
+}
+
+// label reads row i of y: a number, a list of numbers, or a list holding
+// one list of numbers; nulls are missing (NaN).
+func (r *rowVals) label(a arrow.Array, i int) error {
+	r.vals, r.ints = r.vals[:0], true
+	if a.IsNull(i) {
+		return fmt.Errorf("null (a missing target is a null inside the list)")
+	}
+	l, ok := a.(array.ListLike)
+	if !ok {
+		at, isInt, err := numbers(a)
+		if err != nil {
+			return err
+		}
+		r.vals, r.ints = append(r.vals, at(i)), isInt
+		return nil
+	}
+	s, e := l.ValueOffsets(i)
+	vals := l.ListValues()
+	if inner, ok := vals.(array.ListLike); ok {
+		if e-s != 1 {
+			return fmt.Errorf("%d lists, want one list of targets", e-s)
+		}
+		s, e = inner.ValueOffsets(int(s))
+		vals = inner.ListValues()
+	}
+	at, isInt, err := numbers(vals)
+	if err != nil {
+		return err
+	}
+	r.ints = isInt
+	for k := s; k < e; k++ {
+		if vals.IsNull(int(k)) {
+			r.vals, r.ints = append(r.vals, math.NaN()), false
+			continue
+		}
+		r.vals = append(r.vals, at(int(k)))
+	}
+	return nil
+}
+
+// nodeCount reads a graph's node count: num_nodes, or node_feat's rows.
+func nodeCount(a arrow.Array, i int) (int32, error) {
+	if a.IsNull(i) {
+		return 0, fmt.Errorf("null")
+	}
+	if l, ok := a.(array.ListLike); ok {
+		s, e := l.ValueOffsets(i)
+		return int32(e - s), nil
+	}
+	at, isInt, err := numbers(a)
+	if err != nil {
+		return 0, err
+	}
+	v := at(i)
+	if !isInt || v < 0 || v > math.MaxInt32/2 {
+		return 0, fmt.Errorf("%v is not a node count", v)
+	}
+	return int32(v), nil
+}
