@@ -197,6 +197,21 @@ func TestGoldenShard(t *testing.T) {
 	}
 }
 
+// Golden bytes of format 3: a molecule-shaped OGB folder (two node and two
+// edge columns, one two bytes wide, two targets with NaN, a split)
+// without compression; tests/interop reads the same files with pyarrow.
+func TestGoldenShardV3(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "s")
+	convertTo(t, Options{Input: testutil.Testdata(t, "ogb", "TINYMOL"), Out: out, Compression: shard.CompressNone})
+	for _, name := range []string{"shard-00000.arrow", shard.ManifestName, "split-s.json"} {
+		got, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.Golden(t, testutil.Testdata(t, "golden", "tinymol.shards", name), got)
+	}
+}
+
 // Every case of the bad-input corpus fails with a message naming the file
 // and line (or field), and leaves no output and no temporary folder.
 func TestBadInputCorpus(t *testing.T) {

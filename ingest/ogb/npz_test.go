@@ -201,8 +201,9 @@ func convertNpz(t *testing.T, data map[string]npy, labels npy) string {
 	return strings.Join(graphs(t, out), "\n")
 }
 
-// Float features are a float block; a uint8 array is codes stored a byte
-// each (code 255 fits; the fill, 256, is the served stream's concern).
+// Float features are a float block; a uint8 array holding 255 is stored
+// two bytes a code, since the width holds the vocabulary size (256, the
+// edge fill's reserved code) too (docs/format.md, "Version 3").
 func TestNpzKinds(t *testing.T) {
 	data, labels := baseNpz()
 	data["node_feat"] = npy{"<f4", []int{5, 2}, []float64{5, 1, 6, 0, 7, 1, 8, 0.5, 9, 1}, false}
@@ -212,7 +213,7 @@ func TestNpzKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := shard.ReadManifest(out)
-	if m.NodeFeatures.Dense != 2 || m.EdgeFeatures.Width != 1 || m.EdgeFeatures.Categorical[0].Vocab != 256 {
+	if m.NodeFeatures.Dense != 2 || m.EdgeFeatures.Width != 2 || m.EdgeFeatures.Categorical[0].Vocab != 256 {
 		t.Fatalf("node %+v edge %+v", m.NodeFeatures, m.EdgeFeatures)
 	}
 }

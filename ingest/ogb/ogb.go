@@ -868,7 +868,7 @@ func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 		case v > math.MaxInt32-1:
 			file, line := cu.src.where()
 			return formatErr(file, line, i+1, "code %v out of range", v)
-		case int64(v) >= 1<<(8*c.code) && c.code < 4:
+		case int64(v)+1 >= 1<<(8*c.code) && c.code < 4: // the vocabulary size, the fill's code, must fit too
 			c.code = shard.WidthFor(int64(v) + 1) // room for the reserved fill code
 			return ingest.ErrReread
 		}

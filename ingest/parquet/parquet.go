@@ -618,7 +618,7 @@ func (d *Dataset) features(c *columns, mx matrix, i, want int, codes *[]int32, f
 				*floats = append(*floats, float32(v))
 			case v < 0 || v > math.MaxInt32-1:
 				return fmt.Errorf("row %d, field %d: code %v out of range 0..%d", k-s, j-is+1, v, math.MaxInt32-1)
-			case int64(v) >= 1<<(8*c.code) && c.code < 4:
+			case int64(v)+1 >= 1<<(8*c.code) && c.code < 4: // the vocabulary size, the fill's code, must fit too
 				c.code = shard.WidthFor(int64(v) + 1)
 				return ingest.ErrReread
 			default:
