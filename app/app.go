@@ -72,8 +72,12 @@ type LoaderOptions struct {
 	Remainder  epoch.Remainder // pad (default) or drop
 	NodeBudget int
 	EdgeBudget int
-	MaxEpoch   uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
-	NoIndex    bool   // keep graphs unindexed (less memory, slower NodeSam)
+	// EdgeFill is what an edge no input edge explains carries
+	// (aug.ParseEdgeFill's "codes=…;x=…"; empty: each categorical edge
+	// column's reserved code, 0 for floats).
+	EdgeFill string
+	MaxEpoch uint64 // refuse epochs ≥ MaxEpoch (0: no limit)
+	NoIndex  bool   // keep graphs unindexed (less memory, slower NodeSam)
 	// MemoryBudget bounds the bytes of batches in flight across every
 	// stream of every view (loader.Memory); 0: DefaultMemoryBudget.
 	MemoryBudget int64
@@ -320,6 +324,11 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 	all, err := loader.NewSource(b.Reader, nil)
 	if err != nil {
 		return err
+	}
+	if o.EdgeFill != "" {
+		if err := all.ParseEdgeFill(o.EdgeFill); err != nil {
+			return fmt.Errorf("--edge-fill: %w", err)
+		}
 	}
 	mem := loader.NewMemory(o.MemoryBudget)
 	n := int64(b.Reader.NumGraphs())

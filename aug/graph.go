@@ -37,6 +37,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 )
 
 // Graph is an undirected simple graph with node features and a label.
@@ -102,6 +104,46 @@ type Graph struct {
 type EdgeFill struct {
 	Codes []int32
 	X     float32
+}
+
+// String is the fill as --edge-fill takes it: "codes=C1,C2,…;x=V".
+func (f EdgeFill) String() string {
+	parts := make([]string, len(f.Codes))
+	for i, c := range f.Codes {
+		parts[i] = strconv.Itoa(int(c))
+	}
+	return "codes=" + strings.Join(parts, ",") + ";x=" + strconv.FormatFloat(float64(f.X), 'g', -1, 32)
+}
+
+// ParseEdgeFill reads "codes=C1,C2,…;x=V", either part alone ("x=0.5",
+// "codes=0,0,0"); a part left out keeps def's.
+func ParseEdgeFill(s string, def EdgeFill) (EdgeFill, error) {
+	f := EdgeFill{Codes: def.Codes, X: def.X}
+	for _, part := range strings.Split(s, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		switch {
+		case !ok:
+			return f, fmt.Errorf("edge fill %q: %q is not codes=… or x=…", s, part)
+		case k == "codes":
+			f.Codes = nil
+			for _, c := range strings.Split(v, ",") {
+				n, err := strconv.ParseInt(strings.TrimSpace(c), 10, 32)
+				if err != nil {
+					return f, fmt.Errorf("edge fill %q: code %q is not an integer", s, c)
+				}
+				f.Codes = append(f.Codes, int32(n))
+			}
+		case k == "x":
+			x, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+				return f, fmt.Errorf("edge fill %q: x %q is not a finite number", s, v)
+			}
+			f.X = float32(x)
+		default:
+			return f, fmt.Errorf("edge fill %q: unknown part %q (codes or x)", s, k)
+		}
+	}
+	return f, nil
 }
 
 // HasEdgeFeatures reports whether edges carry features.

@@ -2,15 +2,18 @@ package loader_test
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
@@ -179,6 +182,81 @@ func TestServedFeatures(t *testing.T) {
 		}
 		if pol == "nodesam" && fills == 0 {
 			t.Fatalf("nodesam: no split edge got the fill")
+		}
+	}
+}
+
+// A declared edge fill (--edge-fill) is what NodeSam's new edges carry,
+// and it is part of the identity; the default, declared or not, leaves
+// the identity as it was. Bad fills are refused.
+func TestEdgeFillDeclared(t *testing.T) {
+	dir, gs := writeMolecules(t, 40)
+	open := func(fill string) (*loader.Loader, error) {
+		r, err := shard.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		src, err := loader.NewSource(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fill != "" {
+			if err := src.ParseEdgeFill(fill); err != nil {
+				return nil, err
+			}
+		}
+		sched, _ := epoch.ParseSchedule("nodesam")
+		return loader.New(src, loader.Config{Seed: 5, BatchSize: 8, Workers: 2, Schedule: sched})
+	}
+	def, _ := open("")
+	same, err := open("codes=4;x=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Identity() != same.Identity() || def.Identity().EdgeFill != "" {
+		t.Fatalf("the default fill declared changed the identity: %+v vs %+v", def.Identity(), same.Identity())
+	}
+	l, err := open("codes=2;x=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := l.Identity(); id.EdgeFill != "codes=2;x=-1" || id.ID == def.Identity().ID {
+		t.Fatalf("identity %+v does not say the fill", id)
+	}
+	if d := def.Identity().Diff(l.Identity()); len(d) != 1 || d[0] != "edge fill default vs codes=2;x=-1" {
+		t.Fatalf("diff %q", d)
+	}
+	_, recs := records(t, l, wire.Request{World: 1, BatchSize: 8})
+	fills := 0
+	for _, rec := range recs {
+		ecat, _ := listValues(rec, wire.ColEdgeCat, u8)
+		ex, _ := listValues(rec, wire.ColEdgeX, f32)
+		for i, c := range ecat {
+			x0, x1 := ex[2*i], ex[2*i+1]
+			if c == 2 && x0 == -1 && x1 == -1 {
+				fills++
+				continue
+			}
+			gid, k := int(x0)-1, int(x1)
+			if gid < 0 || gid >= len(gs) || k < 0 || k >= len(gs[gid].Edges)/2 || gs[gid].EdgeCat.I32[k] != c {
+				t.Fatalf("served edge features (%d, %v, %v) are no input edge's and not the declared fill", c, x0, x1)
+			}
+		}
+	}
+	if fills == 0 {
+		t.Fatal("no split edge got the declared fill")
+	}
+	for fill, want := range map[string]string{
+		"codes=9":      "edge fill code 9 of column",
+		"codes=1,2":    "edge fill has 2 codes, the edges have 1 categorical columns",
+		"x=nan":        `x "nan" is not a finite number`,
+		"colour=1":     `unknown part "colour"`,
+		"codes=a":      `code "a" is not an integer`,
+		"codes=1;x=1;": `"" is not codes=… or x=…`,
+	} {
+		if _, err := open(fill); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", fill, err, want)
 		}
 	}
 }

@@ -136,6 +136,7 @@ func New(src *Source, cfg Config) (*Loader, error) {
 		Served: len(src.served), ServedSHA256: src.digest,
 		Seed: cfg.Seed, Schedule: cfg.Schedule.Canonical(), BatchSize: cfg.BatchSize,
 		NodeBudget: cfg.NodeBudget, EdgeBudget: cfg.EdgeBudget, Remainder: string(cfg.Remainder),
+		EdgeFill: src.edgeFillID(),
 	}.WithID()
 	return l, nil
 }

@@ -37,6 +37,8 @@ type dataset struct {
 	// every graph loaded.
 	nodeVocab, edgeVocab []int32
 	fill                 *aug.EdgeFill
+	// fillSet: the fill is not the default (the identity then says it).
+	fillSet bool
 	// index[id] is graph id's aug.Index, built on first use when enabled.
 	index atomic.Pointer[[]atomic.Pointer[aug.Index]]
 	// ppr caches SubMix's PageRank rankings in the indexes, when set.
@@ -108,7 +110,31 @@ func (s *Source) SetEdgeFill(f aug.EdgeFill) error {
 		}
 	}
 	ds.fill = &aug.EdgeFill{Codes: slices.Clone(f.Codes), X: f.X}
+	ds.fillSet = !slices.Equal(f.Codes, ds.edgeVocab) || f.X != 0
 	return nil
+}
+
+// ParseEdgeFill sets the fill from its text (aug.ParseEdgeFill: a part
+// left out keeps the default's).
+func (s *Source) ParseEdgeFill(text string) error {
+	if s.ds.fill == nil {
+		return fmt.Errorf("loader: edge fill %q: the edges of %s carry no features", text, s.ds.man.Dataset)
+	}
+	f, err := aug.ParseEdgeFill(text, aug.EdgeFill{Codes: s.ds.edgeVocab})
+	if err != nil {
+		return fmt.Errorf("loader: %w", err)
+	}
+	return s.SetEdgeFill(f)
+}
+
+// edgeFillID is the fill as the identity says it: empty for the default
+// (so the identities of every configuration without a fill of its own
+// are what they were).
+func (s *Source) edgeFillID() string {
+	if !s.ds.fillSet {
+		return ""
+	}
+	return s.ds.fill.String()
 }
 
 // EdgeFill is the fill edges get (nil when edges carry no features).

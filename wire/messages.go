@@ -87,6 +87,10 @@ type Config struct {
 	// differently are different configurations to a client reading one
 	// epoch from several.
 	WireCompression Compression `json:"wire_compression,omitempty"`
+	// EdgeFill is what an edge no input edge explains carries, when the
+	// daemon was given one (--edge-fill; absent: the default, each
+	// categorical column's reserved code and 0 for floats).
+	EdgeFill string `json:"edge_fill,omitempty"`
 }
 
 // Compression is a stream's record batch body codec (Arrow IPC body
@@ -160,10 +164,19 @@ func (c Config) Diff(other Config) []string {
 	add("edge budget", c.EdgeBudget, other.EdgeBudget)
 	add("remainder", c.Remainder, other.Remainder)
 	add("wire compression", orNone(c.WireCompression), orNone(other.WireCompression))
+	add("edge fill", orDefault(c.EdgeFill), orDefault(other.EdgeFill))
 	if len(d) == 0 && c.ID != other.ID {
 		d = append(d, fmt.Sprintf("id %s vs %s", c.ID, other.ID))
 	}
 	return d
+}
+
+// orDefault names the default edge fill.
+func orDefault(fill string) string {
+	if fill == "" {
+		return "default"
+	}
+	return fill
 }
 
 // short abbreviates a digest for a message.

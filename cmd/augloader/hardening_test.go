@@ -280,6 +280,7 @@ func TestFlagRanges(t *testing.T) {
 		{"--edge-budget", "-5", "--edge-budget -5: want an integer ≥ 0"},
 		{"--remainder", "keep", `--remainder "keep": want one of pad, drop`},
 		{"--split-set", "validation", `--split-set "validation": want one of training, valid, test`},
+		{"--edge-fill", "x=1", `--edge-fill: loader: edge fill "x=1": the edges of`},
 	}
 	perCmd := map[string][][]string{
 		"serve": {{"--max-streams", "0", "--max-streams 0: want 1..65536"}, {"--max-pending", "-1", "--max-pending -1"},

@@ -76,6 +76,7 @@ var loaderFlags = []cli.Flag{
 	&cli.StringFlag{Name: "remainder", Value: string(app.DefaultRemainder), Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop"},
 	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's nodes, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},
 	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},
+	&cli.StringFlag{Name: "edge-fill", Usage: "what an edge no input edge explains (a NodeSam split's new edge, an added edge) carries, for shards with edge features: codes=C1,C2,... (a code per categorical edge column) and/or x=V (every float column); default: each column's reserved code (its vocabulary size) and 0"},
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
 	&cli.StringFlag{Name: "memory-budget", Value: cliutil.FormatSize(app.DefaultMemoryBudget), Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
@@ -102,7 +103,8 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: epoch.Remainder(c.String("remainder")),
 		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"), MaxEpoch: c.Uint64("max-epoch"),
-		NoIndex: c.Bool("no-index"), AugmentTest: c.Bool("augment-test"),
+		EdgeFill: c.String("edge-fill"),
+		NoIndex:  c.Bool("no-index"), AugmentTest: c.Bool("augment-test"),
 		Views: c.StringSlice("view"), Folds: c.String("folds"),
 	}
 	if f := c.String("views"); f != "" {
