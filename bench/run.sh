@@ -40,6 +40,7 @@ step epoch "$GO" test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m .
 step python bash bench/python_collab.sh "$OUT/python.jsonl"
 step convert bash bench/convert_collab.sh
 step scaleout bash bench/scaleout.sh
+step molecules bash bench/molecules.sh
 # bench/report is a module of its own (its plotting library stays out of
 # the library's go.mod).
 ROOT=$PWD

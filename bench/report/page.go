@@ -18,6 +18,7 @@ type page struct {
 	py                                *pyResults
 	convert                           map[string]float64
 	scaleout                          []map[string]string
+	molecules                         []map[string]string
 	missing                           []string
 	docs                              string
 	wrote                             []string
@@ -76,6 +77,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 		return err
 	}
 	pg.writeScaleOut(w)
+	pg.writeMolecules(w)
 	return nil
 }
 
@@ -292,7 +294,7 @@ func (pg *page) goals() []goal {
 					fx(num(one, "median_s")/num(two, "median_s")), map[bool]string{true: "equal", false: "differ"}[same]), same, true, false})
 		}
 	}
-	return gs
+	return append(gs, pg.molGoals()...)
 }
 
 // shmVsSocket compares the Python rows of policy pol over shared memory

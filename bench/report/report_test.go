@@ -115,7 +115,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
-		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt.",
+		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt.",
 		// Scale-out: compression ratios against none, a skipped link named, scaling with its digests.
 		"| loopback | lz4 | 14 | 0.07× | 0.400 | 0.50× |",
 		"| 1 Gbit/s (tbf) | — | not measured: needs root netns tc |",
@@ -142,6 +142,31 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 	}
 	if _, err := os.Stat(filepath.Join(docs, "python-COLLAB.png")); err != nil {
 		t.Errorf("figure: %v", err)
+	}
+}
+
+// The molecules section: conversion against gzip -dc with its goal, the
+// Python rows by median, and the goal against PyG's fastest configuration.
+func TestMoleculesSection(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "molecules\tbash bench/molecules.sh\n",
+		"molecules.txt": "noise\nRESULT kind=convert graphs=437929 gz_bytes=120000000 raw_bytes=900000000 gzip_s=3.0 convert_s=9.0 " +
+			"rss_kib=409600 cpu_s=15 cores=2 shard_bytes=1\n" +
+			"RESULT kind=python name=augloader/nodesam/pyg-layout/bs=32 epochs=3 best_s=0.9 median_s=1.0 graphs=40000 graphs_per_s=40000\n" +
+			"RESULT kind=python name=pyg/dropout_edge/workers=0/bs=128 epochs=3 best_s=6 median_s=6.5 graphs=40000 graphs_per_s=6154\n" +
+			"RESULT kind=python name=pyg/dropout_edge/workers=2/persistent/bs=32 epochs=3 best_s=7 median_s=8 graphs=40000 graphs_per_s=5000\n",
+	})
+	page, _ := renderPage(t, dir)
+	for _, want := range []string{
+		"3.0× (9.000 s vs 3.000 s), 400 MiB | **not met**",
+		"augloader 1.000 vs PyG 6.500 s/epoch (medians): 6.5× | **not met**",
+		"PyG at its fastest configuration (workers=0/bs=128)",
+		"| `shardconv convert` (every file streamed through gzip, parsed, canonicalised, zstd shards, fsync) | 9.000 | 3.0× | 400 MiB | 15.000 |",
+		"| `augloader/nodesam/pyg-layout/bs=32` | 1.000 | 0.900 | 40,000 |\n| `pyg/dropout_edge/workers=0/bs=128` | 6.500 |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
 	}
 }
 

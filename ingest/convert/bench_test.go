@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/augloader/augloader/ingest/synth"
 	"github.com/augloader/augloader/internal/testkit/testutil"
 )
 
@@ -34,4 +35,28 @@ func BenchmarkConvertCOLLAB(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkConvertMolpcba converts a synthetic ogbg-molpcba-shaped OGB
+// folder (shardconv synth --like ogbg-molpcba, 50,000 molecules) per
+// iteration, reporting molecules/s:
+//
+//	go test -run XXX -bench ConvertMolpcba -benchtime 3x -cpuprofile cpu.out ./ingest/convert
+func BenchmarkConvertMolpcba(b *testing.B) {
+	spec, _ := synth.LikeOGB("ogbg-molpcba")
+	spec = spec.Scaled(50000)
+	in := filepath.Join(b.TempDir(), "molpcba")
+	if _, err := synth.WriteOGB(context.Background(), spec, 1, in, false); err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out := filepath.Join(dir, "s")
+		os.RemoveAll(out)
+		if _, err := Run(context.Background(), Options{Input: in, Out: out}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(spec.Graphs)*float64(b.N)/b.Elapsed().Seconds(), "graphs/s")
 }

@@ -1,6 +1,7 @@
 // Package synth writes seeded synthetic graph datasets in TU text format,
-// shaped like real ones (same counts, similar degree shape), for demos,
-// tests and benchmarks: the project ships no third-party data.
+// shaped like real ones (same counts, similar degree shape), and
+// molecule-shaped OGB graph-property folders in the csv.gz layout (WriteOGB),
+// for demos, tests and benchmarks: the project ships no third-party data.
 //
 // The same (spec, seed) always writes the same bytes. Class labels are tied
 // to structure (density or shape differ by class) so a model can learn them.

@@ -94,3 +94,47 @@ func TestSynthDeterministic(t *testing.T) {
 		t.Fatal("overwrote an existing folder without force")
 	}
 }
+
+// The molecule-shaped OGB folder converts to what it claims (OGB's
+// column counts, 128 binary targets with about 60% missing, about 26
+// atoms and 28 bonds a molecule), and the same seed writes the same bytes.
+func TestWriteOGB(t *testing.T) {
+	spec, ok := synth.LikeOGB("ogbg-molpcba")
+	if !ok {
+		t.Fatal("no ogbg-molpcba spec")
+	}
+	spec = spec.Scaled(2000)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, out := range []string{a, b} {
+		if _, err := synth.WriteOGB(context.Background(), spec, 7, out, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"raw/edge.csv.gz", "raw/edge-feat.csv.gz", "raw/node-feat.csv.gz", "raw/graph-label.csv.gz", "split/scaffold/test.csv.gz"} {
+		x, err := os.ReadFile(filepath.Join(a, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := os.ReadFile(filepath.Join(b, f))
+		if !bytes.Equal(x, y) {
+			t.Fatalf("%s differs between two writes with the same seed", f)
+		}
+	}
+	out := filepath.Join(dir, "shards")
+	res, err := convert.Run(context.Background(), convert.Options{Input: a, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Manifest
+	missing := float64(m.Task.Missing) / float64(2000*128)
+	atoms, bonds := float64(m.Stats.Nodes)/2000, float64(m.Stats.Edges)/2000
+	if m.Task.Kind != shard.TaskBinary || m.Task.Targets != 128 || missing < 0.55 || missing > 0.65 ||
+		m.NodeFeatures.Cols() != 9 || m.EdgeFeatures.Cols() != 3 || atoms < 24 || atoms > 28 || bonds < 26 || bonds > 30 {
+		t.Fatalf("task %+v (%.2f missing), %d node and %d edge columns, %.1f atoms and %.1f bonds a molecule",
+			m.Task, missing, m.NodeFeatures.Cols(), m.EdgeFeatures.Cols(), atoms, bonds)
+	}
+	if _, err := os.Stat(filepath.Join(out, "split-scaffold.json")); err != nil {
+		t.Fatal(err)
+	}
+}

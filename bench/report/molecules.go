@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// molRow returns the molecules step's RESULT line with these pairs.
+func (pg *page) molRow(kv ...string) (map[string]string, bool) {
+	for _, m := range pg.molecules {
+		ok := true
+		for i := 0; i+1 < len(kv); i += 2 {
+			ok = ok && m[kv[i]] == kv[i+1]
+		}
+		if ok {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+// molFastest is the Python row whose name starts with prefix with the
+// lowest median.
+func (pg *page) molFastest(prefix string) (map[string]string, bool) {
+	var best map[string]string
+	for _, m := range pg.molecules {
+		if m["kind"] == "python" && strings.HasPrefix(m["name"], prefix) &&
+			(best == nil || num(m, "median_s") < num(best, "median_s")) {
+			best = m
+		}
+	}
+	return best, best != nil
+}
+
+// molGoals are issue #26's rows of the goals table.
+func (pg *page) molGoals() []goal {
+	var gs []goal
+	if c, ok := pg.molRow("kind", "convert"); ok {
+		r := num(c, "convert_s") / num(c, "gzip_s")
+		rss := num(c, "rss_kib") / 1024
+		gs = append(gs, goal{"#26", fmt.Sprintf("`shardconv convert` of an ogbg-molpcba-sized synthetic OGB folder (%s molecules) ≤ 2× `gzip -dc` of its files to /dev/null, peak RSS < 1 GiB", fnum(num(c, "graphs"))),
+			fmt.Sprintf("%.1f× (%s s vs %s s), %.0f MiB", r, fs(num(c, "convert_s")), fs(num(c, "gzip_s")), rss),
+			r <= 2 && rss < 1024, !math.IsNaN(r), false})
+	}
+	ours, ok1 := pg.molFastest("augloader/")
+	peer, ok2 := pg.molFastest("pyg/")
+	if ok1 && ok2 {
+		r := num(peer, "median_s") / num(ours, "median_s")
+		gs = append(gs, goal{"#26", "a NodeSam epoch of molecules with edge features to Python in PyG's layout ≥ 10× faster than PyG's DataLoader over `PygGraphPropPredDataset` doing `dropout_edge` with `edge_attr` masked, PyG at its fastest configuration (" + strings.TrimPrefix(peer["name"], "pyg/dropout_edge/") + ")",
+			fmt.Sprintf("augloader %s vs PyG %s s/epoch (medians): %.1f×", fs(num(ours, "median_s")), fs(num(peer, "median_s")), r), r >= 10, true, false})
+	}
+	return gs
+}
+
+// writeMolecules: conversion and the Python epoch on molecule-shaped
+// OGB folders (step molecules).
+func (pg *page) writeMolecules(w *bytes.Buffer) {
+	fmt.Fprintf(w, "## Molecules: OGB folders and edge features (`bench/molecules.sh`)\n\n")
+	if pg.molecules == nil {
+		w.WriteString("Not run.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "Command: %s (step `molecules`). Data: **synthetic** OGB graph-property folders in the csv.gz layout "+
+		"(`shardconv synth --like ogbg-molpcba`: molecule-shaped trees with rings, OGB's 9 atom and 3 bond columns, 128 binary "+
+		"tasks with 60%% of the labels missing), not real molecules. %s\n\n", pg.command("molecules"), pg.machineLine())
+	if c, ok := pg.molRow("kind", "convert"); ok {
+		fmt.Fprintf(w, "**Conversion** of %s molecules: %s MB of csv.gz, %s MB once decompressed; page cache warm, best of 3.\n\n",
+			fnum(num(c, "graphs")), fnum(num(c, "gz_bytes")/1e6), fnum(num(c, "raw_bytes")/1e6))
+		w.WriteString("| | s | ÷ `gzip -dc` | peak RSS | CPU s |\n|---|---:|---:|---:|---:|\n")
+		fmt.Fprintf(w, "| `gzip -dc` of the folder's files to /dev/null (one core) | %s | 1× | | |\n", fs(num(c, "gzip_s")))
+		fmt.Fprintf(w, "| `shardconv convert` (every file streamed through gzip, parsed, canonicalised, zstd shards, fsync) | %s | %s | %.0f MiB | %s |\n\n",
+			fs(num(c, "convert_s")), fx(num(c, "convert_s")/num(c, "gzip_s")), num(c, "rss_kib")/1024, fs(num(c, "cpu_s")))
+		w.WriteString("`gzip -dc` only inflates; the converter inflates the six files on goroutines of their own, parses every " +
+			"field of about 130 per molecule (most of them the 128 label fields), canonicalises the edges with their features and " +
+			"writes compressed shards. A CPU profile: `go test -run XXX -bench ConvertMolpcba -cpuprofile cpu.out ./ingest/convert`.\n\n")
+	}
+	var rows []map[string]string
+	for _, m := range pg.molecules {
+		if m["kind"] == "python" {
+			rows = append(rows, m)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	slices.SortStableFunc(rows, func(a, b map[string]string) int {
+		switch x, y := num(a, "median_s"), num(b, "median_s"); {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	fmt.Fprintf(w, "**An epoch to Python in PyG's layout** (%s molecules; int64 `edge_index` [2, 2E], `edge_attr` [2E, 3] and "+
+		"`x` [N, 9], `batch`, `y` [B, 128] per batch). Ours: the daemon with NodeSam on every core, the client over the Unix "+
+		"socket (`bench/python_molecules.py`). PyG: OGB's `PygGraphPropPredDataset` of the same folder (processed once, not timed) "+
+		"in a `DataLoader` whose dataset applies `dropout_edge(p=0.2)` to each graph and masks `edge_attr` with it, in every "+
+		"configuration of workers, persistence and batch size listed; a much lighter augmentation than NodeSam.\n\n", fnum(num(rows[0], "graphs")))
+	w.WriteString("| configuration | median s/epoch | best | graphs/s |\n|---|---:|---:|---:|\n")
+	for _, m := range rows {
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", m["name"], fs(num(m, "median_s")), fs(num(m, "best_s")), fnum(num(m, "graphs_per_s")))
+	}
+	w.WriteString("\n")
+}
