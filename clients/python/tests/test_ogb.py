@@ -6,8 +6,6 @@ and served with policy none, equal graph by graph to what
 ogb.graphproppred.PygGraphPropPredDataset loads from the same folder: x,
 y (NaN where missing) and the set of directed edges each with its
 edge_attr. Bad inputs get an error naming the file, line and field."""
-import csv
-import gzip
 import math
 import os
 import pathlib
@@ -42,76 +40,15 @@ def need_ogb():
         pytest.skip(OGB_MISSING)
 
 
-def molecules(limit):
-    """(graph dict of smiles2graph, TPSA) of the first NCI molecules that parse."""
-    from rdkit import RDConfig, RDLogger
-    from ogb.utils import smiles2graph
-    RDLogger.DisableLog("rdApp.*")
-    nci = pathlib.Path(RDConfig.RDDataDir) / "NCI"
-    tpsa = {}
-    with open(nci / "first_5k.tpsa.csv") as f:
-        for row in csv.reader(f):
-            if row and not row[0].startswith("#") and len(row) >= 2:
-                try:
-                    tpsa[row[0]] = float(row[1])
-                except ValueError:
-                    pass
-    out = []
-    for line in open(nci / "first_5K.smi"):
-        parts = line.split()
-        if len(parts) < 2 or parts[0] not in tpsa:
-            continue
-        try:
-            g = smiles2graph(parts[0])
-        except Exception:
-            continue
-        if g["num_nodes"] == 0:
-            continue
-        out.append((g, tpsa[parts[0]]))
-        if len(out) == limit:
-            break
-    return out
-
-
-def gz_rows(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt") as f:
-        for r in rows:
-            f.write(",".join(r) + "\n")
+EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+from nci_ogb import gz_rows, molecules, write_ogb_csv  # noqa: E402  (examples/nci_ogb.py)
 
 
 META = {"eval metric": "mae", "task type": "regression", "num classes": -1, "split": "scaffold",
         "binary": "False", "add_inverse_edge": "True", "has_node_attr": "True", "has_edge_attr": "True",
         "additional node files": "None", "additional edge files": "None", "is hetero": "False",
         "version": 1, "download_name": "nci", "url": ""}
-
-
-def write_ogb_csv(root, mols):
-    """The csv.gz layout: one row per bond (OGB adds the inverse), TPSA
-    and a second target missing on every third molecule."""
-    raw = root / "raw"
-    edges, efeat, nfeat, labels = [], [], [], []
-    for i, (g, tpsa) in enumerate(mols):
-        ei = g["edge_index"]
-        for k in range(ei.shape[1]):
-            u, v = int(ei[0, k]), int(ei[1, k])
-            if u < v:  # smiles2graph lists each bond both ways
-                edges.append((str(u), str(v)))
-                efeat.append([str(int(c)) for c in g["edge_feat"][k]])
-        nfeat += [[str(int(c)) for c in row] for row in g["node_feat"]]
-        second = "" if i % 3 == 0 else str(float(g["num_nodes"]) / 10)
-        labels.append((repr(tpsa), second))
-    gz_rows(raw / "edge.csv.gz", edges)
-    gz_rows(raw / "edge-feat.csv.gz", efeat)
-    gz_rows(raw / "node-feat.csv.gz", nfeat)
-    gz_rows(raw / "num-node-list.csv.gz", [[str(g["num_nodes"])] for g, _ in mols])
-    gz_rows(raw / "num-edge-list.csv.gz", [[str(g["edge_index"].shape[1] // 2)] for g, _ in mols])
-    gz_rows(raw / "graph-label.csv.gz", labels)
-    n = len(mols)
-    ids = np.random.default_rng(0).permutation(n)
-    for name, part in (("train", ids[: n * 8 // 10]), ("valid", ids[n * 8 // 10: n * 9 // 10]), ("test", ids[n * 9 // 10:])):
-        gz_rows(root / "split" / "scaffold" / f"{name}.csv.gz", [[str(int(i))] for i in part])
-    (root / "RELEASE_v1.txt").write_text("test folder\n")
 
 
 def oracle(root, targets):
@@ -250,7 +187,7 @@ def test_ogb_bad_input_names_file_line_field(bins, tmp_path, case, breaks, messa
     assert not (tmp_path / "bad").exists()
 
 
-GINE = pathlib.Path(__file__).resolve().parents[3] / "examples" / "train_gine.py"
+GINE = EXAMPLES / "train_gine.py"
 
 
 @pytest.mark.parametrize("policy", ["nodesam", "submix:p=0.4"])
