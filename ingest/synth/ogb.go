@@ -37,13 +37,6 @@ type MolSpec struct {
 	Positive float64 // share of present labels that are 1
 }
 
-// OGB's feature vocabularies (ogb.utils.features get_atom_feature_dims and
-// get_bond_feature_dims).
-var (
-	atomVocab = []int{119, 5, 12, 12, 10, 6, 6, 2, 2}
-	bondVocab = []int{5, 6, 2}
-)
-
 // LikeOGB returns the spec shaped like an OGB molecule set: ogbg-molpcba
 // (437,929 molecules, about 26.0 atoms and 28.1 bonds each, 128 binary
 // tasks, most labels missing, few positive) or ogbg-molhiv (41,127
@@ -257,7 +250,9 @@ func writeMolecules(ctx context.Context, s MolSpec, seed uint64, dir string) (st
 }
 
 // Skewed code frequencies (code, weight): carbon, nitrogen, oxygen, ...;
-// single, double, aromatic bonds.
+// single, double, aromatic bonds. Every column's codes stay within OGB's
+// vocabularies (ogb.utils.features: atoms 119, 5, 12, 12, 10, 6, 6, 2, 2;
+// bonds 5, 6, 2).
 var (
 	atomNums  = [][2]float64{{5, 0.72}, {6, 0.11}, {7, 0.12}, {15, 0.02}, {8, 0.015}, {16, 0.015}}
 	bondTypes = [][2]float64{{0, 0.6}, {1, 0.1}, {3, 0.3}}
