@@ -403,6 +403,12 @@ func (r *hashingReader) Read(p []byte) (int, error) {
 
 func (r *hashingReader) Close() error { return r.rc.Close() }
 
+// ReadAhead reads src on a goroutine of its own, one block ahead of the
+// caller: a reader of a compressed entry (OpenDirect under a decompressor)
+// moves the inflating off the parser's goroutine, and several files read
+// together inflate on as many cores.
+func ReadAhead(src io.ReadCloser) io.ReadCloser { return newPrefetcher(src) }
+
 // prefetcher reads (and so hashes) its source in a goroutine, one block
 // ahead of the parser: on two cores, reading and SHA-256 overlap parsing.
 type prefetcher struct {
