@@ -176,7 +176,9 @@ func TestMultiHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("one daemon: %v\n%s", err, e)
 	}
+	start := time.Now()
 	three, e, err := h.fetch(t, token, all)
+	took := time.Since(start) // the kill below lands inside a fetch this long
 	if err != nil {
 		t.Fatalf("three daemons: %v\n%s", err, e)
 	}
@@ -215,7 +217,11 @@ print(len(info.endpoints), whole.num_rows)
 		t.Logf("pyarrow.flight followed %s", strings.TrimSpace(string(out)))
 	}
 
-	// SIGKILL of daemon 2 at a random point of the epoch.
+	// SIGKILL of daemon 2 at a random point of the epoch: within the time
+	// a whole fetch took just above, halved whenever the fetch won the
+	// race (an idle machine fetches the epoch in a few tens of
+	// milliseconds; a fixed sleep lost the race there every time).
+	window := took
 	for try := 0; ; try++ {
 		cmd := exec.Command("ip", "netns", "exec", h.ns(0), bin, "fetch", "--json", "--token-file", token, "--epoch", "3",
 			"--batch-timeout", "5s", "--addr", all[0], "--addr", all[1], "--addr", all[2])
@@ -224,7 +230,7 @@ print(len(info.endpoints), whole.num_rows)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
+		time.Sleep(window/10 + time.Duration(rand.Int64N(int64(window/2)+1)))
 		daemons[2].cmd.Process.Signal(syscall.SIGKILL)
 		daemons[2].cmd.Wait()
 		if err := cmd.Wait(); err != nil {
@@ -237,9 +243,10 @@ print(len(info.endpoints), whole.num_rows)
 			t.Logf("daemon 2 killed mid-epoch: the epoch arrived whole and identical (%s)", firstLine(e.String(), "daemon failed"))
 			break
 		}
-		if try == 3 {
-			t.Fatalf("the fetch finished before daemon 2 was killed, four times")
+		if try == 7 {
+			t.Fatalf("the fetch finished before daemon 2 was killed, eight times (last window %s)", window)
 		}
+		window /= 2
 		daemons[2] = h.serve(t, 2, token, args...) // it finished first: try again
 	}
 
