@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -358,16 +359,21 @@ func (w *shmWriter) room(n int64) int64 {
 	return at
 }
 
-// record takes one of the client's records: a release (numbers of
-// messages not announced or already reclaimed are ignored) or how many
-// ring messages it has read.
-func (w *shmWriter) record(v uint64) {
+// records takes the client's records that arrived together: releases
+// (numbers of messages not announced or already reclaimed are ignored)
+// and how many ring messages it has read. They are applied under one
+// lock: a client writes "read n" and "release n−1" in one write, and a
+// writer that saw the first without the second would find the client
+// caught up with the ring full, and send the next message inline.
+func (w *shmWriter) records(vs []uint64) {
 	w.mu.Lock()
-	switch {
-	case v&wire.ShmRead != 0:
-		w.read = v &^ wire.ShmRead
-	case len(w.inflight) > 0 && v >= w.inflight[0].seq && v < w.announced:
-		w.inflight[v-w.inflight[0].seq].released = true
+	for _, v := range vs {
+		switch {
+		case v&wire.ShmRead != 0:
+			w.read = v &^ wire.ShmRead
+		case len(w.inflight) > 0 && v >= w.inflight[0].seq && v < w.announced:
+			w.inflight[v-w.inflight[0].seq].released = true
+		}
 	}
 	w.mu.Unlock()
 	select {
@@ -376,14 +382,22 @@ func (w *shmWriter) record(v uint64) {
 	}
 }
 
-// readRecords reads the client's records until the connection closes.
+// readRecords reads the client's records until the connection closes,
+// applying together the records of one arrival (all those buffered).
 func (w *shmWriter) readRecords(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 64*wire.ShmRecordSize)
 	var b [wire.ShmRecordSize]byte
+	vs := make([]uint64, 0, 64)
 	for {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
+		if _, err := io.ReadFull(br, b[:]); err != nil {
 			return err
 		}
-		w.record(binary.LittleEndian.Uint64(b[:]))
+		vs = append(vs[:0], binary.LittleEndian.Uint64(b[:]))
+		for br.Buffered() >= wire.ShmRecordSize {
+			io.ReadFull(br, b[:])
+			vs = append(vs, binary.LittleEndian.Uint64(b[:]))
+		}
+		w.records(vs)
 	}
 }
 
