@@ -190,6 +190,12 @@ func (Format) Open(f *ingest.Files, dataset string, _ ingest.OpenOptions) (inges
 	return d, nil
 }
 
+// columns is a feature file: its name and what is known of its columns.
+type columns struct {
+	file string
+	ingest.Columns
+}
+
 // Dataset is one opened OGB folder.
 type Dataset struct {
 	files        *ingest.Files
@@ -210,16 +216,6 @@ type Dataset struct {
 	npz     bool
 	arrays  map[string]*zip.File
 	closers []func() error
-}
-
-// columns is what a feature file holds: width fields a row, integers
-// (codes, stored width bytes) or floats.
-type columns struct {
-	file    string
-	present bool
-	width   int  // fields a row
-	floats  bool // a float block, not codes
-	code    int  // code width in bytes (1, 2, 4)
 }
 
 func (d *Dataset) shown(file string) string { return d.prefix + file }
@@ -438,7 +434,7 @@ func (d *Dataset) peek(c *columns) error {
 	if err != nil {
 		return err
 	}
-	c.present, c.width, c.floats, c.code = true, len(r.vals), !r.ints, 1
+	c.Present, c.Width, c.Floats, c.Code = true, len(r.vals), !r.ints, 1
 	return nil
 }
 
@@ -576,8 +572,8 @@ func (d *Dataset) readSplitDict(dir string) error {
 func (d *Dataset) Meta() ingest.Meta {
 	m := ingest.Meta{Name: d.name, Graphs: len(d.nodes), Nodes: d.totalNodes, Splits: d.splits,
 		FeatureKind: shard.FeatureColumns}
-	m.NodeColumns = d.node.layout("node_feat")
-	m.EdgeColumns = d.edge.layout("edge_feat")
+	m.NodeColumns = d.node.Layout("node_feat")
+	m.EdgeColumns = d.edge.Layout("edge_feat")
 	m.Task = &shard.Task{Kind: d.task}
 	if d.task == shard.TaskClass {
 		for _, c := range d.classes {
@@ -587,20 +583,6 @@ func (d *Dataset) Meta() ingest.Meta {
 		m.Task.Targets = d.targets
 	}
 	return m
-}
-
-func (c *columns) layout(prefix string) *shard.Columns {
-	if !c.present {
-		return nil
-	}
-	if c.floats {
-		return &shard.Columns{Dense: c.width}
-	}
-	cols := make([]shard.Column, c.width)
-	for i := range cols {
-		cols[i] = shard.Column{Name: prefix + "_" + strconv.Itoa(i)}
-	}
-	return &shard.Columns{Categorical: cols, Width: c.code}
 }
 
 // Sources implements ingest.Dataset.
@@ -761,7 +743,7 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 		total int64
 		what  string
 	}{{&d.node, &nodeIn, d.totalNodes, "nodes"}, {&d.edge, &edgeIn, d.totalEdges, "edges"}} {
-		if c.cols.present {
+		if c.cols.Present {
 			if *c.cu, err = d.cursor(c.cols, c.cols.file, c.total, c.what); err != nil {
 				return st, err
 			}
@@ -791,7 +773,7 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 			EdgeCat: shard.Codes{I32: g.EdgeCat.I32[:0]}, EdgeX: g.EdgeX[:0], Targets: g.Targets[:0], Edges: g.Edges[:0]}
 		if nodeIn != nil {
 			for range n {
-				if err := nodeIn.next(d.node.width, false); err != nil {
+				if err := nodeIn.next(d.node.Width, false); err != nil {
 					return st, err
 				}
 				if err := d.take(nodeIn, &g.NodeCat.I32, &g.X); err != nil {
@@ -811,7 +793,7 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 				return st, formatErr(file, line, 0, "edge (%v, %v) is not in graph %d's nodes 0..%d (node ids are local to each graph)", u, v, gi, n-1)
 			}
 			if edgeIn != nil {
-				if err := edgeIn.next(d.edge.width, false); err != nil {
+				if err := edgeIn.next(d.edge.Width, false); err != nil {
 					return st, err
 				}
 				if err := d.take(edgeIn, &ecodes, &ex); err != nil {
@@ -853,14 +835,14 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 // reread.
 func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 	c := cu.c
-	if c.floats {
+	if c.Floats {
 		for _, v := range cu.r.vals {
 			*floats = append(*floats, float32(v))
 		}
 		return nil
 	}
 	if !cu.r.ints {
-		c.floats = true
+		c.Floats = true
 		return ingest.ErrReread
 	}
 	for i, v := range cu.r.vals {
@@ -871,8 +853,8 @@ func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 		case v > math.MaxInt32-1:
 			file, line := cu.src.where()
 			return formatErr(file, line, i+1, "code %v out of range", v)
-		case int64(v)+1 >= 1<<(8*c.code) && c.code < 4: // the vocabulary size, the fill's code, must fit too
-			c.code = shard.WidthFor(int64(v) + 1) // room for the reserved fill code
+		case int64(v)+1 >= 1<<(8*c.Code) && c.Code < 4: // the vocabulary size, the fill's code, must fit too
+			c.Code = shard.WidthFor(int64(v) + 1) // room for the reserved fill code
 			return ingest.ErrReread
 		}
 		*codes = append(*codes, int32(v))
@@ -885,10 +867,7 @@ func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 // graph's edge rows, the last of them on line lastLine of file, the edge
 // feature file).
 func (d *Dataset) edgeFeatures(g *shard.Graph, keys []ingest.Entry, rows, first []int32, codes []int32, x []float32, m int32, file string, lastLine int64) error {
-	nCodes, nX := d.edge.width, 0
-	if d.edge.floats {
-		nCodes, nX = 0, d.edge.width
-	}
+	nCodes, nX := d.edge.Split()
 	line := func(r int32) int64 { return lastLine - int64(m-1) + int64(r) }
 	return ingest.EdgeFeatures(g, keys, rows, first, codes, nCodes, x, nX, func(u, v, r, r0 int32) error {
 		return formatErr(file, line(r), 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",

@@ -138,8 +138,8 @@ type Dataset struct {
 	tables []*table
 	nodes  []int32 // per graph
 	total  int64
-	node   columns
-	edge   columns
+	node   ingest.Columns
+	edge   ingest.Columns
 	// Labels.
 	targets int
 	task    shard.TaskKind
@@ -156,15 +156,6 @@ type table struct {
 	rows   int64
 	leaves map[string]int // a column's leaf index
 	first  int64          // the id of its first graph
-}
-
-// columns describe a feature column: fields a row, codes or floats, the
-// code width guessed.
-type columns struct {
-	present bool
-	width   int
-	floats  bool
-	code    int
 }
 
 func (d *Dataset) openTable(entry string) (*table, error) {
@@ -353,7 +344,7 @@ func (d *Dataset) scan() error {
 	}
 	for _, c := range []struct {
 		col  string
-		cols *columns
+		cols *ingest.Columns
 	}{{colNodeFeat, &d.node}, {colEdgeFeat, &d.edge}} {
 		if err := d.peek(c.col, c.cols); err != nil {
 			return err
@@ -364,11 +355,11 @@ func (d *Dataset) scan() error {
 
 // peek finds a feature column's kind from its Arrow type and its width
 // from its first non-empty row.
-func (d *Dataset) peek(col string, c *columns) error {
+func (d *Dataset) peek(col string, c *ingest.Columns) error {
 	errFound := errors.New("found")
 	for _, t := range d.tables {
 		if !hasLeaf(t, col) {
-			if c.present {
+			if c.Present {
 				return formatErr(t.shown, 0, "no %s column, where %s has one", col, d.tables[0].shown)
 			}
 			continue
@@ -390,7 +381,7 @@ func (d *Dataset) peek(col string, c *columns) error {
 				s, e := rows.ValueOffsets(i)
 				if e > s {
 					is, ie := inner.ValueOffsets(int(s))
-					c.present, c.width, c.floats, c.code = true, int(ie-is), !isInt, 1
+					c.Present, c.Width, c.Floats, c.Code = true, int(ie-is), !isInt, 1
 					return errFound
 				}
 			}
@@ -440,8 +431,8 @@ func (d *Dataset) splitFromNames() {
 // Meta implements ingest.Dataset.
 func (d *Dataset) Meta() ingest.Meta {
 	m := ingest.Meta{Name: d.name, Graphs: len(d.nodes), Nodes: d.total, Splits: d.splits, FeatureKind: shard.FeatureColumns}
-	m.NodeColumns = d.node.layout(colNodeFeat)
-	m.EdgeColumns = d.edge.layout(colEdgeFeat)
+	m.NodeColumns = d.node.Layout(colNodeFeat)
+	m.EdgeColumns = d.edge.Layout(colEdgeFeat)
 	m.Task = &shard.Task{Kind: d.task}
 	if d.task == shard.TaskClass {
 		for _, c := range d.classes {
@@ -451,20 +442,6 @@ func (d *Dataset) Meta() ingest.Meta {
 		m.Task.Targets = d.targets
 	}
 	return m
-}
-
-func (c *columns) layout(prefix string) *shard.Columns {
-	if !c.present {
-		return nil
-	}
-	if c.floats {
-		return &shard.Columns{Dense: c.width}
-	}
-	cols := make([]shard.Column, c.width)
-	for i := range cols {
-		cols[i] = shard.Column{Name: prefix + "_" + strconv.Itoa(i)}
-	}
-	return &shard.Columns{Categorical: cols, Width: c.code}
 }
 
 // Sources implements ingest.Dataset.
@@ -507,12 +484,12 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 				return formatErr(t.shown, row+1, "edge_index: %v", err)
 			}
 			var nf, ef matrix
-			if d.node.present {
+			if d.node.Present {
 				if nf, err = newMatrix(nodeCol); err != nil {
 					return formatErr(t.shown, row+1, "node_feat: %v", err)
 				}
 			}
-			if d.edge.present {
+			if d.edge.Present {
 				if ef, err = newMatrix(edgeFeatCol); err != nil {
 					return formatErr(t.shown, row+1, "edge_attr: %v", err)
 				}
@@ -523,7 +500,7 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 				n := d.nodes[gi]
 				g = shard.Graph{ID: gi, NumNodes: n, NodeCat: shard.Codes{I32: g.NodeCat.I32[:0]}, X: g.X[:0],
 					EdgeCat: shard.Codes{I32: g.EdgeCat.I32[:0]}, EdgeX: g.EdgeX[:0], Targets: g.Targets[:0], Edges: g.Edges[:0]}
-				if d.node.present {
+				if d.node.Present {
 					if err := d.features(&d.node, nf, i, int(n), &g.NodeCat.I32, &g.X); err != nil {
 						if errors.Is(err, ingest.ErrReread) {
 							return err
@@ -537,7 +514,7 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 				}
 				m := len(src)
 				keys, rows, ecodes, ex = keys[:0], rows[:0], ecodes[:0], ex[:0]
-				if d.edge.present {
+				if d.edge.Present {
 					if err := d.features(&d.edge, ef, i, m, &ecodes, &ex); err != nil {
 						if errors.Is(err, ingest.ErrReread) {
 							return err
@@ -560,11 +537,8 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 				}
 				edges, first := canon.Build(n, keys, rows, &st)
 				g.Edges = append(g.Edges, edges...)
-				if d.edge.present {
-					nCodes, nX := d.edge.width, 0
-					if d.edge.floats {
-						nCodes, nX = 0, d.edge.width
-					}
+				if d.edge.Present {
+					nCodes, nX := d.edge.Split()
 					err := ingest.EdgeFeatures(&g, keys, rows, first, ecodes, nCodes, ex, nX, func(u, v, r, r0 int32) error {
 						return formatErr(t.shown, line, "edge_attr: edge (%d, %d) has other features in edge_index column %d than in column %d, where it is listed first: an undirected edge has one set of features", u, v, r, r0)
 					})
@@ -596,30 +570,30 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 	return st, nil
 }
 
-// features appends row i of a feature matrix (rows of c.width numbers,
+// features appends row i of a feature matrix (rows of c.Width numbers,
 // want rows) to codes or floats; a code wider than guessed widens the
 // guess and asks for a reread.
-func (d *Dataset) features(c *columns, mx matrix, i, want int, codes *[]int32, floats *[]float32) error {
+func (d *Dataset) features(c *ingest.Columns, mx matrix, i, want int, codes *[]int32, floats *[]float32) error {
 	s, e := mx.rows.ValueOffsets(i)
 	if mx.rows.IsNull(i) || int(e-s) != want {
 		return fmt.Errorf("%d rows, want %d", e-s, want)
 	}
 	for k := s; k < e; k++ {
 		is, ie := mx.inner.ValueOffsets(int(k))
-		if int(ie-is) != c.width {
-			return fmt.Errorf("row %d has %d fields, the first row of the column has %d", k-s, ie-is, c.width)
+		if int(ie-is) != c.Width {
+			return fmt.Errorf("row %d has %d fields, the first row of the column has %d", k-s, ie-is, c.Width)
 		}
 		for j := is; j < ie; j++ {
 			v := mx.at(int(j))
 			switch {
 			case mx.nullAt(int(j)) || math.IsNaN(v):
 				return fmt.Errorf("row %d, field %d: missing (null or nan)", k-s, j-is+1)
-			case c.floats:
+			case c.Floats:
 				*floats = append(*floats, float32(v))
 			case v < 0 || v > math.MaxInt32-1:
 				return fmt.Errorf("row %d, field %d: code %v out of range 0..%d", k-s, j-is+1, v, math.MaxInt32-1)
-			case int64(v)+1 >= 1<<(8*c.code) && c.code < 4: // the vocabulary size, the fill's code, must fit too
-				c.code = shard.WidthFor(int64(v) + 1)
+			case int64(v)+1 >= 1<<(8*c.Code) && c.Code < 4: // the vocabulary size, the fill's code, must fit too
+				c.Code = shard.WidthFor(int64(v) + 1)
 				return ingest.ErrReread
 			default:
 				*codes = append(*codes, int32(v))
