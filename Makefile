@@ -11,7 +11,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME   ?= 10s
 BENCHCOUNT ?= 4
 
-.PHONY: all build test race lint fuzz bench demo venv clean paper stress-test
+.PHONY: all build test race lint fuzz bench demo venv clean paper stress-test wheel wheel-test
 
 all: build
 
@@ -25,11 +25,11 @@ build:
 # (matplotlib for make paper) cannot move a pin (it pulled numpy 2, which
 # Debian's torch 1.13 refuses to load).
 PIP_C      := --disable-pip-version-check -c tests/requirements.txt
-$(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml
+$(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml clients/python/setup.py
 	rm -rf $(VENV)
 	$(PYBASE) -m venv --system-site-packages $(VENV)
 	$(VENV)/bin/pip install -q $(PIP_C) -r tests/requirements.txt
-	$(VENV)/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
+	AUGLOADER_NO_BINARY=1 $(VENV)/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
 	touch $@
 
 # A venv a pip install outside this file moved off its pins (numpy 2
@@ -70,7 +70,7 @@ fuzz:
 	rm -rf .venv-bench
 	$(PYBASE) -m venv --system-site-packages .venv-bench
 	.venv-bench/bin/pip install -q $(PIP_C) -r tests/requirements.txt "torch_geometric==2.5.3"
-	.venv-bench/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
+	AUGLOADER_NO_BINARY=1 .venv-bench/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
 	touch $@
 
 # Every benchmark behind docs/bench.md (Go benchmarks, scaling, COLLAB and
@@ -88,6 +88,26 @@ PAPER_EPOCHS ?= 50
 paper: build venv
 	@$(PY) -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/pip install -q $(PIP_C) "matplotlib<3.9"
 	PAPER_EPOCHS=$(PAPER_EPOCHS) $(PY) examples/paper.py
+
+# Platform wheels with the daemon inside: the Python client and static
+# augloader and shardconv executables (CGO_ENABLED=0, -trimpath) for each
+# of WHEEL_ARCHES, cross-compiled, in dist/ (clients/python/setup.py; pip
+# fetches setuptools into an isolated build environment).
+WHEEL_ARCHES ?= amd64 arm64
+wheel: venv
+	rm -f dist/augloader-*.whl
+	@set -e; for a in $(WHEEL_ARCHES); do \
+	  rm -rf clients/python/build; \
+	  AUGLOADER_GOARCH=$$a $(PY) -m pip wheel -q --disable-pip-version-check --no-deps -w dist clients/python; \
+	done; rm -rf clients/python/build
+	@ls -l dist/augloader-*.whl
+
+# The wheels as a user gets them (.ci/run runs it): static ELF binaries of
+# the right architecture, and the x86_64 wheel alone in a fresh venv with no
+# Go on PATH and no checkout on sys.path converting a dataset and reading a
+# Daemon's epoch; then `pip install clients/python` with and without Go.
+wheel-test: wheel
+	PYBASE=$(PYBASE) bash tests/wheel/check.sh
 
 # The demo on an embedded default: a seeded synthetic COLLAB-shaped dataset.
 demo: build

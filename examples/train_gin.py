@@ -75,8 +75,27 @@ class GINConv(nn.Module):
         return self.mlp((1 + self.eps) * x + agg)
 
 
+class Bias(nn.Module):
+    """A learned bias alone: what is left of a Linear layer once its
+    weights were applied by the code embedding (--layout codes)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return x + self.bias
+
+
 class GIN(nn.Module):
-    def __init__(self, dim_in, classes, hidden=64, layers=5, dropout=0.0, train_eps=False):
+    """GIN on a batch's tensors (augloader.torch.to_tensors). With codes
+    (the compact layout: feature codes, no dense one-hot x), the first
+    GIN layer's first Linear and the input read-out's weights are one
+    CodeEmbedding applied before aggregating: both layers are linear, so
+    W·((1+ε)x + Σx_j) + b = (1+ε)·Wx + Σ Wx_j + b, the same model on
+    [N, hidden + classes] instead of [N, feature_dim]."""
+
+    def __init__(self, dim_in, classes, hidden=64, layers=5, dropout=0.0, train_eps=False, codes=False):
         super().__init__()
         self.convs = nn.ModuleList()
         self.norms = nn.ModuleList()
@@ -85,12 +104,26 @@ class GIN(nn.Module):
             self.norms.append(nn.BatchNorm1d(hidden))
         self.heads = nn.ModuleList([nn.Linear(dim_in, classes)] + [nn.Linear(hidden, classes) for _ in range(layers - 1)])
         self.dropout = dropout
+        self.embed = None
+        if codes:
+            from augloader.torch import CodeEmbedding
+            self.hidden = hidden
+            self.embed = CodeEmbedding(dim_in, hidden + classes)
+            self.convs[0].mlp[0] = Bias(hidden)
+            self.heads[0] = Bias(classes)
 
-    def forward(self, x, edge_index, batch, num_graphs):
+    def forward(self, t):
+        edge_index, batch, num_graphs = t["edge_index"], t["batch"], t["num_graphs"]
+
         def pool(h):
-            return torch.zeros(num_graphs, h.shape[1], device=h.device).index_add_(0, batch, h)
+            return torch.zeros(num_graphs, h.shape[1], dtype=h.dtype, device=h.device).index_add_(0, batch, h)
 
-        out = F.dropout(self.heads[0](pool(x)), self.dropout, self.training)
+        if self.embed is not None:
+            e = self.embed(t)
+            x, x_head = e[:, :self.hidden], e[:, self.hidden:]
+        else:
+            x = x_head = t["x"]
+        out = F.dropout(self.heads[0](pool(x_head)), self.dropout, self.training)
         h = x
         for conv, norm, head in zip(self.convs, self.norms, self.heads[1:]):
             h = F.relu(norm(conv(h, edge_index)))
@@ -107,7 +140,7 @@ def evaluate(model, ds, device):
     correct = total = 0
     with torch.no_grad():
         for t in ds:
-            logits = model(t["x"], t["edge_index"], t["batch"], t["num_graphs"])
+            logits = model(t)
             keep = ~t["padded"].to(device)
             correct += int((logits.argmax(1) == t["y"])[keep].sum())
             total += int(keep.sum())
@@ -119,8 +152,9 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
     metrics (test accuracy when test is given)."""
     torch.manual_seed(seed)
     first = next(iter(train))
-    dim, classes = first["x"].shape[1], first["y_soft"].shape[1]
-    model = GIN(dim, classes, hidden, layers, dropout, train_eps).to(device)
+    codes = first["x"] is None  # the compact layout (--layout codes)
+    dim, classes = (first["feature_dim"] if codes else first["x"].shape[1]), first["y_soft"].shape[1]
+    model = GIN(dim, classes, hidden, layers, dropout, train_eps, codes=codes).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     # The paper halves the rate every 50 of 350 epochs: 7 halvings, kept
     # when fewer epochs are run.
@@ -135,7 +169,7 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
         for t in train:
             t1 = time.perf_counter()
             wait += t1 - t0
-            logits = model(t["x"], t["edge_index"], t["batch"], t["num_graphs"])
+            logits = model(t)
             loss = soft_cross_entropy(logits, t["y_soft"])
             opt.zero_grad()
             loss.backward()
@@ -162,7 +196,7 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
 
 def cmd_train(args):
     device = torch.device(args.device)
-    kw = dict(device=device, pyg=False, fold=args.fold)
+    kw = dict(device=device, pyg=False, fold=args.fold, layout=args.layout)
     train = AugloaderDataset(args.url, view=args.view, batches_per_epoch=args.batches_per_epoch,
                              drop_last=args.batches_per_epoch > 0, **kw)
     test_url = args.test_url or (args.url if args.test_view else None)
@@ -204,9 +238,9 @@ def _job(spec):
     """One (policy, fold) training run, in its own process with one thread;
     it prints a progress line per epoch."""
     torch.set_num_threads(1)
-    train = AugloaderDataset(spec["url"], view=spec["view"], fold=spec["fold"], pyg=False,
+    train = AugloaderDataset(spec["url"], view=spec["view"], fold=spec["fold"], pyg=False, layout=spec["layout"],
                              batches_per_epoch=spec["batches_per_epoch"], drop_last=True, batch_size=spec["batch_size"])
-    test = AugloaderDataset(spec["url"], view="test", fold=spec["fold"], pyg=False)
+    test = AugloaderDataset(spec["url"], view="test", fold=spec["fold"], pyg=False, layout=spec["layout"])
     t = time.perf_counter()
     tag = f"{spec['policy']} fold {spec['fold']}"
 
@@ -282,7 +316,7 @@ def cmd_cv(args):
         specs = [{"url": d.url, "policy": p, "view": view_name(p), "fold": f, "epochs": args.epochs,
                   "batches_per_epoch": args.batches_per_epoch, "batch_size": args.batch_size, "hidden": args.hidden,
                   "layers": args.layers, "dropout": args.dropout, "lr": args.lr, "train_eps": args.train_eps,
-                  "seed": args.seed * 1000 + f, "progress": not args.quiet}
+                  "seed": args.seed * 1000 + f, "progress": not args.quiet, "layout": args.layout}
                  for f in range(args.folds) for p in policies]
         print(f"cv: {len(specs)} runs ({len(policies)} policies × {args.folds} folds, {args.epochs} epochs each), "
               f"{args.jobs} at once; the daemon's log: {d.log_path}", flush=True)
@@ -350,6 +384,9 @@ def main(argv=None):
         p.add_argument("--train-eps", action="store_true", help="learn ε (GIN-ε) instead of GIN-0's fixed 0")
         p.add_argument("--seed", type=int, default=0, help="torch seed, and the daemon's")
         p.add_argument("--json", help="write the results to this file")
+        p.add_argument("--layout", choices=("pyg", "codes"), default="pyg",
+                       help="pyg: the dense one-hot x; codes: the feature codes through a CodeEmbedding "
+                            "(the same model, no [N, feature_dim] input built per batch)")
 
     t = sub.add_parser("train", help="one run against running daemons", formatter_class=Fmt,
                        description="Train GIN once on batches from a running daemon's training view, testing on its test view.")

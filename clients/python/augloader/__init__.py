@@ -45,7 +45,24 @@ from .batch import Batch
 
 __all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream", "Daemon", "DaemonError",
            "write_shards", "ConvertError"]
-__version__ = "0.1.0"
+
+
+def _version() -> str:
+    """The package's version: written into _version.py by a build
+    (setup.py); in a checkout, read from internal/version/VERSION, the one
+    place it is set (the Go binaries embed the same file)."""
+    try:
+        from ._version import __version__ as v  # type: ignore
+        return v
+    except ImportError:
+        import pathlib
+        try:
+            return (pathlib.Path(__file__).resolve().parents[3] / "internal" / "version" / "VERSION").read_text().strip()
+        except OSError:
+            return "0+unknown"
+
+
+__version__ = _version()
 
 # The shared-memory transport's ring when a unix+shm:// URL names none
 # (?ring=BYTES): room for a few dozen COLLAB batches of 32 graphs.

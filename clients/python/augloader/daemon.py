@@ -18,6 +18,7 @@ import os
 import pathlib
 import shutil
 import signal
+import sysconfig
 import subprocess
 import tempfile
 import threading
@@ -44,18 +45,41 @@ class DaemonError(RuntimeError):
 
 
 def find_binary(name: str = "augloader") -> str:
-    """The augloader executable: $AUGLOADER_BIN/NAME, NAME on PATH, or the
-    repository's bin/NAME (make build) beside this client."""
+    """The augloader (or shardconv) executable: $AUGLOADER_BIN/NAME, else the
+    one a wheel installed beside this package (the environment's scripts
+    path), else NAME on PATH, else the checkout's bin/NAME (make build)."""
     d = os.environ.get("AUGLOADER_BIN")
-    if d and os.access(os.path.join(d, name), os.X_OK):
-        return os.path.join(d, name)
+    if d:
+        p = os.path.join(d, name)
+        if os.access(p, os.X_OK):
+            return p
+        raise DaemonError(f"AUGLOADER_BIN={d}: no executable {name} there")
+    for scripts in _scripts_dirs():
+        p = os.path.join(scripts, name)
+        if os.access(p, os.X_OK) and os.path.isfile(p):
+            return p
     p = shutil.which(name)
     if p:
         return p
     repo = pathlib.Path(__file__).resolve().parents[3] / "bin" / name
     if os.access(repo, os.X_OK):
         return str(repo)
-    raise DaemonError(f"no {name} executable: set AUGLOADER_BIN, put it on PATH, or run make build")
+    raise DaemonError(f"no {name} executable: install the augloader wheel (make wheel; pip install dist/augloader-*.whl), "
+                      "set AUGLOADER_BIN, put it on PATH, or run make build in the checkout")
+
+
+def _scripts_dirs() -> list:
+    """Where pip puts a wheel's executables for this interpreter: the
+    environment's scripts path, and the user scheme's (pip install --user)."""
+    out = []
+    for scheme in (None, f"{os.name}_user"):
+        try:
+            p = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+        except KeyError:
+            continue
+        if p and p not in out:
+            out.append(p)
+    return out
 
 
 class Daemon:

@@ -9,8 +9,9 @@
 
 Rank and world size come from torch.distributed when it is initialised
 (else 0 and 1), so each process reads its own slice of one global epoch.
-The dense one-hot ``x`` is built from the sparse codes on the target device.
-Use it with ``DataLoader(ds, batch_size=None)``; the daemon already batches.
+The dense one-hot ``x`` is built from the sparse codes on the target device;
+``layout="codes"`` skips it: x_code, x_node and x_weight instead, for
+:class:`CodeEmbedding` (one-hot × W without the one-hot). Use it with ``DataLoader(ds, batch_size=None)``; the daemon already batches.
 
 Under ``DataLoader(ds, batch_size=None, num_workers=N)`` worker w reads the
 rank's batches w, w+N, w+2N, … (the request's stride): every batch arrives
@@ -18,9 +19,14 @@ exactly once, and in order, since the DataLoader takes one item from each
 worker in turn. Workers are made anew each epoch by default; with
 ``persistent_workers=True`` a worker keeps the epoch it was started with,
 so keep them non-persistent (or make a dataset per epoch).
+
+Without a DataLoader, :class:`Prefetcher` makes the next batches' tensors
+on a background thread (on CUDA, pinned copies on a side stream), so the
+training loop does not wait for them.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -34,77 +40,235 @@ try:  # optional
 except Exception:  # pragma: no cover - depends on the environment
     PyGBatch = None
 
+# The batch's arrays are views of memory this process owns (the socket
+# reader's buffers, or a shared-memory ring message leased to the batch
+# until every view of it is gone), exposed read-only by pyarrow. Tensors
+# are made over them without a copy, and torch warns that such an array
+# "is not writable": writing into one changes only this batch.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
-def _long(a: np.ndarray, dev: torch.device) -> torch.Tensor:
-    """int64 tensor on dev; off the CPU the int32 data crosses the bus and is
-    widened on the device."""
+LAYOUTS = ("pyg", "codes")
+
+
+def _view(a: np.ndarray) -> torch.Tensor:
+    """A CPU tensor over a (contiguous) batch array: no copy; it keeps the
+    batch's memory alive."""
+    return torch.from_numpy(a)
+
+
+def _long(a: np.ndarray, dev: torch.device, non_blocking: bool = False) -> torch.Tensor:
+    """int64 tensor on dev; off the CPU the narrow data crosses the bus and
+    is widened on the device."""
     if dev.type == "cpu":
         return torch.from_numpy(a.astype(np.int64))
-    return torch.from_numpy(a.copy()).to(dev).long()  # copy: Arrow memory is read-only
+    return _to(_view(a), dev, non_blocking).long()
 
 
-def _codes(a: np.ndarray, dev: torch.device) -> torch.Tensor:
+def _to(t: torch.Tensor, dev: torch.device, non_blocking: bool) -> torch.Tensor:
+    """t on dev; with non_blocking, through pinned memory so the copy
+    overlaps (the prefetcher's side stream)."""
+    if dev.type == "cpu":
+        return t
+    if non_blocking and dev.type == "cuda":
+        return t.pin_memory().to(dev, non_blocking=True)
+    return t.to(dev)
+
+
+def _codes(a: np.ndarray, dev: torch.device, non_blocking: bool = False) -> torch.Tensor:
     """int64 tensor of categorical codes (uint8/uint16/int32 [rows, cols]),
     as _long: the narrow codes cross the bus, widened on the device."""
     if a.dtype == np.uint16:  # torch has no uint16 arithmetic on every version
         a = a.astype(np.int32)
-    return _long(a, dev)
+    return _long(a, dev, non_blocking)
 
 
-def to_tensors(b: Batch, device="cpu") -> dict:
-    """Tensors of one batch: x (the int64 categorical node columns, AtomEncoder's
-    input, when the set has them; else the float block or the dense one-hot
-    built on device), the int64 edge_index built on device from the int32
-    views, edge_attr (int64 categorical edge columns or float edge
-    features, when the set has them; x_dense and edge_x keep a float block
-    beside codes), and y (int64 class, or float32 [B, T] targets with NaN)."""
+def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: bool = False) -> dict:
+    """Tensors of one batch, on ``device``.
+
+    layout ``"pyg"`` (PyG's Batch fields): x is the int64 categorical node
+    columns (AtomEncoder's input) when the set has them, else the float
+    block, else the dense one-hot [N, feature_dim] (built on the device from
+    the codes); edge_index int64 [2, 2|E|]; edge_attr the int64 categorical
+    edge columns or the float edge features (x_dense and edge_x keep a
+    float block beside codes); y the int64 class, or float32 [B, T] targets
+    with NaN; y_soft the label distributions (SubMix's mixed labels).
+
+    layout ``"codes"`` (compact): for one-hot node features, no dense x:
+    x_code, x_node (int32) and x_weight (float32), node x_node's feature
+    being the sum of x_weight·onehot(x_code); :class:`CodeEmbedding` turns
+    them into one-hot × W, which is what a first Linear layer over the
+    dense x computes, with an [N, hidden] result instead of an [N,
+    feature_dim] input. x is then None. Other keys as for "pyg".
+
+    On the CPU the int32 and float32 arrays are the batch's own memory (no
+    copy: the tensors keep the batch alive); only int64 widening allocates.
+    Off the CPU the narrow arrays cross the bus and are widened there.
+    non_blocking: host-to-device copies through pinned memory, not waited
+    for (use on a side stream, as :class:`Prefetcher` does)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)}")
     dev = torch.device(device)
+    nb = non_blocking
     n = int(b.ptr[-1])
     out = {}
     if b.x_cat is not None:
-        x = _codes(b.x_cat, dev)
+        x = _codes(b.x_cat, dev, nb)
         if b.x is not None:
-            out["x_dense"] = torch.from_numpy(np.ascontiguousarray(b.x)).to(dev)
+            out["x_dense"] = _to(_view(np.ascontiguousarray(b.x)), dev, nb)
     elif b.x is not None:
-        x = torch.from_numpy(np.ascontiguousarray(b.x)).to(dev)
+        x = _to(_view(np.ascontiguousarray(b.x)), dev, nb)
     elif b.x_code is None:
         x = torch.zeros((n, 0), dtype=torch.float32, device=dev)
     else:
-        x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
-        idx = (_long(b.x_node, dev), _long(b.x_code, dev))
-        x.index_put_(idx, torch.from_numpy(b.x_weight.copy()).to(dev))  # (node, code) pairs are unique
+        node, code, weight = (_to(_view(a), dev, nb) for a in (b.x_node, b.x_code, b.x_weight))
+        if layout == "codes":
+            x = None
+            out.update(x_node=node, x_code=code, x_weight=weight, feature_dim=b.feature_dim)
+        elif dev.type == "cpu":
+            x = torch.from_numpy(b.dense_x())  # one thread, numpy's scatter: less CPU than index_put_
+        else:
+            x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
+            x.index_put_((node.long(), code.long()), weight)  # (node, code) pairs are unique
     if dev.type == "cpu":
         edge_index = torch.from_numpy(b.edge_index)
     else:
-        # Half the bytes cross the bus: one int32 [2, E] host copy (the
-        # Arrow views are read-only), widened on the device.
-        edge_index = torch.from_numpy(np.stack((b.edge_src, b.edge_dst))).to(dev).long()
+        edge_index = torch.stack((_to(_view(b.edge_src), dev, nb), _to(_view(b.edge_dst), dev, nb))).long()
     if b.edge_cat is not None:
-        out["edge_attr"] = _codes(b.edge_cat, dev)
+        out["edge_attr"] = _codes(b.edge_cat, dev, nb)
         if b.edge_x is not None:
-            out["edge_x"] = torch.from_numpy(b.edge_x.copy()).to(dev)
+            out["edge_x"] = _to(_view(b.edge_x), dev, nb)
     elif b.edge_x is not None:
-        out["edge_attr"] = torch.from_numpy(b.edge_x.copy()).to(dev)
+        out["edge_attr"] = _to(_view(b.edge_x), dev, nb)
     if b.task == "class":
-        y = torch.from_numpy(b.y.astype(np.int64)).to(dev)
-        y_soft = torch.from_numpy(b.soft_y()).to(dev)
-        soft = bool((b.y_q < 1).any())
+        y = _long(b.y, dev, nb)
+        # Hard labels (every q is 1) need no distribution: one-hot of y,
+        # built where y is.
+        soft = bool(len(b.y_q)) and bool(b.y_q.min() < 1)
+        if soft:
+            y_soft = _to(torch.from_numpy(b.soft_y()), dev, nb)
+        else:
+            y_soft = torch.zeros((len(b.y), b.num_classes), dtype=torch.float32, device=dev).scatter_(1, y.unsqueeze(1), 1.0)
     else:
-        y = y_soft = torch.from_numpy(b.y.copy()).to(dev)
+        y = y_soft = _to(_view(b.y), dev, nb)
         soft = False
+    ptr = torch.from_numpy(b.ptr)
     return {
         **out,
         "x": x,
         "edge_index": edge_index,
-        "batch": torch.from_numpy(b.batch).to(dev),
-        "ptr": torch.from_numpy(b.ptr).to(dev),
+        "batch": _to(torch.from_numpy(b.batch), dev, nb),
+        "ptr": _to(ptr, dev, nb),
         "y": y,
         "y_soft": y_soft,
         "soft": soft,
-        "graph_id": torch.from_numpy(b.graph_id.copy()),
+        "graph_id": _view(b.graph_id),
         "num_graphs": b.num_graphs,
-        "padded": torch.from_numpy(b.padded.copy()),
+        "num_nodes": n,
+        "padded": torch.from_numpy(b.padded),
     }
+
+
+class CodeEmbedding(torch.nn.Module):
+    """one-hot(codes) × W without the one-hot: the first layer over a
+    batch's compact layout (to_tensors(..., layout="codes")). Node v's
+    row is Σ x_weight·W[x_code] over its (code, weight) pairs, exactly
+    what ``Linear(feature_dim, dim, bias=False)`` gives on the dense x
+    (W here is that layer's weight transposed)."""
+
+    def __init__(self, num_codes: int, dim: int):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(num_codes, dim))
+        torch.nn.init.kaiming_uniform_(self.weight.T, a=5 ** 0.5)  # Linear's own initialisation
+
+    def forward(self, t: dict) -> torch.Tensor:
+        code, node, w = t["x_code"], t["x_node"], t["x_weight"]
+        rows = torch.nn.functional.embedding(code, self.weight) * w.unsqueeze(1)
+        n = t["num_nodes"]
+        if code.shape[0] == n:
+            # One pair a node (every TU one-hot set unaugmented, and most
+            # nodes under NodeSam): the pairs are in node order.
+            return rows
+        return torch.zeros((n, self.weight.shape[1]), dtype=rows.dtype, device=rows.device).index_add_(0, node, rows)
+
+
+class Prefetcher:
+    """Iterates ``to_tensors(b, device, ...)`` of a stream's batches, made
+    ``depth`` batches ahead on a background thread, so the training loop
+    finds each batch ready: receiving, decoding and (on CUDA) the pinned
+    host-to-device copies, issued on a side stream, overlap the step. The
+    order is the stream's. An error in the stream is raised where the
+    loop would have met it.
+
+        for t in Prefetcher(client.epoch(e), "cuda", layout="codes"):
+            loss = step(t)
+    """
+
+    _END = object()
+
+    def __init__(self, batches, device="cpu", *, layout: str = "pyg", depth: int = 2):
+        import queue
+        import threading
+
+        if depth < 1:
+            raise ValueError("augloader: Prefetcher depth must be at least 1")
+        self.device, self.layout = torch.device(device), layout
+        self._q: "queue.Queue" = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self.wait_s = 0.0  # time the consumer spent waiting for a batch
+        cuda = self.device.type == "cuda"
+        self._stream = torch.cuda.Stream(self.device) if cuda else None
+        self._thread = threading.Thread(target=self._run, args=(iter(batches),), daemon=True,
+                                        name="augloader-prefetch")
+        self._thread.start()
+
+    def _put(self, item) -> bool:
+        import queue
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, it):
+        try:
+            for b in it:
+                if self._stream is not None:
+                    with torch.cuda.stream(self._stream):
+                        t = to_tensors(b, self.device, layout=self.layout, non_blocking=True)
+                        ev = torch.cuda.Event()
+                        ev.record(self._stream)
+                else:
+                    t, ev = to_tensors(b, self.device, layout=self.layout), None
+                if not self._put((t, ev)):
+                    return
+            self._put((self._END, None))
+        except BaseException as e:  # handed to the consumer
+            self._put((e, None))
+
+    def __iter__(self):
+        import time
+        while True:
+            t0 = time.perf_counter()
+            item, ev = self._q.get()
+            self.wait_s += time.perf_counter() - t0
+            if item is self._END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if ev is not None:
+                torch.cuda.current_stream(self.device).wait_event(ev)
+                for v in item.values():
+                    if isinstance(v, torch.Tensor) and v.device.type == "cuda":
+                        v.record_stream(torch.cuda.current_stream(self.device))
+            yield item
+
+    def close(self):
+        self._stop.set()
+
+    def __del__(self):
+        self._stop.set()
 
 
 class AugloaderDataset(IterableDataset):
@@ -113,8 +277,11 @@ class AugloaderDataset(IterableDataset):
     def __init__(self, url: str, *, token: Optional[str] = None, batch_size: int = 0,
                  rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None,
                  view: str = "", fold: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-                 digest: bool = False):
+                 digest: bool = False, layout: str = "pyg"):
         super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)}")
+        self.layout = layout
         self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
         self.view, self.fold, self.batches_per_epoch, self.drop_last = view, fold, batches_per_epoch, drop_last
         self.digest = digest
@@ -141,12 +308,12 @@ class AugloaderDataset(IterableDataset):
                               batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last, digest=self.digest)
         self.last_stream = stream
         for i, b in enumerate(stream):
-            t = to_tensors(b, self.device)
+            t = to_tensors(b, self.device, layout=self.layout)
             t["batch_index"] = start + i * stride  # the batch's index in the rank's epoch
             if self.digest:
                 t["digest"] = stream.batch_digests[i]
             if self.pyg and PyGBatch is not None:
-                extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x") if k in t}
+                extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x", "x_code", "x_node", "x_weight") if k in t}
                 out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
                                y=t["y_soft"] if t["soft"] else t["y"], **extra)
                 out._num_graphs = t["num_graphs"]

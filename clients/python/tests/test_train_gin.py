@@ -22,8 +22,8 @@ except ImportError:
 EXAMPLE = ROOT / "examples" / "train_gin.py"
 
 
-@pytest.mark.parametrize("policy", ["nodesam", "submix:p=0.4"])
-def test_train_gin_mutag(bins, mutag_shards, tmp_path, policy):
+@pytest.mark.parametrize("policy,layout", [("nodesam", "pyg"), ("submix:p=0.4", "pyg"), ("nodesam", "codes")])
+def test_train_gin_mutag(bins, mutag_shards, tmp_path, policy, layout):
     folds = tmp_path / "folds"
     subprocess.run([bins / "augloader", "split", "--shards", mutag_shards, "--folds", "10", "--seed", "0", "--out", folds],
                    check=True, capture_output=True)
@@ -31,7 +31,7 @@ def test_train_gin_mutag(bins, mutag_shards, tmp_path, policy):
                           binary=str(bins / "augloader"), batch_size=32) as d:
         out = tmp_path / "history.json"
         proc = subprocess.run([sys.executable, EXAMPLE, "train", "--url", d.url, "--view", "train", "--test-view", "test",
-                               "--fold", "0", "--epochs", "12", "--json", out, "--seed", "0"],
+                               "--fold", "0", "--epochs", "12", "--json", out, "--seed", "0", "--layout", layout],
                               capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     h = json.loads(out.read_text())
@@ -140,3 +140,35 @@ def test_paper_page_states_the_gains_right():
     assert "MUTAG SubMix" in text
     page = (ROOT / "docs" / "paper.md").read_text()
     assert text in page.replace("\n", " "), "docs/paper.md and examples/paper.py disagree: rerun make paper"
+
+
+def test_codes_layout_is_the_same_model(bins, mutag_shards):
+    """GIN over the compact layout (a CodeEmbedding in place of the first
+    layer's and the input read-out's weights) computes what GIN over the
+    dense one-hot x computes, given the same weights."""
+    import importlib.util
+
+    from augloader.torch import to_tensors
+    spec = importlib.util.spec_from_file_location("train_gin", EXAMPLE)
+    gin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gin)
+    with augloader.Daemon(mutag_shards, policy="nodesam", binary=str(bins / "augloader"), batch_size=32) as d:
+        batches = list(d.client().epoch(0))
+    dim, classes, hidden = batches[0].feature_dim, batches[0].num_classes, 16
+    torch.manual_seed(0)
+    dense = gin.GIN(dim, classes, hidden, codes=False).double()
+    codes = gin.GIN(dim, classes, hidden, codes=True).double()
+    sd = {k: v for k, v in dense.state_dict().items()
+          if not k.startswith(("convs.0.mlp.0.", "heads.0."))}
+    codes.load_state_dict({**sd, "convs.0.mlp.0.bias": dense.convs[0].mlp[0].bias.detach(),
+                           "heads.0.bias": dense.heads[0].bias.detach(),
+                           "embed.weight": torch.cat([dense.convs[0].mlp[0].weight.T, dense.heads[0].weight.T], 1).detach()})
+    for m in (dense, codes):
+        m.eval()
+    with torch.no_grad():
+        for b in batches:
+            td, tc = to_tensors(b, "cpu"), to_tensors(b, "cpu", layout="codes")
+            td["x"] = td["x"].double()
+            tc["x_weight"] = tc["x_weight"].double()
+            a, c = dense(td), codes(tc)
+            assert torch.allclose(a, c, atol=1e-9), float((a - c).abs().max())
