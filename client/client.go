@@ -152,7 +152,9 @@ func read(r, stream io.Reader, o Options, fn func(arrow.RecordBatch) error) (*Re
 func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Result) error {
 	tee := &hashingReader{r: r}
 	if o.Digests {
-		tee.all, tee.one = sha256.New(), sha256.New()
+		tee.one = sha256.New()
+		tee.startAll()
+		defer tee.stopAll()
 	}
 	mem := o.Mem
 	if mem == nil {
@@ -192,7 +194,7 @@ func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Re
 		return fmt.Errorf("client: arrow stream after %d batches: %w", res.Batches, err)
 	}
 	if o.Digests {
-		copy(res.Digest[:], tee.all.Sum(nil))
+		copy(res.Digest[:], tee.stopAll())
 	}
 	res.Bytes = tee.n
 	return nil
@@ -201,17 +203,67 @@ func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Re
 // hashingReader hashes every byte the Arrow reader consumes: all of them,
 // and those since the last batch. arrow-go reads message by message with
 // exact lengths, so the bytes between two Next calls are one message.
+//
+// The whole stream's SHA-256 is computed on a goroutine of its own, over
+// copies of what was read: hashing each byte twice on the reading
+// goroutine was most of a fetch's serial cost (2 × 200 MB a COLLAB epoch,
+// at ~2 GB/s), and the per-batch hash is needed in step with the batches.
 type hashingReader struct {
-	r        io.Reader
-	all, one hash.Hash
-	n        int64
+	r   io.Reader
+	one hash.Hash
+	n   int64
+
+	chunks chan []byte // to the whole-stream hasher
+	free   chan []byte // its returned buffers
+	sum    chan []byte // its result
+	stop   func() []byte
 }
+
+const hashChunk = 1 << 20
+
+func (h *hashingReader) startAll() {
+	h.chunks, h.free, h.sum = make(chan []byte, 8), make(chan []byte, 8), make(chan []byte, 1)
+	go func() {
+		all := sha256.New()
+		for c := range h.chunks {
+			all.Write(c)
+			select {
+			case h.free <- c[:0]:
+			default:
+			}
+		}
+		h.sum <- all.Sum(nil)
+	}()
+	var digest []byte
+	h.stop = func() []byte {
+		if h.chunks != nil {
+			close(h.chunks)
+			h.chunks = nil
+			digest = <-h.sum
+		}
+		return digest
+	}
+}
+
+// stopAll ends the whole-stream hasher and returns its digest (idempotent).
+func (h *hashingReader) stopAll() []byte { return h.stop() }
 
 func (h *hashingReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
-	if h.all != nil {
-		h.all.Write(p[:n])
+	if h.one != nil && n > 0 {
 		h.one.Write(p[:n])
+		for rest := p[:n]; len(rest) > 0; {
+			var c []byte
+			select {
+			case c = <-h.free:
+			default:
+				c = make([]byte, 0, hashChunk)
+			}
+			k := min(len(rest), hashChunk)
+			c = append(c, rest[:k]...)
+			rest = rest[k:]
+			h.chunks <- c
+		}
 	}
 	h.n += int64(n)
 	return n, err
