@@ -108,6 +108,8 @@ def main():
                "walls": walls, "cpus": cpus, "graphs": runs[0][2], **extra}
         rows.append(row)
         print(f"{name:40s} wall {row['wall_s']:.3f} s  trainer CPU {row['cpu_s']:.3f} s  ({row['graphs']} graphs)", flush=True)
+        print(f"RESULT kind=tensors name={name} wall_s={row['wall_s']:.4f} cpu_s={row['cpu_s']:.4f} "
+              f"graphs={row['graphs']} epochs={len(runs)}", flush=True)
         return row
 
     d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
@@ -135,6 +137,8 @@ def main():
         rows.append({"name": f"pyg/{layout}/fastest", "config": best["name"], "wall_s": best["wall_s"],
                      "cpu_s": best["cpu_s"], "layout": layout})
         print(f"pyg/{layout}/fastest = {best['name']}")
+        print(f"RESULT kind=fastest layout={layout} name={best['name']} wall_s={best['wall_s']:.4f} cpu_s={best['cpu_s']:.4f}",
+              flush=True)
     by = {r["name"]: r for r in rows}
     print("\n| layout | transport | augloader wall s | PyG wall s (fastest) | wall ratio | augloader trainer CPU s | PyG trainer CPU s | CPU ratio |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -95,6 +95,11 @@ func load(dir string) (*page, error) {
 			return nil, err
 		}
 	}
+	if p := opt("tensors.txt"); p != "" {
+		if pg.tensors, err = readResultLines(p); err != nil {
+			return nil, err
+		}
+	}
 	// The commit measured, as bench/run.sh recorded it before the first step.
 	if b, err := os.ReadFile(filepath.Join(dir, "commit.txt")); err == nil {
 		pg.machine.commit, pg.machine.dirtyWorktree = strings.CutSuffix(strings.TrimSpace(string(b)), "-dirty")

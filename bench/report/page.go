@@ -19,6 +19,7 @@ type page struct {
 	convert                           map[string]float64
 	scaleout                          []map[string]string
 	molecules                         []map[string]string
+	tensors                           []map[string]string
 	missing                           []string
 	docs                              string
 	wrote                             []string
@@ -78,6 +79,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	}
 	pg.writeScaleOut(w)
 	pg.writeMolecules(w)
+	pg.writeTensors(w)
 	return nil
 }
 
@@ -294,7 +296,8 @@ func (pg *page) goals() []goal {
 					fx(num(one, "median_s")/num(two, "median_s")), map[bool]string{true: "equal", false: "differ"}[same]), same, true, false})
 		}
 	}
-	return append(gs, pg.molGoals()...)
+	gs = append(gs, pg.molGoals()...)
+	return append(gs, pg.tensorGoals()...)
 }
 
 // shmVsSocket compares the Python rows of policy pol over shared memory

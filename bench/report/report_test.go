@@ -115,7 +115,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
-		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt.",
+		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, tensors.txt.",
 		// Scale-out: compression ratios against none, a skipped link named, scaling with its digests.
 		"| loopback | lz4 | 14 | 0.07× | 0.400 | 0.50× |",
 		"| 1 Gbit/s (tbf) | — | not measured: needs root netns tc |",
@@ -217,4 +217,32 @@ func renderPage(t *testing.T, dir string) (page, docs string) {
 		t.Fatal(err)
 	}
 	return buf.String(), pg.docs
+}
+
+// The tensors section: every row, and each layout's goal against PyG's
+// fastest configuration in that layout, on both transports.
+func TestTensorsSection(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "tensors\tbash bench/python_tensors.sh\n",
+		"tensors.txt": "noise\n" +
+			"RESULT kind=tensors name=augloader/socket/pyg wall_s=0.1 cpu_s=0.1 graphs=5000 epochs=5\n" +
+			"RESULT kind=tensors name=augloader/shm/pyg wall_s=0.2 cpu_s=0.05 graphs=5000 epochs=5\n" +
+			"RESULT kind=tensors name=augloader/socket/codes wall_s=0.05 cpu_s=0.04 graphs=5000 epochs=5\n" +
+			"RESULT kind=tensors name=augloader/shm/codes wall_s=0.04 cpu_s=0.04 graphs=5000 epochs=5\n" +
+			"RESULT kind=tensors name=pyg/pyg/workers=0 wall_s=0.8 cpu_s=1.2 graphs=5000 epochs=5\n" +
+			"RESULT kind=fastest layout=pyg name=pyg/pyg/workers=0 wall_s=0.8 cpu_s=1.2\n" +
+			"RESULT kind=fastest layout=codes name=pyg/codes/workers=2 wall_s=0.5 cpu_s=0.9\n",
+	})
+	page, _ := renderPage(t, dir)
+	for _, want := range []string{
+		"| `augloader/socket/pyg` | 0.100 | 0.100 |",
+		"| `pyg/pyg/workers=0` | 0.800 | 1.200 |",
+		"PyG at its fastest (workers=0) | socket: 8.0× the wall time, 1/12 of the CPU (0.100 vs 0.800 s; 0.100 vs 1.200 s CPU); shm: 4.0× the wall time, 1/24 of the CPU",
+		"PyG given the same codes: ≥ 10× PyG's wall time and ≤ 1/20 of its trainer-process CPU, PyG at its fastest (workers=2)",
+		"(0.040 vs 0.500 s; 0.040 vs 0.900 s CPU) | **met**",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
 }
