@@ -222,24 +222,25 @@ type hashingReader struct {
 const hashChunk = 1 << 20
 
 func (h *hashingReader) startAll() {
-	h.chunks, h.free, h.sum = make(chan []byte, 8), make(chan []byte, 8), make(chan []byte, 1)
+	chunks, free, sum := make(chan []byte, 8), make(chan []byte, 8), make(chan []byte, 1)
+	h.chunks, h.free = chunks, free
 	go func() {
 		all := sha256.New()
-		for c := range h.chunks {
+		for c := range chunks {
 			all.Write(c)
 			select {
-			case h.free <- c[:0]:
+			case free <- c[:0]:
 			default:
 			}
 		}
-		h.sum <- all.Sum(nil)
+		sum <- all.Sum(nil)
 	}()
 	var digest []byte
 	h.stop = func() []byte {
 		if h.chunks != nil {
 			close(h.chunks)
 			h.chunks = nil
-			digest = <-h.sum
+			digest = <-sum
 		}
 		return digest
 	}
@@ -250,7 +251,7 @@ func (h *hashingReader) stopAll() []byte { return h.stop() }
 
 func (h *hashingReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
-	if h.one != nil && n > 0 {
+	if h.one != nil && h.chunks != nil && n > 0 {
 		h.one.Write(p[:n])
 		for rest := p[:n]; len(rest) > 0; {
 			var c []byte
