@@ -213,9 +213,8 @@ type hashingReader struct {
 	one hash.Hash
 	n   int64
 
-	chunks chan []byte // to the whole-stream hasher
+	chunks chan []byte // to the whole-stream hasher; nil once stopped
 	free   chan []byte // its returned buffers
-	sum    chan []byte // its result
 	stop   func() []byte
 }
 
