@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
@@ -42,6 +43,8 @@ const (
 	MaxWorkers = 1024
 	// MinMemoryBudget is the least --memory-budget taken.
 	MinMemoryBudget = 1 << 20
+	// MinCacheLimit is the least non-zero --cache-limit taken.
+	MinCacheLimit = 16 << 20
 )
 
 // Split sets a view may serve.
@@ -91,6 +94,13 @@ type LoaderOptions struct {
 	Folds string
 	// AugmentTest allows an augmenting schedule on a test set.
 	AugmentTest bool
+	// CacheLimit bounds the decoded shards and NodeSam indexes held
+	// (shard.WithCacheLimit); 0 reads every shard at start and keeps it.
+	CacheLimit int64
+	// Shuffle is "global", "window:N", or empty: global unless the set
+	// does not fit CacheLimit, then a window sized to fill about a quarter
+	// of it (a note says which).
+	Shuffle string
 }
 
 // EnsureDefaults fills the settings left at their zero value.
@@ -144,6 +154,14 @@ func (o *LoaderOptions) Validate() error {
 	if o.PPRCache < 0 {
 		bad("--ppr-cache %d bytes: want 0 (no cache) or more", o.PPRCache)
 	}
+	if o.CacheLimit < 0 {
+		bad("--cache-limit %d bytes: want 0 (hold every shard) or more", o.CacheLimit)
+	} else if o.CacheLimit > 0 && o.CacheLimit < MinCacheLimit {
+		bad("--cache-limit %d bytes: want at least 16MiB (or 0: hold every shard)", o.CacheLimit)
+	}
+	if _, err := epoch.ParseShuffle(o.Shuffle); err != nil {
+		bad("--shuffle %q: want global or window:N (N ≥ 1 shards)", o.Shuffle)
+	}
 	if o.Policy != "" && o.ScheduleFile != "" {
 		bad("--policy and --schedule: give one (both say the schedule of views that name none)")
 	}
@@ -168,6 +186,8 @@ func (o *LoaderOptions) Validate() error {
 // Built is an open dataset, its views, and what it needs closed.
 type Built struct {
 	Reader *shard.Reader
+	// Shuffle is the order's draw every view uses.
+	Shuffle epoch.Shuffle
 	Views  *loader.Views
 	// Loader is the first view's loader (fold 0): its configuration is
 	// every view's but for the schedule and the served set.
@@ -244,11 +264,15 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := shard.Open(ctx, o.Shards)
+	r, err := shard.Open(ctx, o.Shards, shard.WithCacheLimit(o.CacheLimit))
 	if err != nil {
 		return nil, err
 	}
 	b := &Built{Reader: r, Notes: notes}
+	if b.Shuffle, err = o.shuffle(r, &b.Notes); err != nil {
+		r.Close()
+		return nil, err
+	}
 	if err := b.build(o, specs); err != nil {
 		r.Close()
 		return nil, err
@@ -388,6 +412,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 				Remainder: o.Remainder, NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
 				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: mem, PPRCache: o.PPRCache,
+				Shuffle: b.Shuffle,
 			})
 			if err != nil {
 				return err
@@ -406,4 +431,47 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 func pick(sp *epoch.Split, set string) []int64 {
 	ids, _ := sp.Set(set)
 	return ids
+}
+
+// indexBytesPerEdge is what a NodeSam index holds per undirected edge
+// (aug.Index: CSR both ways and triangle lists), for the cache estimate.
+const indexBytesPerEdge = 24
+
+// shuffle returns the shuffle given, or the default: global while the
+// whole set's estimated decoded size (with indexes) fits the cache
+// limit, else windows of as many shards as fill about a quarter of it.
+// The estimate reads one shard: its decoded bytes over its file's.
+func (o LoaderOptions) shuffle(r *shard.Reader, notes *[]string) (epoch.Shuffle, error) {
+	sh, err := epoch.ParseShuffle(o.Shuffle)
+	if err != nil || o.Shuffle != "" || o.CacheLimit == 0 {
+		return sh, err
+	}
+	man := r.Manifest()
+	if len(man.Shards) == 0 {
+		return sh, nil
+	}
+	_, release, err := r.Pin(man.Shards[0].FirstGraph)
+	if err != nil {
+		return sh, err
+	}
+	release()
+	ratio := float64(r.Stats().Used) / float64(max(man.Shards[0].Bytes, 1))
+	index := int64(0)
+	if !o.NoIndex {
+		index = indexBytesPerEdge
+	}
+	var total, largest int64
+	for _, s := range man.Shards {
+		est := int64(ratio*float64(s.Bytes)) + index*s.Edges
+		total += est
+		largest = max(largest, est)
+	}
+	if total <= o.CacheLimit {
+		return sh, nil
+	}
+	sh.Window = int(max(1, o.CacheLimit/4/max(largest, 1)))
+	*notes = append(*notes, fmt.Sprintf("--shuffle %s: the set (about %s decoded, with indexes) does not fit --cache-limit %s, so the "+
+		"epoch is drawn in windows of %d shards (give --shuffle global to keep one permutation of the whole set: slower, same memory)",
+		sh, cliutil.FormatSize(total>>20<<20), cliutil.FormatSize(o.CacheLimit), sh.Window))
+	return sh, nil
 }

@@ -48,6 +48,10 @@ type Graph struct {
 	// Edges holds each undirected edge once as a pair (u, v), u < v; pairs
 	// sorted by (u, v).
 	Edges []int32
+	// EdgeBuf is memory of the graph's own that a loader copies Edges into
+	// when the input's memory is not kept for it (a cache limit); Edges
+	// otherwise aliases the input.
+	EdgeBuf []int32
 
 	// Categorical features (Dim codes): node v's feature is the mix
 	// Σ Weights[i]·onehot(Codes[i]) for i in FeatOff[v]:FeatOff[v+1].

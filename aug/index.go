@@ -174,3 +174,9 @@ func (ix *Index) triangleBits(g *Graph) {
 func (ix *Index) valid(g *Graph) bool {
 	return ix != nil && ix.N == g.N && len(ix.Adj) == len(g.Edges)
 }
+
+// Bytes is the memory the index holds (its slices, not the PageRank
+// rankings, which their own cache bounds).
+func (ix *Index) Bytes() int64 {
+	return int64(4*(len(ix.Off)+len(ix.Adj)+len(ix.TOff)+len(ix.T)) + 8*len(ix.Tri) + 64)
+}

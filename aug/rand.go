@@ -44,6 +44,12 @@ const (
 	StreamPermutation uint64 = 1000
 	// StreamFolds keys the k-fold shuffle.
 	StreamFolds uint64 = 1001
+	// StreamBlocks keys the per-epoch order of the shard blocks of a
+	// windowed shuffle.
+	StreamBlocks uint64 = 1002
+	// StreamWindow keys the permutation inside one window of a windowed
+	// shuffle (the id is the window's index).
+	StreamWindow uint64 = 1003
 )
 
 // mix64 is SplitMix64's finaliser: a bijection on uint64 with full avalanche.

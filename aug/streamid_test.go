@@ -28,6 +28,8 @@ func TestStreamIDsPinned(t *testing.T) {
 		"StreamPartner":      {aug.StreamPartner, 13},
 		"StreamPermutation":  {aug.StreamPermutation, 1000},
 		"StreamFolds":        {aug.StreamFolds, 1001},
+		"StreamBlocks":       {aug.StreamBlocks, 1002},
+		"StreamWindow":       {aug.StreamWindow, 1003},
 	}
 	seen := map[uint64]string{}
 	for name, id := range pinned {

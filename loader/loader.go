@@ -54,6 +54,10 @@ type Config struct {
 	// PageRank rankings for the dataset (aug.PPRCache); ignored with
 	// NoIndex.
 	PPRCache int64
+	// Shuffle draws each pass's order: global (the zero value) or windows
+	// of shard blocks (epoch.Shuffle), SubMix then drawing its partner
+	// from the target's window.
+	Shuffle epoch.Shuffle
 }
 
 // EnsureDefaults fills the settings left at their zero value.
@@ -107,6 +111,9 @@ func (c *Config) Validate() error {
 	if c.PPRCache < 0 {
 		errs = append(errs, fmt.Errorf("loader: ppr cache %d bytes is negative", c.PPRCache))
 	}
+	if c.Shuffle.Window < 0 {
+		errs = append(errs, fmt.Errorf("loader: shuffle window %d is negative", c.Shuffle.Window))
+	}
 	return errors.Join(errs...)
 }
 
@@ -137,7 +144,11 @@ func New(src *Source, cfg Config) (*Loader, error) {
 		Seed: cfg.Seed, Schedule: cfg.Schedule.Canonical(), BatchSize: cfg.BatchSize,
 		NodeBudget: cfg.NodeBudget, EdgeBudget: cfg.EdgeBudget, Remainder: string(cfg.Remainder),
 		EdgeFill: src.edgeFillID(),
-	}.WithID()
+	}
+	if cfg.Shuffle.Window > 0 {
+		l.id.Shuffle = cfg.Shuffle.String()
+	}
+	l.id = l.id.WithID()
 	return l, nil
 }
 
@@ -169,6 +180,25 @@ type Plan struct {
 	// OverBudget lists the batches (indices in the rank's epoch) made of
 	// one graph whose bound alone exceeds the node or edge budget.
 	OverBudget []int
+	// passPolicies, under a windowed shuffle, is the policy of each pass
+	// the plan draws from: its SubMix draws partners in that pass's
+	// windows. Empty: Policy serves every pass.
+	passPolicies []passPolicy
+}
+
+type passPolicy struct {
+	pass uint64
+	pol  *epoch.Policy
+}
+
+// policy returns the policy of the items drawn in pass.
+func (p *Plan) policy(pass uint64) *epoch.Policy {
+	for _, pp := range p.passPolicies {
+		if pp.pass == pass {
+			return pp.pol
+		}
+	}
+	return p.Policy
 }
 
 // Graphs counts the graphs in the plan.
@@ -214,11 +244,16 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	}
 	var batches [][]epoch.Item
 	var bounds [][]aug.Size
+	var passes []passPolicy
 	if req.BatchesPerEpoch == 0 {
 		// One pass: the epoch's permutation, its draws keyed by the epoch.
-		batches, bounds, err = l.cutPass(req, req.Epoch, pol, nil)
+		var pp *passPolicy
+		batches, bounds, pp, err = l.cutPass(req, req.Epoch, pol, nil)
+		if pp != nil {
+			passes = append(passes, *pp)
+		}
 	} else {
-		batches, bounds, err = l.fixedEpoch(req, pol)
+		batches, bounds, passes, err = l.fixedEpoch(req, pol)
 	}
 	if err != nil {
 		return nil, err
@@ -227,7 +262,7 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(batches))
 	}
 	si := l.src.schemaInfo(req)
-	p := &Plan{Request: req, Total: len(batches), Policy: pol, Schema: wire.BatchSchema(si),
+	p := &Plan{Request: req, Total: len(batches), Policy: pol, passPolicies: passes, Schema: wire.BatchSchema(si),
 		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab)}
 	lay := l.src.Layout()
 	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
@@ -249,11 +284,27 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 // counted at the bound of the op it will get, so the budgets hold for the
 // augmented batch, and the memory estimate does; bound, when set, gives
 // that bound instead (fixedEpoch's, the same for every epoch).
-func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound func(id int64) aug.Size) ([][]epoch.Item, [][]aug.Size, error) {
-	perm := epoch.Permutation(l.cfg.Seed, pass, l.src.served)
+func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound func(id int64) aug.Size) ([][]epoch.Item, [][]aug.Size, *passPolicy, error) {
+	var perm []int64
+	var pp *passPolicy
+	if w := l.cfg.Shuffle.Window; w > 0 {
+		r := l.src.ds.r
+		win, err := epoch.WindowPermutation(l.cfg.Seed, pass, l.src.served, r.NumShards(), w, r.ShardOf)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		perm = win.Perm
+		wpol, err := l.cfg.Schedule.Resolve(req.Epoch, l.src.windowPartners(win))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		pp = &passPolicy{pass: pass, pol: wpol}
+	} else {
+		perm = epoch.Permutation(l.cfg.Seed, pass, l.src.served)
+	}
 	items, err := epoch.RankSlice(perm, req.Rank, req.World, l.cfg.Remainder)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	sizes := make([]aug.Size, len(items))
 	for i := range items {
@@ -267,7 +318,7 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
 	batches, err := epoch.Batches(items, budget, func(i int) (int, int) { return sizes[i].Nodes, sizes[i].Edges })
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if req.DropLast && len(batches) > 0 && len(batches[len(batches)-1]) < req.BatchSize {
 		batches = batches[:len(batches)-1]
@@ -278,7 +329,7 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 		bounds[i] = sizes[first : first+len(b)]
 		first += len(b)
 	}
-	return batches, bounds, nil
+	return batches, bounds, pp, nil
 }
 
 // fixedEpoch cuts an epoch of BatchesPerEpoch batches: batches
@@ -286,13 +337,13 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 // served set, each cut as cutPass cuts an epoch. Batch boundaries must not
 // depend on which epoch a batch falls in, so with a node or edge budget a
 // graph is counted at the largest bound any op of the schedule can give it.
-func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item, [][]aug.Size, error) {
+func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item, [][]aug.Size, []passPolicy, error) {
 	var bound func(id int64) aug.Size
 	budgeted := l.cfg.NodeBudget > 0 || l.cfg.EdgeBudget > 0
 	if budgeted {
 		ops, err := l.cfg.Schedule.Ops(l.src)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		bound = func(id int64) aug.Size {
 			var b aug.Size
@@ -307,27 +358,28 @@ func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item
 	want := req.Epoch * B // first global batch of the epoch
 	var batches [][]epoch.Item
 	var bounds [][]aug.Size
+	var passes []passPolicy
 	var seen uint64 // global batches before the pass
 	for pass := uint64(0); uint64(len(batches)) < B; pass++ {
 		if !budgeted && pass == 0 {
 			// Every pass has the same number of batches: skip to the first
 			// pass the epoch needs without cutting the ones before.
-			pb, _, err := l.cutPass(req, 0, pol, nil)
+			pb, _, _, err := l.cutPass(req, 0, pol, nil)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			if len(pb) == 0 {
-				return nil, nil, fmt.Errorf("%w: a pass of the served set holds no full batch for rank %d of %d", epoch.ErrRange, req.Rank, req.World)
+				return nil, nil, nil, fmt.Errorf("%w: a pass of the served set holds no full batch for rank %d of %d", epoch.ErrRange, req.Rank, req.World)
 			}
 			per := uint64(len(pb))
 			pass, seen = want/per, want/per*per
 		}
-		pb, pbounds, err := l.cutPass(req, pass, pol, bound)
+		pb, pbounds, pp, err := l.cutPass(req, pass, pol, bound)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if len(pb) == 0 {
-			return nil, nil, fmt.Errorf("%w: a pass of the served set holds no full batch for rank %d of %d", epoch.ErrRange, req.Rank, req.World)
+			return nil, nil, nil, fmt.Errorf("%w: a pass of the served set holds no full batch for rank %d of %d", epoch.ErrRange, req.Rank, req.World)
 		}
 		for i := range pb {
 			if g := seen + uint64(i); g >= want && uint64(len(batches)) < B {
@@ -335,9 +387,12 @@ func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item
 				bounds = append(bounds, pbounds[i])
 			}
 		}
+		if pp != nil {
+			passes = append(passes, *pp)
+		}
 		seen += uint64(len(pb))
 	}
-	return batches, bounds, nil
+	return batches, bounds, passes, nil
 }
 
 // Stats describe one streamed request.
@@ -538,7 +593,7 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 	col.reset(&w.l.src.ds.lay, w.p.nodeWidth, w.p.edgeWidth)
 	seed := w.l.cfg.Seed
 	for _, it := range items {
-		op := w.p.Policy.Choose(seed, it.Pass, it.Graph)
+		op := w.p.policy(it.Pass).Choose(seed, it.Pass, it.Graph)
 		fused, err := w.augment(op, it.Graph, seed, it.Pass, col)
 		if err != nil {
 			return nil, err

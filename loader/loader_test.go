@@ -7,17 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/ipcframe"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -375,6 +379,98 @@ func TestBatchesPerEpoch(t *testing.T) {
 		_, pass := stream(t, l, wire.Request{Epoch: uint64((300*B + 2) / perPass), BatchSize: 16, DropLast: dropLast})
 		if late[0] != pass[(300*B+2)%perPass] {
 			t.Fatalf("drop_last %v: epoch 300 batch 2 is not its pass's", dropLast)
+		}
+	}
+}
+
+// A cache limit changes speed, never bytes: a limit below one shard (every
+// graph read from a shard loaded anew, SubMix's partners included) and one
+// of a few shards give the unlimited reader's stream, in both shuffle
+// modes and with several workers; the windowed shuffle is another order.
+func TestCacheLimitSameBytes(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 300, 2, 128<<10)
+	var orders [][]byte
+	for _, sh := range []epoch.Shuffle{{}, {Window: 2}} {
+		cfg := loader.Config{Workers: 3, Seed: 5, BatchSize: 16, Shuffle: sh}
+		sched, _ := epoch.ParseSchedule(policy)
+		cfg.Schedule = sched
+		want, _ := stream(t, fixture.Loader(t, dir, nil, policy, cfg), wire.Request{Epoch: 4, World: 1})
+		for _, limit := range []int64{1, 4 << 20} {
+			got, _ := stream(t, fixture.Loader(t, dir, nil, policy, cfg, shard.WithCacheLimit(limit)), wire.Request{Epoch: 4, World: 1})
+			if !bytes.Equal(got, want) {
+				t.Fatalf("shuffle %s, cache limit %d: the stream differs from the unlimited reader's", sh, limit)
+			}
+		}
+		orders = append(orders, want)
+	}
+	if bytes.Equal(orders[0], orders[1]) {
+		t.Fatal("the windowed shuffle gave the global order")
+	}
+}
+
+// Under a windowed shuffle SubMix's partner is a graph of the target's
+// window, and a resumed request is the tail of the full stream.
+func TestWindowedShuffle(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 300, 2, 128<<10)
+	cfg := loader.Config{Workers: 2, Seed: 5, BatchSize: 8, Shuffle: epoch.Shuffle{Window: 1}}
+	l := fixture.Loader(t, dir, nil, "submix:p=0.5", cfg)
+	r, err := shard.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := l.Plan(wire.Request{Epoch: 1, World: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := 0
+	if _, err := l.Stream(context.Background(), p, func(rec arrow.RecordBatch) error {
+		// With one shard a window, every graph of a batch comes from the
+		// same shard, or the batch straddles two windows.
+		ids := rec.Column(rec.Schema().FieldIndices("graph_id")[0]).(*array.Int64).Int64Values()
+		shards := map[int]bool{}
+		for _, id := range ids {
+			shards[r.ShardOf(id)] = true
+		}
+		if len(shards) > 2 {
+			t.Errorf("a batch of a window:1 epoch draws from %d shards", len(shards))
+		}
+		mixed++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if mixed == 0 {
+		t.Fatal("no batch")
+	}
+	// Every partner drawn is another graph of the target's window.
+	win, err := epoch.WindowPermutation(5, 1, l.Source().Served(), r.NumShards(), 1, r.ShardOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var into aug.Graph
+	for w := 0; w+1 < len(win.Starts); w++ {
+		part := win.Perm[win.Starts[w]:win.Starts[w+1]]
+		for _, target := range part[:min(len(part), 10)] {
+			for range 5 {
+				if err := loader.WindowPartner(l.Source(), win, target, rng, &into); err != nil {
+					t.Fatal(err)
+				}
+				if into.ID == target || r.ShardOf(into.ID) != r.ShardOf(target) {
+					t.Fatalf("graph %d (shard %d) got partner %d (shard %d) outside its window", target, r.ShardOf(target), into.ID, r.ShardOf(into.ID))
+				}
+			}
+		}
+	}
+	_, full := stream(t, l, wire.Request{Epoch: 1, World: 1})
+	_, tail := stream(t, l, wire.Request{Epoch: 1, World: 1, StartBatch: 5})
+	if len(tail) != len(full)-5 {
+		t.Fatalf("resumed: %d batches, want %d", len(tail), len(full)-5)
+	}
+	for i := range tail {
+		if tail[i] != full[5+i] {
+			t.Fatalf("resumed at 5: batch %d differs", 5+i)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -71,11 +72,26 @@ func NewSource(r *shard.Reader, served []int64) (*Source, error) {
 	}
 	var deg []int32
 	for id := range ds.sizes {
-		g, err := r.Graph(int64(id))
+		g, release, err := r.Pin(int64(id))
 		if err != nil {
 			return nil, err
 		}
 		ds.sizes[id], deg = aug.SizeOf(g.NumNodes, g.Edges, deg)
+		release()
+	}
+	if r.Lazy() {
+		// The indexes of a shard's graphs are charged to it and dropped
+		// with it: the cache limit bounds them too.
+		r.OnEvict(func(shard int) {
+			idx := ds.index.Load()
+			if idx == nil {
+				return
+			}
+			info := man.Shards[shard]
+			for id := info.FirstGraph; id < info.FirstGraph+info.NumGraphs; id++ {
+				(*idx)[id].Store(nil)
+			}
+		})
 	}
 	return ds.subset(served)
 }
@@ -218,12 +234,20 @@ func (s *Source) Bound(op aug.Op, id int64) aug.Size {
 // only be read, never be an op's output or a CopyFrom target. Its
 // capacity ends with the graph, so an append copies.
 func (s *Source) Load(id int64, g *aug.Graph) error {
-	sg, err := s.ds.r.Graph(id)
+	sg, release, err := s.ds.r.Pin(id)
 	if err != nil {
 		return err
 	}
+	defer release()
 	g.ID, g.N, g.Label, g.MixLabel, g.Q = sg.ID, sg.NumNodes, sg.Label, sg.Label, 1
-	g.Edges = sg.Edges[:len(sg.Edges):len(sg.Edges)]
+	lazy := s.ds.r.Lazy()
+	if lazy {
+		// The shard may be dropped once released: a copy of our own.
+		g.EdgeBuf = append(g.EdgeBuf[:0], sg.Edges...)
+		g.Edges = g.EdgeBuf[:len(sg.Edges):len(sg.Edges)] // an op's append still copies
+	} else {
+		g.Edges = sg.Edges[:len(sg.Edges):len(sg.Edges)]
+	}
 	ds := s.ds
 	lay := &ds.lay
 	switch {
@@ -256,12 +280,55 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 			// are equal, the first stored wins.
 			built := aug.BuildIndex(g)
 			built.EnablePPR(s.ds.ppr.Load())
-			slot.CompareAndSwap(nil, built)
+			if slot.CompareAndSwap(nil, built) && lazy {
+				s.ds.r.Charge(s.ds.r.ShardOf(id), built.Bytes())
+			}
 			ix = slot.Load()
 		}
 		g.Index = ix
 	}
 	return nil
+}
+
+// windowPartners serves SubMix's partners under a windowed shuffle: the
+// target's window of one pass's order.
+type windowPartners struct {
+	src *Source
+	win *epoch.Windowed
+	// of[id] is the window of graph id in this pass (−1: not served).
+	of []int32
+}
+
+func (s *Source) windowPartners(win *epoch.Windowed) *windowPartners {
+	of := make([]int32, s.ds.r.NumGraphs())
+	for i := range of {
+		of[i] = -1
+	}
+	for w := 0; w+1 < len(win.Starts); w++ {
+		for _, id := range win.Perm[win.Starts[w]:win.Starts[w+1]] {
+			of[id] = int32(w)
+		}
+	}
+	return &windowPartners{src: s, win: win, of: of}
+}
+
+// Partner implements aug.Partners: uniform over the target's window minus
+// the target, drawn from the target's own stream.
+func (p *windowPartners) Partner(target int64, r aug.Rand, into *aug.Graph) error {
+	if target < 0 || target >= int64(len(p.of)) || p.of[target] < 0 {
+		return fmt.Errorf("loader: submix partner of graph %d, which this pass does not serve", target)
+	}
+	w := p.of[target]
+	part := p.win.Perm[p.win.Starts[w]:p.win.Starts[w+1]]
+	n := len(part)
+	if n < 2 {
+		return fmt.Errorf("loader: submix needs at least two graphs in a window, graph %d's has %d (use a larger --shuffle window)", target, n)
+	}
+	i := r.IntN(n - 1)
+	if part[i] == target {
+		i = n - 1
+	}
+	return p.src.Load(part[i], into)
 }
 
 // Partner implements aug.Partners: uniform over the whole served set minus

@@ -31,6 +31,7 @@ type Reader struct {
 	batches []batch // all record batches of all shards, in graph order
 	first   []int64 // first[i] is the first graph id of batches[i]
 	recs    []arrow.RecordBatch
+	lazy    *lazy // set under a cache limit (WithCacheLimit): shards on demand
 }
 
 type batch struct {
@@ -67,6 +68,7 @@ func (c Codes) slice(lo, hi int32) Codes {
 type readerConfig struct {
 	mem         memory.Allocator
 	concurrency int
+	cacheLimit  int64
 }
 
 // Option configures Open.
@@ -90,6 +92,11 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 	man, digest, err := readManifest(dir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.cacheLimit > 0 {
+		r := &Reader{dir: dir, man: man, digest: digest}
+		r.openLazy(cfg)
+		return r, nil
 	}
 	perShard := make([][]batch, len(man.Shards))
 	perRecs := make([][]arrow.RecordBatch, len(man.Shards))
@@ -137,14 +144,20 @@ func (r *Reader) Digest() string { return r.digest }
 func (r *Reader) NumGraphs() int { return int(r.man.Stats.Graphs) }
 
 // Graph returns graph id. The slices alias the reader's buffers: read-only,
-// valid until Close.
+// valid until Close. Under a cache limit use Pin.
 func (r *Reader) Graph(id int64) (Graph, error) {
+	if r.lazy != nil {
+		return Graph{}, fmt.Errorf("shard: Graph on a reader with a cache limit (use Pin)")
+	}
 	if id < 0 || id >= r.man.Stats.Graphs {
 		return Graph{}, fmt.Errorf("%w: id %d of %d", ErrNotFound, id, r.man.Stats.Graphs)
 	}
 	bi := sort.Search(len(r.first), func(i int) bool { return r.first[i] > id }) - 1
-	b := &r.batches[bi]
-	row := int(id - r.first[bi])
+	return r.graphOf(&r.batches[bi], int(id-r.first[bi])), nil
+}
+
+// graphOf is row row of batch b.
+func (r *Reader) graphOf(b *batch, row int) Graph {
 	g := Graph{
 		ID:       b.ids[row],
 		NumNodes: b.numNodes[row],
@@ -169,7 +182,7 @@ func (r *Reader) Graph(id int64) (Graph, error) {
 		if b.exOff != nil {
 			g.EdgeX = b.edgeX[b.exOff[row]:b.exOff[row+1]]
 		}
-		return g, nil
+		return g
 	}
 	if b.codes != nil {
 		g.Codes = b.codes[b.featOff[row]:b.featOff[row+1]]
@@ -179,11 +192,14 @@ func (r *Reader) Graph(id int64) (Graph, error) {
 	if b.elOff != nil {
 		g.EdgeLabels = b.edgeLabels[b.elOff[row]:b.elOff[row+1]]
 	}
-	return g, nil
+	return g
 }
 
 // Close releases the decoded buffers.
 func (r *Reader) Close() error {
+	if r.lazy != nil {
+		r.lazy.close()
+	}
 	for _, rec := range r.recs {
 		rec.Release()
 	}

@@ -91,6 +91,9 @@ type Config struct {
 	// daemon was given one (--edge-fill; absent: the default, each
 	// categorical column's reserved code and 0 for floats).
 	EdgeFill string `json:"edge_fill,omitempty"`
+	// Shuffle is the epoch order's draw when not the global permutation
+	// ("window:N", epoch.Shuffle; absent: global).
+	Shuffle string `json:"shuffle,omitempty"`
 }
 
 // Compression is a stream's record batch body codec (Arrow IPC body
@@ -165,10 +168,19 @@ func (c Config) Diff(other Config) []string {
 	add("remainder", c.Remainder, other.Remainder)
 	add("wire compression", orNone(c.WireCompression), orNone(other.WireCompression))
 	add("edge fill", orDefault(c.EdgeFill), orDefault(other.EdgeFill))
+	add("shuffle", orGlobal(c.Shuffle), orGlobal(other.Shuffle))
 	if len(d) == 0 && c.ID != other.ID {
 		d = append(d, fmt.Sprintf("id %s vs %s", c.ID, other.ID))
 	}
 	return d
+}
+
+// orGlobal names the default shuffle.
+func orGlobal(s string) string {
+	if s == "" {
+		return "global"
+	}
+	return s
 }
 
 // orDefault names the default edge fill.

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -84,6 +85,8 @@ var loaderFlags = []cli.Flag{
 	&cli.StringFlag{Name: "views", Usage: "read view specs from this file (one a line, # comments)"},
 	&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-NN.json ({fold} views), as augloader split writes them: fold N is the file numbered N"},
 	&cli.StringFlag{Name: "ppr-cache", Value: cliutil.FormatSize(app.DefaultPPRCache), Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},
+	&cli.StringFlag{Name: "cache-limit", Value: "0", Usage: "bytes of decoded shards and NodeSam indexes held (e.g. 1GiB): shards are read when first needed and the least recently needed dropped, which changes speed, never bytes; 0 reads every shard at start. The process holds about this plus --memory-budget, --ppr-cache and 128MiB (docs/deploy.md)"},
+	&cli.StringFlag{Name: "shuffle", Usage: "the epoch's order: global (one permutation of the whole set) or window:N (the shards in a per-epoch order, graphs permuted within each N consecutive shards; SubMix draws partners in the window; docs/schedule.md). Default: global, or a window filling about a quarter of --cache-limit when the set does not fit it"},
 }
 
 // loaderOptions parses serve's and materialize's common flags and checks
@@ -98,7 +101,11 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	if err != nil {
 		return app.LoaderOptions{}, err
 	}
-	lo := app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr,
+	cache, err := cliutil.ParseSize("cache-limit", c.String("cache-limit"))
+	if err != nil {
+		return app.LoaderOptions{}, err
+	}
+	lo := app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr, CacheLimit: cache, Shuffle: c.String("shuffle"),
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: epoch.Remainder(c.String("remainder")),
@@ -114,8 +121,19 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 		}
 		lo.Views = append(lo.Views, more...)
 	}
+	if lo.CacheLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// A soft limit for the Go heap: the collector runs harder near it
+		// instead of letting dropped shards' memory wait for the heap to
+		// double (docs/deploy.md, "Sizing the caches").
+		debug.SetMemoryLimit(lo.CacheLimit + lo.MemoryBudget + lo.PPRCache + ProcessOverhead)
+	}
 	return lo, lo.Validate()
 }
+
+// ProcessOverhead is what a daemon holds beyond --cache-limit,
+// --memory-budget and --ppr-cache: the runtime, the workers' scratch,
+// connection buffers, the per-graph sizes and index slots (docs/deploy.md).
+const ProcessOverhead = 128 << 20
 
 func serveCmd() *cli.Command {
 	return &cli.Command{

@@ -28,7 +28,8 @@ log = logging.getLogger("augloader")
 _CONFIG_FIELDS = (("dataset", "dataset"), ("shards_sha256", "shards"), ("served", "served graphs"),
                   ("served_sha256", "served set"), ("seed", "seed"), ("schedule", "schedule"),
                   ("batch_size", "batch size"), ("node_budget", "node budget"), ("edge_budget", "edge budget"),
-                  ("remainder", "remainder"), ("wire_compression", "wire compression"), ("edge_fill", "edge fill"))
+                  ("remainder", "remainder"), ("wire_compression", "wire compression"), ("edge_fill", "edge fill"),
+                  ("shuffle", "shuffle"))
 
 
 def config_diff(a: dict, b: dict) -> list:
@@ -37,6 +38,8 @@ def config_diff(a: dict, b: dict) -> list:
     def show(key, v):
         if key == "wire_compression":
             return v or "none"
+        if key == "shuffle":
+            return v or "global"
         if key == "edge_fill":
             return v or "default"
         if key.endswith("sha256") and isinstance(v, str) and len(v) > 12:
