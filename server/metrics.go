@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/augloader/augloader/shard"
 )
 
 // Metrics are the daemon's counters, served in the Prometheus text format
@@ -21,6 +23,7 @@ type Metrics struct {
 	rejected                                map[string]int64 // by error code
 	memory                                  MemoryGauge
 	ppr                                     PPRGauge
+	cache                                   func() shard.CacheStats
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
 }
@@ -52,6 +55,14 @@ type PPRGauge interface {
 func (m *Metrics) SetPPRCache(g PPRGauge) {
 	m.mu.Lock()
 	m.ppr = g
+	m.mu.Unlock()
+}
+
+// SetShardCache makes /metrics report the shard cache of a reader with a
+// cache limit (augloader_shard_cache_*).
+func (m *Metrics) SetShardCache(stats func() shard.CacheStats) {
+	m.mu.Lock()
+	m.cache = stats
 	m.mu.Unlock()
 }
 
@@ -134,6 +145,15 @@ func (m *Metrics) WriteText(w io.Writer) {
 		count("augloader_aug_ppr_cache_bytes", "Bytes SubMix's cached PageRank rankings hold (--ppr-cache).", "gauge", m.ppr.Used())
 		count("augloader_aug_ppr_cache_draws_total", "SubMix rankings asked of the cache.", "counter", m.ppr.Draws())
 		count("augloader_aug_ppr_cache_hits_total", "SubMix rankings found in the cache (no PageRank solve).", "counter", m.ppr.Hits())
+	}
+	if m.cache != nil {
+		st := m.cache()
+		count("augloader_shard_cache_bytes", "Bytes of decoded shards and their NodeSam indexes held (--cache-limit).", "gauge", st.Used)
+		count("augloader_shard_cache_limit_bytes", "The shard cache's limit (--cache-limit).", "gauge", st.Limit)
+		count("augloader_shard_cache_peak_bytes", "The most the shard cache held, shards pinned past the limit included.", "gauge", st.Peak)
+		count("augloader_shard_cache_resident_shards", "Shards decoded and held.", "gauge", int64(st.Resident))
+		count("augloader_shard_cache_loads_total", "Shards read, checked and decoded (a load after an eviction counts again).", "counter", st.Loads)
+		count("augloader_shard_cache_evictions_total", "Shards dropped to stay within the limit.", "counter", st.Evictions)
 	}
 	codes := make([]string, 0, len(m.rejected))
 	for c := range m.rejected {

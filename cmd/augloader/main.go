@@ -214,6 +214,9 @@ func serveCmd() *cli.Command {
 				if c := b.Loader.Source().PPRCache(); c != nil {
 					metrics.SetPPRCache(c)
 				}
+				if b.Reader.Lazy() {
+					metrics.SetShardCache(b.Reader.Stats)
+				}
 				// What is applied comes first: a default policy is never silent.
 				for _, n := range b.Notes {
 					log.Info(n)
