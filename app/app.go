@@ -19,11 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 
 	"github.com/augloader/augloader/epoch"
-	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
@@ -188,7 +188,7 @@ type Built struct {
 	Reader *shard.Reader
 	// Shuffle is the order's draw every view uses.
 	Shuffle epoch.Shuffle
-	Views  *loader.Views
+	Views   *loader.Views
 	// Loader is the first view's loader (fold 0): its configuration is
 	// every view's but for the schedule and the served set.
 	Loader *loader.Loader
@@ -269,6 +269,10 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 		return nil, err
 	}
 	b := &Built{Reader: r, Notes: notes}
+	if _, err := os.Stat(filepath.Join(o.Shards, shard.GraphSizesName)); o.CacheLimit > 0 && err != nil {
+		b.Notes = append(b.Notes, fmt.Sprintf("%s has no graph-size index (written before it): every shard is read once at start to "+
+			"size the graphs; convert it again with this shardconv for a start that reads only the shards it serves first", o.Shards))
+	}
 	if b.Shuffle, err = o.shuffle(r, &b.Notes); err != nil {
 		r.Close()
 		return nil, err
@@ -472,6 +476,9 @@ func (o LoaderOptions) shuffle(r *shard.Reader, notes *[]string) (epoch.Shuffle,
 	sh.Window = int(max(1, o.CacheLimit/4/max(largest, 1)))
 	*notes = append(*notes, fmt.Sprintf("--shuffle %s: the set (about %s decoded, with indexes) does not fit --cache-limit %s, so the "+
 		"epoch is drawn in windows of %d shards (give --shuffle global to keep one permutation of the whole set: slower, same memory)",
-		sh, cliutil.FormatSize(total>>20<<20), cliutil.FormatSize(o.CacheLimit), sh.Window))
+		sh, mib(total), mib(o.CacheLimit), sh.Window))
 	return sh, nil
 }
+
+// mib spells n bytes in MiB.
+func mib(n int64) string { return fmt.Sprintf("%dMiB", (n+(1<<19))>>20) }

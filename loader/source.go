@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -70,14 +71,24 @@ func NewSource(r *shard.Reader, served []int64) (*Source, error) {
 		// size: an embedding table of size+1 takes it), floats 0.
 		ds.fill = &aug.EdgeFill{Codes: slices.Clone(ds.edgeVocab)}
 	}
-	var deg []int32
-	for id := range ds.sizes {
-		g, release, err := r.Pin(int64(id))
-		if err != nil {
-			return nil, err
+	// The sizes plan every batch: from the folder's graph-size index
+	// when it has one (no shard is read), else measured from every graph.
+	if gs, err := r.GraphSizes(); err == nil {
+		for id := range ds.sizes {
+			ds.sizes[id] = aug.Size{Nodes: int(gs.Nodes[id]), Edges: int(gs.Edges[id]), MaxDegree: int(gs.MaxDegree[id])}
 		}
-		ds.sizes[id], deg = aug.SizeOf(g.NumNodes, g.Edges, deg)
-		release()
+	} else if !errors.Is(err, shard.ErrNoSizes) {
+		return nil, err
+	} else {
+		var deg []int32
+		for id := range ds.sizes {
+			g, release, err := r.Pin(int64(id))
+			if err != nil {
+				return nil, err
+			}
+			ds.sizes[id], deg = aug.SizeOf(g.NumNodes, g.Edges, deg)
+			release()
+		}
 	}
 	if r.Lazy() {
 		// The indexes of a shard's graphs are charged to it and dropped

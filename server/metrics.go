@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/augloader/augloader/shard"
 )
 
 // Metrics are the daemon's counters, served in the Prometheus text format
@@ -23,7 +21,7 @@ type Metrics struct {
 	rejected                                map[string]int64 // by error code
 	memory                                  MemoryGauge
 	ppr                                     PPRGauge
-	cache                                   func() shard.CacheStats
+	cache                                   func() CacheStats
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
 }
@@ -58,9 +56,16 @@ func (m *Metrics) SetPPRCache(g PPRGauge) {
 	m.mu.Unlock()
 }
 
+// CacheStats is what Metrics reports of a shard cache (shard.CacheStats).
+type CacheStats struct {
+	Limit, Used, Peak int64
+	Loads, Evictions  int64
+	Resident          int
+}
+
 // SetShardCache makes /metrics report the shard cache of a reader with a
 // cache limit (augloader_shard_cache_*).
-func (m *Metrics) SetShardCache(stats func() shard.CacheStats) {
+func (m *Metrics) SetShardCache(stats func() CacheStats) {
 	m.mu.Lock()
 	m.cache = stats
 	m.mu.Unlock()

@@ -1,9 +1,16 @@
 package shard_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -126,4 +133,132 @@ func TestCacheChargeAndEvict(t *testing.T) {
 	if st := r.Stats(); st.Resident != 0 || st.Used != 0 || len(evicted) != 1 || evicted[0] != 0 {
 		t.Fatalf("an unpinned shard over the limit stayed: %+v, evicted %v", st, evicted)
 	}
+}
+
+// The graph-size index: read when present and sound; a folder without one
+// says ErrNoSizes; a flipped byte, a stale copy from another folder, a
+// truncated file are refused naming the file and field; and verify finds
+// an index whose entries disagree with the shards even when its checksum
+// and manifest match.
+func TestGraphSizes(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
+	other := fixture.SynthShardsSized(t, "COLLAB", 400, 4, 128<<10)
+	open := func(d string) (*shard.GraphSizes, error) {
+		r, err := shard.Open(context.Background(), d, shard.WithCacheLimit(1<<30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		return r.GraphSizes()
+	}
+	gs, err := open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eager, _ := shard.Open(context.Background(), dir)
+	defer eager.Close()
+	for id := range int64(eager.NumGraphs()) {
+		g, _ := eager.Graph(id)
+		if gs.Nodes[id] != g.NumNodes || int(gs.Edges[id]) != g.NumEdges() || gs.MaxDegree[id] < 1 {
+			t.Fatalf("graph %d: index %d/%d/%d, shard %d nodes %d edges", id, gs.Nodes[id], gs.Edges[id], gs.MaxDegree[id], g.NumNodes, g.NumEdges())
+		}
+	}
+	copyDir := func(src string) string {
+		d := filepath.Join(t.TempDir(), "s")
+		if err := os.CopyFS(d, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	name := shard.GraphSizesName
+	for _, tc := range []struct {
+		what   string
+		mutate func(d string)
+		want   string
+	}{
+		{"absent", func(d string) { os.Remove(filepath.Join(d, name)) }, ""},
+		{"flipped", func(d string) {
+			b, _ := os.ReadFile(filepath.Join(d, name))
+			b[5] ^= 1
+			os.WriteFile(filepath.Join(d, name), b, 0o644)
+		}, "graph-sizes.bin: checksum"},
+		{"stale", func(d string) {
+			b, _ := os.ReadFile(filepath.Join(other, name))
+			os.WriteFile(filepath.Join(d, name), b, 0o644)
+		}, "graph-sizes.bin: manifest"},
+		{"truncated", func(d string) {
+			b, _ := os.ReadFile(filepath.Join(d, name))
+			os.WriteFile(filepath.Join(d, name), b[:len(b)-1], 0o644)
+		}, "graph-sizes.bin: size"},
+	} {
+		d := copyDir(dir)
+		tc.mutate(d)
+		_, err := open(d)
+		switch {
+		case tc.want == "" && !errors.Is(err, shard.ErrNoSizes):
+			t.Errorf("%s: %v, want ErrNoSizes", tc.what, err)
+		case tc.want != "" && (!errors.Is(err, shard.ErrCorrupt) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want a corruption naming %q", tc.what, err, tc.want)
+		}
+	}
+	// Two graphs' entries swapped, the CRC recomputed: only the shards
+	// can tell, and verify reads them.
+	d := copyDir(dir)
+	p := filepath.Join(d, name)
+	b, _ := os.ReadFile(p)
+	body := b[:len(b)-56]
+	var a [12]byte
+	copy(a[:], body[0:12])
+	copy(body[0:12], body[12:24])
+	copy(body[12:24], a[:])
+	if bytes.Equal(body[0:12], body[12:24]) {
+		t.Fatal("graphs 0 and 1 have the same sizes: pick others")
+	}
+	binary.LittleEndian.PutUint32(b[len(b)-56+16:], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	os.WriteFile(p, b, 0o644)
+	if _, err := open(d); err != nil {
+		t.Fatalf("a consistent index was refused: %v", err)
+	}
+	if _, errs := shard.Verify(context.Background(), d); len(errs) != 1 || !strings.Contains(errs[0].Error(), "graph-sizes.bin: graph 0") {
+		t.Fatalf("verify of a swapped index: %v", errs)
+	}
+	if _, errs := shard.Verify(context.Background(), dir); len(errs) != 0 {
+		t.Fatalf("verify of a sound folder: %v", errs)
+	}
+}
+
+// FuzzGraphSizes: any bytes in place of the index are read or refused as
+// corrupt, never a panic, and what is read agrees with the manifest.
+func FuzzGraphSizes(f *testing.F) {
+	dir := fixture.SynthShardsSized(f, "COLLAB", 40, 3, 0)
+	good, _ := os.ReadFile(filepath.Join(dir, shard.GraphSizesName))
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte("AUGSIZE1"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := t.TempDir()
+		if err := os.CopyFS(d+"/s", os.DirFS(dir)); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "s", shard.GraphSizesName), data, 0o644)
+		r, err := shard.Open(context.Background(), d+"/s", shard.WithCacheLimit(1<<30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		gs, err := r.GraphSizes()
+		if err != nil {
+			if !errors.Is(err, shard.ErrCorrupt) {
+				t.Fatalf("not a corruption: %v", err)
+			}
+			return
+		}
+		var nodes int64
+		for _, n := range gs.Nodes {
+			nodes += int64(n)
+		}
+		if nodes != r.Manifest().Stats.Nodes {
+			t.Fatalf("read %d nodes, manifest %d", nodes, r.Manifest().Stats.Nodes)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -651,5 +652,50 @@ func Verify(ctx context.Context, dir string) (*Manifest, []error) {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) == 0 {
+		if err := verifySizes(dir, man); err != nil && !errors.Is(err, ErrNoSizes) {
+			errs = append(errs, err)
+		}
+	}
 	return man, errs
+}
+
+// verifySizes checks the graph-size index against the shards, graph by
+// graph (the shards are read again, one at a time).
+func verifySizes(dir string, man *Manifest) error {
+	_, digest, err := readManifest(dir)
+	if err != nil {
+		return err
+	}
+	gs, err := readGraphSizes(dir, man, digest)
+	if err != nil {
+		return err
+	}
+	sw := &sizesWriter{}
+	for i := range man.Shards {
+		batches, recs, err := loadShard(dir, man, i, memory.DefaultAllocator, false)
+		if err != nil {
+			return err
+		}
+		id := man.Shards[i].FirstGraph
+		for bi := range batches {
+			b := &batches[bi]
+			for row := range b.ids {
+				g := Graph{NumNodes: b.numNodes[row], Edges: b.edges[b.edgeOff[row]:b.edgeOff[row+1]]}
+				sw.measure(&g)
+				if gs.Nodes[id] != g.NumNodes || int(gs.Edges[id]) != len(g.Edges)/2 || gs.MaxDegree[id] != sw.maxDeg {
+					for _, r := range recs {
+						r.Release()
+					}
+					return corrupt(GraphSizesName, fmt.Sprintf("graph %d", id), "%d nodes, %d edges, largest degree %d; its shard has %d, %d, %d",
+						gs.Nodes[id], gs.Edges[id], gs.MaxDegree[id], g.NumNodes, len(g.Edges)/2, sw.maxDeg)
+				}
+				id++
+			}
+		}
+		for _, r := range recs {
+			r.Release()
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash"
@@ -223,6 +224,8 @@ type Writer struct {
 	// seen), the NaN targets counted.
 	node, edge *Columns
 	missing    int64
+
+	sizes *sizesWriter // the graph-size index, written as graphs come
 }
 
 func cloneColumns(c *Columns) *Columns {
@@ -250,6 +253,10 @@ func NewWriter(out string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
 	w := &Writer{out: out, tmp: td.Path, td: td, opts: o}
+	if w.sizes, err = newSizesWriter(td.Path); err != nil {
+		td.Abort()
+		return nil, err
+	}
 	if o.V3() {
 		w.node, w.edge = cloneColumns(o.NodeColumns), cloneColumns(o.EdgeColumns)
 		w.schema = SchemaV3(o.Dataset, w.node, w.edge, o.Task)
@@ -324,6 +331,9 @@ func (w *Writer) Append(g *Graph) error {
 	}
 	if g.NumNodes < 0 || len(g.Edges)%2 != 0 {
 		return fmt.Errorf("shard: graph %d: bad shape (%d nodes, %d edge ids)", g.ID, g.NumNodes, len(g.Edges))
+	}
+	if err := w.sizes.add(g); err != nil {
+		return fmt.Errorf("shard: %s: %w", GraphSizesName, err)
 	}
 	if w.opts.V3() {
 		return w.appendV3(g)
@@ -733,6 +743,11 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The graph-size index names the manifest it belongs to: written
+	// before it, so a folder with a manifest always has its index.
+	if err := w.sizes.finish(sha256.Sum256(data), m.Stats.Graphs); err != nil {
+		return nil, err
+	}
 	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, ManifestName), data, 0o644); err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
@@ -747,7 +762,7 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 // shards. name is a plain file name that is neither the manifest's nor a
 // shard's.
 func (w *Writer) AddFile(name string, data []byte) error {
-	if name == "" || name != filepath.Base(name) || name == ManifestName || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".arrow") {
+	if name == "" || name != filepath.Base(name) || name == ManifestName || name == GraphSizesName || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".arrow") {
 		return fmt.Errorf("shard: cannot add a file named %q to a shard folder", name)
 	}
 	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, name), data, 0o644); err != nil {
@@ -759,6 +774,9 @@ func (w *Writer) AddFile(name string, data []byte) error {
 // Abort removes the temporary folder. Safe to call after Finish (no-op).
 func (w *Writer) Abort() {
 	w.discard()
+	if w.sizes != nil {
+		w.sizes.abort()
+	}
 	if w.file != nil {
 		w.file.Close()
 		w.file = nil

@@ -54,7 +54,7 @@ func TestCacheLimitBoundsMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	shards := fixture.SynthShardsSized(t, "COLLAB", 3000, 5, 1<<20)
+	shards := fixture.SynthShardsSized(t, "COLLAB", 4000, 5, 256<<10)
 	const limit = 16 << 20
 	base := []string{"--shards", shards, "--policy", "nodesam:0.5,submix:p=0.4:0.5", "--workers", "2",
 		"--memory-budget", "16MiB", "--ppr-cache", "0"}

@@ -124,8 +124,9 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	if lo.CacheLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit for the Go heap: the collector runs harder near it
 		// instead of letting dropped shards' memory wait for the heap to
-		// double (docs/deploy.md, "Sizing the caches").
-		debug.SetMemoryLimit(lo.CacheLimit + lo.MemoryBudget + lo.PPRCache + ProcessOverhead)
+		// double (docs/deploy.md, "Sizing the caches"). Half the overhead
+		// is left to what the runtime holds outside the heap.
+		debug.SetMemoryLimit(lo.CacheLimit + lo.MemoryBudget + lo.PPRCache + ProcessOverhead/2)
 	}
 	return lo, lo.Validate()
 }
@@ -215,7 +216,7 @@ func serveCmd() *cli.Command {
 					metrics.SetPPRCache(c)
 				}
 				if b.Reader.Lazy() {
-					metrics.SetShardCache(b.Reader.Stats)
+					metrics.SetShardCache(func() server.CacheStats { return server.CacheStats(b.Reader.Stats()) })
 				}
 				// What is applied comes first: a default policy is never silent.
 				for _, n := range b.Notes {

@@ -188,7 +188,7 @@ func TestOutputSafety(t *testing.T) {
 func TestGoldenShard(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "s")
 	convertTo(t, Options{Input: testutil.Testdata(t, "tu", "TINY"), Out: out, Compression: shard.CompressNone})
-	for _, name := range []string{"shard-00000.arrow", shard.ManifestName} {
+	for _, name := range []string{"shard-00000.arrow", shard.ManifestName, shard.GraphSizesName} {
 		got, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			t.Fatal(err)
@@ -203,7 +203,7 @@ func TestGoldenShard(t *testing.T) {
 func TestGoldenShardV3(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "s")
 	convertTo(t, Options{Input: testutil.Testdata(t, "ogb", "TINYMOL"), Out: out, Compression: shard.CompressNone})
-	for _, name := range []string{"shard-00000.arrow", shard.ManifestName, "split-s.json"} {
+	for _, name := range []string{"shard-00000.arrow", shard.ManifestName, shard.GraphSizesName, "split-s.json"} {
 		got, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,171 @@
+package shard
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// GraphSizesName is the graph-size index beside the shards
+// (docs/format.md, "Graph sizes"): for every graph, in id order, its node
+// count, undirected edge count and largest node degree (int32 little
+// endian each, 12 bytes a graph), then a 56-byte trailer: the magic
+// "AUGSIZE1", the graph count (uint64), the CRC-32C of the entries
+// (uint32), 4 zero bytes, and the SHA-256 of the manifest.json it was
+// written with. A daemon reads it instead of every shard to plan batches
+// at start. It is optional (folders written before it have none, and
+// readers that predate it ignore it) and outside the manifest, so the
+// manifest and its seal are as before.
+const GraphSizesName = "graph-sizes.bin"
+
+const (
+	graphSizeBytes = 12
+	sizesTrailer   = 56
+	sizesMagic     = "AUGSIZE1"
+)
+
+// ErrNoSizes: a folder without a graph-size index.
+var ErrNoSizes = errors.New("shard: no graph-size index (a folder written before it; shardconv convert writes one)")
+
+// GraphSizes are the per-graph sizes of a folder, indexed by graph id.
+type GraphSizes struct {
+	Nodes, Edges, MaxDegree []int32
+}
+
+// sizesWriter streams the graph-size index as graphs are appended.
+type sizesWriter struct {
+	f      *os.File
+	bw     *bufio.Writer
+	crc    hash.Hash32
+	deg    []int32
+	maxDeg int32
+	rec    [graphSizeBytes]byte
+}
+
+func newSizesWriter(dir string) (*sizesWriter, error) {
+	f, err := os.OpenFile(filepath.Join(dir, GraphSizesName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	s := &sizesWriter{f: f, crc: crc32.New(castagnoli)}
+	s.bw = bufio.NewWriterSize(f, 64<<10)
+	return s, nil
+}
+
+// measure sets s.maxDeg to g's largest node degree.
+func (s *sizesWriter) measure(g *Graph) {
+	n := int(g.NumNodes)
+	if cap(s.deg) < n {
+		s.deg = make([]int32, n, max(n, 2*cap(s.deg)))
+	}
+	deg := s.deg[:n]
+	clear(deg)
+	s.maxDeg = 0
+	for _, v := range g.Edges {
+		if v >= 0 && int(v) < n {
+			deg[v]++
+			s.maxDeg = max(s.maxDeg, deg[v])
+		}
+	}
+}
+
+// add records graph g (canonical edges: each undirected edge once).
+func (s *sizesWriter) add(g *Graph) error {
+	s.measure(g)
+	binary.LittleEndian.PutUint32(s.rec[0:], uint32(g.NumNodes))
+	binary.LittleEndian.PutUint32(s.rec[4:], uint32(len(g.Edges)/2))
+	binary.LittleEndian.PutUint32(s.rec[8:], uint32(s.maxDeg))
+	s.crc.Write(s.rec[:])
+	_, err := s.bw.Write(s.rec[:])
+	return err
+}
+
+// finish writes the trailer for the manifest whose SHA-256 is manifest,
+// then flushes, syncs and closes the file.
+func (s *sizesWriter) finish(manifest [32]byte, graphs int64) error {
+	var t [sizesTrailer]byte
+	copy(t[:], sizesMagic)
+	binary.LittleEndian.PutUint64(t[8:], uint64(graphs))
+	binary.LittleEndian.PutUint32(t[16:], s.crc.Sum32())
+	copy(t[24:], manifest[:])
+	_, err := s.bw.Write(t[:])
+	if err == nil {
+		err = s.bw.Flush()
+	}
+	if err == nil {
+		err = s.f.Sync()
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("shard: %s: %w", GraphSizesName, err)
+	}
+	return nil
+}
+
+func (s *sizesWriter) abort() { s.f.Close() }
+
+// GraphSizes reads the folder's graph-size index, checked: its trailer
+// names this folder's manifest, its CRC-32C holds, and its totals and
+// maxima are the manifest's. ErrNoSizes when the folder has none.
+func (r *Reader) GraphSizes() (*GraphSizes, error) {
+	return readGraphSizes(r.dir, r.man, r.digest)
+}
+
+func readGraphSizes(dir string, man *Manifest, digest string) (*GraphSizes, error) {
+	f, err := os.Open(filepath.Join(dir, GraphSizesName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoSizes
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	defer f.Close()
+	n := man.Stats.Graphs
+	want := n*graphSizeBytes + sizesTrailer
+	data, err := io.ReadAll(io.LimitReader(f, want+1))
+	if err != nil {
+		return nil, fmt.Errorf("shard: %s: %w", GraphSizesName, err)
+	}
+	if int64(len(data)) != want {
+		return nil, corrupt(GraphSizesName, "size", "%d bytes, want %d for %d graphs", len(data), want, n)
+	}
+	body, t := data[:len(data)-sizesTrailer], data[len(data)-sizesTrailer:]
+	if !bytes.Equal(t[:8], []byte(sizesMagic)) || binary.LittleEndian.Uint64(t[8:]) != uint64(n) {
+		return nil, corrupt(GraphSizesName, "trailer", "not a graph-size index of %d graphs", n)
+	}
+	if got := hex.EncodeToString(t[24:56]); got != digest {
+		return nil, corrupt(GraphSizesName, "manifest", "written with manifest %s, the folder's is %s (a stale copy?)", got[:12], digest[:min(12, len(digest))])
+	}
+	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(t[16:]); got != want {
+		return nil, corrupt(GraphSizesName, "checksum", "crc32c %08x, trailer says %08x", got, want)
+	}
+	gs := &GraphSizes{Nodes: make([]int32, n), Edges: make([]int32, n), MaxDegree: make([]int32, n)}
+	var nodes, edges, maxNodes, maxEdges int64
+	for i := range n {
+		rec := body[i*graphSizeBytes:]
+		nn, ne, md := int32(binary.LittleEndian.Uint32(rec)), int32(binary.LittleEndian.Uint32(rec[4:])), int32(binary.LittleEndian.Uint32(rec[8:]))
+		if nn < 0 || ne < 0 || md < 0 || md > nn || (ne > 0) != (md > 0) {
+			return nil, corrupt(GraphSizesName, fmt.Sprintf("graph %d", i), "%d nodes, %d edges, largest degree %d", nn, ne, md)
+		}
+		gs.Nodes[i], gs.Edges[i], gs.MaxDegree[i] = nn, ne, md
+		nodes += int64(nn)
+		edges += int64(ne)
+		maxNodes, maxEdges = max(maxNodes, int64(nn)), max(maxEdges, int64(ne))
+	}
+	st := man.Stats
+	if nodes != st.Nodes || edges != st.Edges || maxNodes != st.MaxNodes || maxEdges != st.MaxEdges {
+		return nil, corrupt(GraphSizesName, "counts", "%d nodes and %d edges (largest %d, %d), manifest says %d and %d (largest %d, %d)",
+			nodes, edges, maxNodes, maxEdges, st.Nodes, st.Edges, st.MaxNodes, st.MaxEdges)
+	}
+	return gs, nil
+}
