@@ -20,6 +20,7 @@ type page struct {
 	scaleout                          []map[string]string
 	molecules                         []map[string]string
 	tensors                           []map[string]string
+	shuffle                           []map[string]string
 	missing                           []string
 	docs                              string
 	wrote                             []string
@@ -80,6 +81,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeScaleOut(w)
 	pg.writeMolecules(w)
 	pg.writeTensors(w)
+	pg.writeShuffle(w)
 	return nil
 }
 

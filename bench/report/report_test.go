@@ -115,7 +115,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
-		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, tensors.txt.",
+		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, shuffle.txt, tensors.txt.",
 		// Scale-out: compression ratios against none, a skipped link named, scaling with its digests.
 		"| loopback | lz4 | 14 | 0.07× | 0.400 | 0.50× |",
 		"| 1 Gbit/s (tbf) | — | not measured: needs root netns tc |",
