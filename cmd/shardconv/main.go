@@ -214,16 +214,19 @@ func statsCmd() *cli.Command {
 func synthCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "synth",
-		Usage: "write a seeded synthetic dataset shaped like a real one (TU text, or an OGB csv.gz folder)",
+		Usage: "write a seeded synthetic dataset shaped like a real one (TU text, or an OGB csv.gz or npz folder)",
 		Description: "COLLAB: 5,000 dense ego-networks, 372,474 nodes, 12,286,079 edges, 3 classes.\n" +
 			"REDDIT-BINARY: 2,000 sparse thread graphs, 859,254 nodes, 995,508 edges, 2 classes.\n" +
 			"reddit: one graph of 232,965 nodes and 11,606,919 edges with a power-law degree tail.\n" +
 			"ogbg-molpcba: an OGB graph-property folder (raw/*.csv.gz, split/scaffold) of 437,929 molecule-shaped\n" +
 			"  graphs, about 26 atoms and 28 bonds each, OGB's 9 atom and 3 bond columns, 128 binary tasks, 60% missing.\n" +
 			"ogbg-molhiv: the same of 41,127 graphs, one binary task, 3.5% positive.\n" +
+			"ogbg-ppa: an OGB folder in the npz layout (raw/data.npz, split/species) of 158,100 graphs, about 243 nodes\n" +
+			"  and 2,266 edges each, 7 float edge features, no node features, 37 classes (several GB: scale with --graphs).\n" +
+			"malnet: TU text of 1,262,024 sparse graphs of about 15,378 nodes and 35,167 edges, 47 classes (use --graphs).\n" +
 			"--graphs N keeps the first N graphs' shape at the same per-graph averages (a small demo set).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "like", Required: true, Usage: "COLLAB, REDDIT-BINARY, reddit, ogbg-molpcba or ogbg-molhiv"},
+			&cli.StringFlag{Name: "like", Required: true, Usage: "COLLAB, REDDIT-BINARY, reddit, malnet, ogbg-molpcba, ogbg-molhiv or ogbg-ppa"},
 			&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "generator seed; the same seed writes the same bytes"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "folder to write the dataset's files into (created)"},
 			&cli.IntFlag{Name: "graphs", Usage: "number of graphs (default: the real dataset's count; ≥ 1)", Action: cliutil.IntRange("graphs", 1, -1)},
@@ -236,7 +239,11 @@ func synthCmd() *cli.Command {
 				name string
 				err  error
 			)
-			if mol, ok := synth.LikeOGB(c.String("like")); ok {
+			if ppa, ok := synth.LikePPA(c.String("like")); ok {
+				ppa = ppa.Scaled(c.Int("graphs"))
+				name = ppa.Name
+				st, err = synth.WritePPA(c.Context, ppa, c.Uint64("seed"), c.String("out"), c.Bool("force"))
+			} else if mol, ok := synth.LikeOGB(c.String("like")); ok {
 				if n := c.Int("graphs"); n > 0 {
 					mol = mol.Scaled(n)
 				}
@@ -245,7 +252,7 @@ func synthCmd() *cli.Command {
 			} else {
 				spec, lerr := synth.Like(c.String("like"))
 				if lerr != nil {
-					return fmt.Errorf("%w (or ogbg-molpcba, ogbg-molhiv)", lerr)
+					return fmt.Errorf("%w (or ogbg-molpcba, ogbg-molhiv, ogbg-ppa)", lerr)
 				}
 				if n := c.Int("graphs"); n > 0 {
 					spec = spec.Scaled(n)

@@ -63,8 +63,18 @@ func Like(name string) (Spec, error) {
 	case "reddit":
 		return Spec{Name: "reddit", Shape: PowerLaw, Graphs: 1, Nodes: 232965, Edges: 11606919,
 			Classes: 1, ClassShare: []float64{1}, MinNodes: 232965, MaxNodes: 232965}, nil
+	case "malnet":
+		// MalNet (Freitas et al., 2021): 1,262,024 function-call graphs of
+		// 15,378 nodes and 35,167 edges on average, 47 types; sparse, so
+		// drawn as Threads (trees with cross edges). Scale with --graphs.
+		share := make([]float64, 47)
+		for i := range share {
+			share[i] = 1.0 / 47
+		}
+		return Spec{Name: "MALNET", Shape: Threads, Graphs: 1262024, Nodes: 1262024 * 15378, Edges: 1262024 * 35167,
+			Classes: 47, ClassShare: share, MinNodes: 500, MaxNodes: 120000}, nil
 	}
-	return Spec{}, fmt.Errorf("synth: unknown dataset %q (want COLLAB, REDDIT-BINARY or reddit)", name)
+	return Spec{}, fmt.Errorf("synth: unknown dataset %q (want COLLAB, REDDIT-BINARY, reddit or malnet)", name)
 }
 
 // Scaled keeps the per-graph averages with n graphs (for PowerLaw, n scales

@@ -138,3 +138,65 @@ func TestWriteOGB(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// ogbg-ppa-shaped folders: the same seed writes the same npz bytes, and
+// they convert to graphs of about 243 nodes and 2,266 edges with seven
+// float edge features, no node features, 37 classes and a species split.
+func TestWritePPA(t *testing.T) {
+	spec, ok := synth.LikePPA("ogbg-ppa")
+	if !ok {
+		t.Fatal("no ogbg-ppa spec")
+	}
+	spec = spec.Scaled(300)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, out := range []string{a, b} {
+		if _, err := synth.WritePPA(context.Background(), spec, 7, out, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"raw/data.npz", "raw/graph-label.npz", "split/species/train.csv.gz"} {
+		x, err := os.ReadFile(filepath.Join(a, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := os.ReadFile(filepath.Join(b, f))
+		if !bytes.Equal(x, y) {
+			t.Fatalf("%s differs between two writes with the same seed", f)
+		}
+	}
+	out := filepath.Join(dir, "shards")
+	res, err := convert.Run(context.Background(), convert.Options{Input: a, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Manifest
+	nodes, edges := float64(m.Stats.Nodes)/300, float64(m.Stats.Edges)/300
+	if m.Classes != 37 || m.NodeFeatures.Cols() != 0 || m.EdgeFeatures.DenseDim() != 7 || m.EdgeFeatures.Cols() != 0 ||
+		nodes < 220 || nodes > 265 || edges < 1900 || edges > 2600 {
+		t.Fatalf("%d classes, node columns %+v, edge columns %+v, %.1f nodes and %.1f edges a graph", m.Classes, m.NodeFeatures, m.EdgeFeatures, nodes, edges)
+	}
+	if _, err := os.Stat(filepath.Join(out, "split-species.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.WritePPA(context.Background(), spec, 7, a, false); err == nil {
+		t.Fatal("an existing folder was replaced without force")
+	}
+}
+
+// malnet is TU text of sparse graphs of thousands of nodes.
+func TestLikeMalnet(t *testing.T) {
+	spec, err := synth.Like("malnet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = spec.Scaled(20)
+	out := filepath.Join(t.TempDir(), "m")
+	st, err := synth.Write(context.Background(), spec, 3, out, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Graphs != 20 || st.Nodes/20 < 5000 || st.Edges < st.Nodes {
+		t.Fatalf("%+v", st)
+	}
+}
