@@ -129,3 +129,75 @@ func TestShuffleFlags(t *testing.T) {
 		t.Errorf("identity shuffle %q, want window:2", res.Info.Config.Shuffle)
 	}
 }
+
+// memoryCgroup makes a cgroup v1 memory group limited to limit bytes and
+// removes it when the test ends; it skips, saying why, where it cannot.
+func memoryCgroup(t *testing.T, limit int64) string {
+	t.Helper()
+	root := "/sys/fs/cgroup/memory"
+	if _, err := os.Stat(root + "/memory.limit_in_bytes"); err != nil {
+		t.Skipf("no cgroup v1 memory controller at %s (%v): the memory-cgroup test needs one", root, err)
+	}
+	dir := fmt.Sprintf("%s/augloader-test-%d", root, os.Getpid())
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot make a memory cgroup (%v): the test needs write access to %s (root)", err, root)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("removing the test's cgroup %s: %v", dir, err)
+		}
+	})
+	if err := os.WriteFile(dir+"/memory.limit_in_bytes", []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func cgroupValue(t *testing.T, dir, name string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(dir + "/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A daemon under --cache-limit 16MiB inside a memory cgroup of 192 MiB
+// (its memory and the page cache of the shards it reads together), on a
+// set whose decoded shards and indexes alone take more, serves the epoch
+// whole and byte for byte the unlimited daemon's, and exits cleanly: the
+// kernel never had to kill it.
+func TestCacheLimitInMemoryCgroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const limit = 192 << 20
+	cg := memoryCgroup(t, limit)
+	shards := fixture.SynthShardsSized(t, "COLLAB", 4000, 5, 256<<10)
+	args := []string{"--shards", shards, "--policy", "nodesam", "--workers", "2", "--shuffle", "window:2",
+		"--memory-budget", "16MiB", "--ppr-cache", "0"}
+	full := startDaemon(t, "", args...)
+	want := epochDigests(t, full.sock, 1, 0)
+	fullPeak := peakRSSKiB(t, full.cmd.Process.Pid)
+	full.stop(t)
+	if int64(fullPeak)<<10 < limit {
+		t.Fatalf("the unlimited daemon peaked at %d MiB, under the cgroup's %d MiB: the set is too small to test the limit", fullPeak>>10, limit>>20)
+	}
+	d := startDaemon(t, "echo $$ > "+cg+"/cgroup.procs;", append(args, "--cache-limit", "16MiB")...)
+	got := epochDigests(t, d.sock, 1, 0)
+	d.stop(t)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches in the cgroup, %d outside", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("batch %d differs in the cgroup", i)
+		}
+	}
+	t.Logf("cgroup peak %d MiB of %d (page cache included), failcnt %d; the unlimited daemon's RSS peaked at %d MiB",
+		cgroupValue(t, cg, "memory.max_usage_in_bytes")>>20, limit>>20, cgroupValue(t, cg, "memory.failcnt"), fullPeak>>10)
+}
