@@ -43,6 +43,7 @@ step scaleout bash bench/scaleout.sh
 step molecules bash bench/molecules.sh
 step tensors bash bench/python_tensors.sh
 step shuffle bash bench/shuffle.sh
+step large bash bench/large.sh
 # bench/report is a module of its own (its plotting library stays out of
 # the library's go.mod).
 ROOT=$PWD

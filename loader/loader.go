@@ -456,9 +456,21 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	// other streams' clients hold.
 	var wake atomic.Pointer[context.CancelFunc]
 	g, gctx := errgroup.WithContext(ctx)
+	r := l.src.ds.r
+	// Under a cache limit, the shards of the batch 2·window ahead are read
+	// while this one is built (shard.Reader.Prefetch: only into room).
+	ahead, lastShard := 2*window, -1
 	g.Go(func() error { // dispatcher
 		defer close(jobs)
 		for b := 0; b < nb; b++ {
+			if r.Lazy() && b+ahead < nb {
+				for _, it := range p.Batches[b+ahead] {
+					if si := r.ShardOf(it.Graph); si != lastShard {
+						r.Prefetch(si)
+						lastShard = si
+					}
+				}
+			}
 			select {
 			case tokens <- struct{}{}:
 			case <-gctx.Done():

@@ -61,6 +61,7 @@ type CacheStats struct {
 	Limit, Used, Peak int64
 	Loads, Evictions  int64
 	Resident          int
+	Prefetches        int64
 }
 
 // SetShardCache makes /metrics report the shard cache of a reader with a
@@ -159,6 +160,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 		count("augloader_shard_cache_resident_shards", "Shards decoded and held.", "gauge", int64(st.Resident))
 		count("augloader_shard_cache_loads_total", "Shards read, checked and decoded (a load after an eviction counts again).", "counter", st.Loads)
 		count("augloader_shard_cache_evictions_total", "Shards dropped to stay within the limit.", "counter", st.Evictions)
+		count("augloader_shard_cache_prefetches_total", "Shards read ahead of the batches that need them.", "counter", st.Prefetches)
 	}
 	codes := make([]string, 0, len(m.rejected))
 	for c := range m.rejected {

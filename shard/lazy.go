@@ -37,6 +37,50 @@ type lazy struct {
 
 	loads, evictions atomic.Int64
 	peak             atomic.Int64
+
+	// Decoded and file bytes of every load so far: the ratio estimates an
+	// unread shard's decoded size for Prefetch.
+	decoded, filed int64
+	prefetching    int
+	prefetches     atomic.Int64
+}
+
+// maxPrefetch bounds the shards read ahead at once.
+const maxPrefetch = 2
+
+// Prefetch starts reading shard si on a goroutine of its own when it is
+// neither held nor being read and the cache has room for it without
+// dropping anything (its decoded size estimated from the shards read so
+// far): the loader calls it for the shards of batches ahead, so a window's
+// shards are read while the one before is augmented. Errors are left to
+// the Pin that needs the shard.
+func (r *Reader) Prefetch(si int) {
+	l := r.lazy
+	if l == nil || si < 0 || si >= len(l.slots) {
+		return
+	}
+	l.mu.Lock()
+	s := &l.slots[si]
+	file := r.man.Shards[si].Bytes
+	est := 4 * file
+	if l.filed > 0 {
+		est = int64(float64(file) * float64(l.decoded) / float64(l.filed))
+	}
+	if s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used+est > l.limit {
+		l.mu.Unlock()
+		return
+	}
+	l.prefetching++
+	l.mu.Unlock()
+	l.prefetches.Add(1)
+	go func() {
+		if _, err := r.acquire(si); err == nil {
+			r.unpin(si)
+		}
+		l.mu.Lock()
+		l.prefetching--
+		l.mu.Unlock()
+	}()
 }
 
 type lazySlot struct {
@@ -56,6 +100,8 @@ type CacheStats struct {
 	Limit, Used, Peak int64
 	Loads, Evictions  int64
 	Resident          int
+	// Prefetches counts the reads Prefetch started.
+	Prefetches int64
 }
 
 // countingAlloc counts the bytes a shard's decoding allocates.
@@ -149,7 +195,8 @@ func (r *Reader) Stats() CacheStats {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := CacheStats{Limit: l.limit, Used: l.used, Peak: l.peak.Load(), Loads: l.loads.Load(), Evictions: l.evictions.Load()}
+	st := CacheStats{Limit: l.limit, Used: l.used, Peak: l.peak.Load(), Loads: l.loads.Load(), Evictions: l.evictions.Load(),
+		Prefetches: l.prefetches.Load()}
 	for i := range l.slots {
 		if l.slots[i].loaded {
 			st.Resident++
@@ -209,6 +256,8 @@ func (r *Reader) acquire(si int) (*lazySlot, error) {
 			s.bytes += r.man.Shards[si].Bytes // the buffers are views of the file's bytes
 		}
 		l.used += s.bytes
+		l.decoded += s.bytes
+		l.filed += r.man.Shards[si].Bytes
 		l.loads.Add(1)
 		s.pins++
 		l.tick++

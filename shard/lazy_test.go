@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/shard"
@@ -261,4 +262,39 @@ func FuzzGraphSizes(f *testing.F) {
 			t.Fatalf("read %d nodes, manifest %d", nodes, r.Manifest().Stats.Nodes)
 		}
 	})
+}
+
+// Prefetch reads a shard ahead into room, and reads nothing when the cache
+// has none: a later Pin finds the shard held.
+func TestPrefetch(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Prefetch(2)
+	for deadline := time.Now().Add(10 * time.Second); r.Stats().Resident != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the prefetched shard never arrived: %+v", r.Stats())
+		}
+	}
+	first := r.Manifest().Shards[2].FirstGraph
+	_, release, err := r.Pin(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if st := r.Stats(); st.Loads != 1 || st.Prefetches != 1 {
+		t.Fatalf("the pin read the prefetched shard again: %+v", st)
+	}
+	tight, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tight.Close()
+	tight.Prefetch(0)
+	if st := tight.Stats(); st.Prefetches != 0 {
+		t.Fatalf("prefetched into a full cache: %+v", st)
+	}
 }

@@ -95,6 +95,11 @@ func load(dir string) (*page, error) {
 			return nil, err
 		}
 	}
+	if p := opt("large.txt"); p != "" {
+		if pg.large, err = readResultLines(p); err != nil {
+			return nil, err
+		}
+	}
 	if p := opt("shuffle.txt"); p != "" {
 		if pg.shuffle, err = readResultLines(p); err != nil {
 			return nil, err

@@ -21,6 +21,7 @@ type page struct {
 	molecules                         []map[string]string
 	tensors                           []map[string]string
 	shuffle                           []map[string]string
+	large                             []map[string]string
 	missing                           []string
 	docs                              string
 	wrote                             []string
@@ -82,6 +83,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeMolecules(w)
 	pg.writeTensors(w)
 	pg.writeShuffle(w)
+	pg.writeLarge(w)
 	return nil
 }
 
@@ -299,7 +301,8 @@ func (pg *page) goals() []goal {
 		}
 	}
 	gs = append(gs, pg.molGoals()...)
-	return append(gs, pg.tensorGoals()...)
+	gs = append(gs, pg.tensorGoals()...)
+	return append(gs, pg.largeGoals()...)
 }
 
 // shmVsSocket compares the Python rows of policy pol over shared memory

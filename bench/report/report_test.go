@@ -115,7 +115,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
-		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, shuffle.txt, tensors.txt.",
+		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, large.txt, shuffle.txt, tensors.txt.",
 		// Scale-out: compression ratios against none, a skipped link named, scaling with its digests.
 		"| loopback | lz4 | 14 | 0.07× | 0.400 | 0.50× |",
 		"| 1 Gbit/s (tbf) | — | not measured: needs root netns tc |",
@@ -240,6 +240,36 @@ func TestTensorsSection(t *testing.T) {
 		"PyG at its fastest (workers=0) | socket: 8.0× the wall time, 1/12 of the CPU (0.100 vs 0.800 s; 0.100 vs 1.200 s CPU); shm: 4.0× the wall time, 1/24 of the CPU",
 		"PyG given the same codes: ≥ 10× PyG's wall time and ≤ 1/20 of its trainer-process CPU, PyG at its fastest (workers=2)",
 		"(0.040 vs 0.500 s; 0.040 vs 0.900 s CPU) | **met**",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// The large section: conversion rows, the limited and cached serving rows,
+// and both goals (throughput ratio, time to first batch 1x vs 10x).
+func TestLargeSection(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "large\tbash bench/large.sh\n",
+		"large.txt": "noise\n" +
+			"RESULT kind=convert graphs=4000 input_bytes=379233063 shard_bytes=71568119 convert_s=2.0 rss_kib=249000\n" +
+			"RESULT kind=convert graphs=40000 input_bytes=3792330630 shard_bytes=715681190 convert_s=20.0 rss_kib=260000\n" +
+			"RESULT kind=serve name=limited graphs=40000 epoch_s=12 graphs_per_s=3000 first_batch_s=1.1 rss_kib=1400000 cgroup_peak_bytes=2000000000 shuffle=window:1\n" +
+			"RESULT kind=serve name=cached graphs=40000 epoch_s=10 graphs_per_s=4000 first_batch_s=9 rss_kib=5000000 cgroup_peak_bytes=0 shuffle=window:1\n" +
+			"RESULT kind=start size=4000 name=a graphs=32 epoch_s=0.1 graphs_per_s=1 first_batch_s=1.0 rss_kib=1 cgroup_peak_bytes=0 shuffle=window:1\n" +
+			"RESULT kind=start size=4000 name=b graphs=32 epoch_s=0.1 graphs_per_s=1 first_batch_s=1.2 rss_kib=1 cgroup_peak_bytes=0 shuffle=window:1\n" +
+			"RESULT kind=start size=4000 name=c graphs=32 epoch_s=0.1 graphs_per_s=1 first_batch_s=0.9 rss_kib=1 cgroup_peak_bytes=0 shuffle=window:1\n" +
+			"RESULT kind=start size=40000 name=d graphs=32 epoch_s=0.1 graphs_per_s=1 first_batch_s=1.1 rss_kib=1 cgroup_peak_bytes=0 shuffle=window:1\n" +
+			"RESULT kind=start size=40000 name=e graphs=32 epoch_s=0.1 graphs_per_s=1 first_batch_s=1.3 rss_kib=1 cgroup_peak_bytes=0 shuffle=window:1\n" +
+			"RESULT kind=start size=40000 name=f graphs=32 epoch_s=0.1 graphs_per_s=1 first_batch_s=5.0 rss_kib=1 cgroup_peak_bytes=0 shuffle=window:1\n",
+	})
+	page, _ := renderPage(t, dir)
+	for _, want := range []string{
+		"| 40,000 graphs | 3.5 GiB | 683 MiB | 20.000 | 254 MiB |",
+		"75% (3,000 vs 4,000 graphs/s); peak RSS 1367 MiB, cgroup peak 1907 MiB | **met**",
+		"1.000 vs 1.300 s (medians of 3): 1.30× | **not met**",
+		"| `--cache-limit 1GiB`, 2 GiB cgroup | `window:1` | 3,000 |",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
