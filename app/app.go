@@ -188,6 +188,8 @@ type Built struct {
 	Reader *shard.Reader
 	// Shuffle is the order's draw every view uses.
 	Shuffle epoch.Shuffle
+	// noIndex: no NodeSam indexes (asked, or they do not fit the cache).
+	noIndex bool
 	Views   *loader.Views
 	// Loader is the first view's loader (fold 0): its configuration is
 	// every view's but for the schedule and the served set.
@@ -273,7 +275,7 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 		b.Notes = append(b.Notes, fmt.Sprintf("%s has no graph-size index (written before it): every shard is read once at start to "+
 			"size the graphs; convert it again with this shardconv for a start that reads only the shards it serves first", o.Shards))
 	}
-	if b.Shuffle, err = o.shuffle(r, &b.Notes); err != nil {
+	if b.Shuffle, b.noIndex, err = o.cachePlan(r, &b.Notes); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -415,7 +417,7 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 			l, err := loader.New(src, loader.Config{
 				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 				Remainder: o.Remainder, NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
-				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex, Memory: mem, PPRCache: o.PPRCache,
+				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex || b.noIndex, Memory: mem, PPRCache: o.PPRCache,
 				Shuffle: b.Shuffle,
 			})
 			if err != nil {
@@ -441,43 +443,51 @@ func pick(sp *epoch.Split, set string) []int64 {
 // (aug.Index: CSR both ways and triangle lists), for the cache estimate.
 const indexBytesPerEdge = 24
 
-// shuffle returns the shuffle given, or the default: global while the
-// whole set's estimated decoded size (with indexes) fits the cache
-// limit, else windows of as many shards as fill about a quarter of it.
-// The estimate reads one shard: its decoded bytes over its file's.
-func (o LoaderOptions) shuffle(r *shard.Reader, notes *[]string) (epoch.Shuffle, error) {
-	sh, err := epoch.ParseShuffle(o.Shuffle)
-	if err != nil || o.Shuffle != "" || o.CacheLimit == 0 {
-		return sh, err
+// cachePlan returns the shuffle given, or the default, and whether NodeSam
+// indexes are kept. Without a cache limit: global, indexes as asked.
+// Under one, the set's decoded size is estimated (one shard is read: its
+// decoded bytes over its file's): the default shuffle is global while the
+// shards fit the limit, else windows of as many shards as fill about a
+// quarter of it; indexes are kept only while the shards and their
+// indexes all fit, since a shard read again would rebuild its graphs'
+// indexes, which costs more than the draws they save.
+func (o LoaderOptions) cachePlan(r *shard.Reader, notes *[]string) (sh epoch.Shuffle, noIndex bool, err error) {
+	sh, err = epoch.ParseShuffle(o.Shuffle)
+	if err != nil || o.CacheLimit == 0 {
+		return sh, o.NoIndex, err
 	}
 	man := r.Manifest()
 	if len(man.Shards) == 0 {
-		return sh, nil
+		return sh, o.NoIndex, nil
 	}
 	_, release, err := r.Pin(man.Shards[0].FirstGraph)
 	if err != nil {
-		return sh, err
+		return sh, o.NoIndex, err
 	}
 	release()
 	ratio := float64(r.Stats().Used) / float64(max(man.Shards[0].Bytes, 1))
-	index := int64(0)
-	if !o.NoIndex {
-		index = indexBytesPerEdge
-	}
-	var total, largest int64
+	var decoded, indexes, largest int64
 	for _, s := range man.Shards {
-		est := int64(ratio*float64(s.Bytes)) + index*s.Edges
-		total += est
+		est := int64(ratio * float64(s.Bytes))
+		decoded += est
+		indexes += indexBytesPerEdge * s.Edges
 		largest = max(largest, est)
 	}
-	if total <= o.CacheLimit {
-		return sh, nil
+	noIndex = o.NoIndex
+	if !noIndex && decoded+indexes > o.CacheLimit {
+		noIndex = true
+		*notes = append(*notes, fmt.Sprintf("NodeSam indexes are not kept: the shards with them (about %s) do not fit --cache-limit %s, "+
+			"and a shard read again would rebuild them at more cost than the draws they save (the bytes are the same)",
+			mib(decoded+indexes), mib(o.CacheLimit)))
+	}
+	if o.Shuffle != "" || decoded <= o.CacheLimit {
+		return sh, noIndex, nil
 	}
 	sh.Window = int(max(1, o.CacheLimit/4/max(largest, 1)))
-	*notes = append(*notes, fmt.Sprintf("--shuffle %s: the set (about %s decoded, with indexes) does not fit --cache-limit %s, so the "+
+	*notes = append(*notes, fmt.Sprintf("--shuffle %s: the shards (about %s decoded) do not fit --cache-limit %s, so the "+
 		"epoch is drawn in windows of %d shards (give --shuffle global to keep one permutation of the whole set: slower, same memory)",
-		sh, mib(total), mib(o.CacheLimit), sh.Window))
-	return sh, nil
+		sh, mib(decoded), mib(o.CacheLimit), sh.Window))
+	return sh, noIndex, nil
 }
 
 // mib spells n bytes in MiB.

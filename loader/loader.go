@@ -458,8 +458,28 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	g, gctx := errgroup.WithContext(ctx)
 	r := l.src.ds.r
 	// Under a cache limit, the shards of the batch 2·window ahead are read
-	// while this one is built (shard.Reader.Prefetch: only into room).
+	// while this one is built (shard.Reader.Prefetch: only into room), and
+	// a shard no later batch of the stream needs is cooled once the last
+	// batch needing it is sent, so a prefetch may take its room.
 	ahead, lastShard := 2*window, -1
+	var coolAt [][]int
+	if r.Lazy() {
+		last := make([]int, r.NumShards())
+		for i := range last {
+			last[i] = -1
+		}
+		for b, items := range p.Batches {
+			for _, it := range items {
+				last[r.ShardOf(it.Graph)] = b
+			}
+		}
+		coolAt = make([][]int, nb)
+		for si, b := range last {
+			if b >= 0 {
+				coolAt[b] = append(coolAt[b], si)
+			}
+		}
+	}
 	g.Go(func() error { // dispatcher
 		defer close(jobs)
 		for b := 0; b < nb; b++ {
@@ -551,6 +571,11 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 				return err
 			}
 			l.collators.Put(r.col) // the sink is done with its buffers
+			if coolAt != nil {
+				for _, si := range coolAt[b] {
+					l.src.ds.r.Cool(si)
+				}
+			}
 			mem.release(held[b])
 			held[b] = 0
 			st.Batches++

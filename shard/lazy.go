@@ -66,9 +66,15 @@ func (r *Reader) Prefetch(si int) {
 	if l.filed > 0 {
 		est = int64(float64(file) * float64(l.decoded) / float64(l.filed))
 	}
-	if s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used+est > l.limit {
+	if s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used-l.coldBytes()+est > l.limit {
 		l.mu.Unlock()
 		return
+	}
+	// Room is made from cold shards only: a warm one may be needed next.
+	for l.used+est > l.limit {
+		if !l.evictOne(r, true) {
+			break
+		}
 	}
 	l.prefetching++
 	l.mu.Unlock()
@@ -93,6 +99,9 @@ type lazySlot struct {
 	charged int64 // what users attached (Charge)
 	pins    int
 	last    uint64
+	// cold: a user said no batch ahead needs it (Cool); dropped first,
+	// and dropped to make room for a Prefetch.
+	cold bool
 }
 
 // CacheStats describe a lazy Reader's cache.
@@ -220,6 +229,7 @@ func (r *Reader) acquire(si int) (*lazySlot, error) {
 		s := &l.slots[si]
 		if s.loaded {
 			s.pins++
+			s.cold = false
 			l.tick++
 			s.last = l.tick
 			l.mu.Unlock()
@@ -277,31 +287,68 @@ func (r *Reader) unpin(si int) {
 	l.mu.Unlock()
 }
 
-// evictLocked drops the least recently needed unpinned shards while the
-// cache is over its limit.
+// evictLocked drops unpinned shards, cold ones first then the least
+// recently needed, while the cache is over its limit (everything resident
+// pinned: over the limit until a release).
 func (l *lazy) evictLocked(r *Reader) {
-	for l.used > l.limit {
-		victim := -1
-		for i := range l.slots {
-			s := &l.slots[i]
-			if s.loaded && s.pins == 0 && (victim < 0 || s.last < l.slots[victim].last) {
-				victim = i
-			}
+	for l.used > l.limit && l.evictOne(r, false) {
+	}
+}
+
+// evictOne drops one unpinned shard (only a cold one when coldOnly):
+// cold before warm, then the least recently needed. It reports whether
+// there was one.
+func (l *lazy) evictOne(r *Reader, coldOnly bool) bool {
+	victim := -1
+	for i := range l.slots {
+		s := &l.slots[i]
+		if !s.loaded || s.pins > 0 || (coldOnly && !s.cold) {
+			continue
 		}
-		if victim < 0 {
-			return // everything resident is pinned: over the limit until a release
-		}
-		s := &l.slots[victim]
-		for _, rec := range s.recs {
-			rec.Release()
-		}
-		l.used -= s.bytes + s.charged
-		*s = lazySlot{first: s.first[:0]}
-		l.evictions.Add(1)
-		if l.onEvict != nil {
-			l.onEvict(victim)
+		if v := &l.slots[max(victim, 0)]; victim < 0 || (s.cold && !v.cold) || (s.cold == v.cold && s.last < v.last) {
+			victim = i
 		}
 	}
+	if victim < 0 {
+		return false
+	}
+	s := &l.slots[victim]
+	for _, rec := range s.recs {
+		rec.Release()
+	}
+	l.used -= s.bytes + s.charged
+	*s = lazySlot{first: s.first[:0]}
+	l.evictions.Add(1)
+	if l.onEvict != nil {
+		l.onEvict(victim)
+	}
+	return true
+}
+
+// coldBytes is what the unpinned cold shards hold.
+func (l *lazy) coldBytes() int64 {
+	var n int64
+	for i := range l.slots {
+		if s := &l.slots[i]; s.loaded && s.cold && s.pins == 0 {
+			n += s.bytes + s.charged
+		}
+	}
+	return n
+}
+
+// Cool says no batch ahead needs shard si (the loader, once the last
+// batch of a stream needing it is sent): it is dropped before any other,
+// and to make room for a Prefetch. A later Pin makes it warm again.
+func (r *Reader) Cool(si int) {
+	l := r.lazy
+	if l == nil || si < 0 || si >= len(l.slots) {
+		return
+	}
+	l.mu.Lock()
+	if s := &l.slots[si]; s.loaded {
+		s.cold = true
+	}
+	l.mu.Unlock()
 }
 
 func (l *lazy) close() {

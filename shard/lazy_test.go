@@ -298,3 +298,55 @@ func TestPrefetch(t *testing.T) {
 		t.Fatalf("prefetched into a full cache: %+v", st)
 	}
 }
+
+// A cooled shard is dropped first, and to make room for a prefetch; a pin
+// warms it again.
+func TestCool(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
+	probe, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rel, _ := probe.Pin(0)
+	rel()
+	one := probe.Stats().Used
+	probe.Close()
+	// Room for about two shards: 0 and 1 held, then 0 cooled.
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(2*one+one/2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, si := range []int{0, 1} {
+		_, rel, err := r.Pin(r.Manifest().Shards[si].FirstGraph)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+	}
+	r.Prefetch(2)
+	time.Sleep(50 * time.Millisecond)
+	if st := r.Stats(); st.Prefetches != 0 {
+		t.Fatalf("prefetched over warm shards: %+v", st)
+	}
+	r.Cool(0)
+	r.Prefetch(2)
+	for deadline := time.Now().Add(10 * time.Second); r.Stats().Loads != 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the prefetch never came: %+v", r.Stats())
+		}
+	}
+	st := r.Stats()
+	if st.Evictions != 1 || st.Resident != 2 {
+		t.Fatalf("want shard 0 dropped for shard 2: %+v", st)
+	}
+	// Shard 1 is still held: a pin reads nothing.
+	_, rel, err = r.Pin(r.Manifest().Shards[1].FirstGraph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel()
+	if r.Stats().Loads != 3 {
+		t.Fatalf("shard 1 was dropped instead of the cold shard 0: %+v", r.Stats())
+	}
+}

@@ -86,7 +86,7 @@ var loaderFlags = []cli.Flag{
 	&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-NN.json ({fold} views), as augloader split writes them: fold N is the file numbered N"},
 	&cli.StringFlag{Name: "ppr-cache", Value: cliutil.FormatSize(app.DefaultPPRCache), Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},
 	&cli.StringFlag{Name: "cache-limit", Value: "0", Usage: "bytes of decoded shards and NodeSam indexes held (e.g. 1GiB): shards are read when first needed and the least recently needed dropped, which changes speed, never bytes; 0 reads every shard at start. The process holds about this plus --memory-budget, --ppr-cache and 128MiB (docs/deploy.md)"},
-	&cli.StringFlag{Name: "shuffle", Usage: "the epoch's order: global (one permutation of the whole set) or window:N (the shards in a per-epoch order, graphs permuted within each N consecutive shards; SubMix draws partners in the window; docs/schedule.md). Default: global, or a window filling about a quarter of --cache-limit when the set does not fit it"},
+	&cli.StringFlag{Name: "shuffle", Usage: "the epoch's order: global (one permutation of the whole set) or window:N (the shards in a per-epoch order, graphs permuted within each N consecutive shards; SubMix draws partners in the window; docs/schedule.md). Default: global, or a window filling about a quarter of --cache-limit when the shards do not fit it (NodeSam indexes are then not kept)"},
 }
 
 // loaderOptions parses serve's and materialize's common flags and checks
