@@ -445,8 +445,8 @@ const indexBytesPerEdge = 24
 
 // cachePlan returns the shuffle given, or the default, and whether NodeSam
 // indexes are kept. Without a cache limit: global, indexes as asked.
-// Under one, the set's decoded size is estimated (one shard is read: its
-// decoded bytes over its file's): the default shuffle is global while the
+// Under one, the set's decoded size is estimated from the manifest
+// (shard.Manifest.DecodedBytes, no shard read): the default shuffle is global while the
 // shards fit the limit, else windows of as many shards as fill about a
 // quarter of it; indexes are kept only while the shards and their
 // indexes all fit, since a shard read again would rebuild its graphs'
@@ -457,18 +457,9 @@ func (o LoaderOptions) cachePlan(r *shard.Reader, notes *[]string) (sh epoch.Shu
 		return sh, o.NoIndex, err
 	}
 	man := r.Manifest()
-	if len(man.Shards) == 0 {
-		return sh, o.NoIndex, nil
-	}
-	_, release, err := r.Pin(man.Shards[0].FirstGraph)
-	if err != nil {
-		return sh, o.NoIndex, err
-	}
-	release()
-	ratio := float64(r.Stats().Used) / float64(max(man.Shards[0].Bytes, 1))
 	var decoded, indexes, largest int64
-	for _, s := range man.Shards {
-		est := int64(ratio * float64(s.Bytes))
+	for i, s := range man.Shards {
+		est := man.DecodedBytes(i)
 		decoded += est
 		indexes += indexBytesPerEdge * s.Edges
 		largest = max(largest, est)

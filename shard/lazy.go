@@ -362,3 +362,44 @@ func (l *lazy) close() {
 	}
 	l.used = 0
 }
+
+// DecodedBytes estimates shard i's decoded size from the manifest's
+// counts alone (no shard is read): the edge pairs, every feature and
+// label column at its stored width, and the per-graph offsets. Under a
+// cache limit it sizes windows before any shard is read.
+func (m *Manifest) DecodedBytes(i int) int64 {
+	s := m.Shards[i]
+	perNode, perEdge, perGraph := int64(0), int64(8), int64(48)
+	if m.FormatVersion >= FormatV3 {
+		for _, c := range []*Columns{m.NodeFeatures, m.EdgeFeatures} {
+			per := int64(c.Cols()*c.widthOr1() + 4*c.DenseDim())
+			if c == m.NodeFeatures {
+				perNode += per
+			} else {
+				perEdge += per
+			}
+		}
+		if m.Task != nil {
+			perGraph += 4 * int64(max(m.Task.Targets, 1))
+		}
+	} else {
+		switch m.Features.Kind {
+		case FeatureAttributes:
+			perNode += 4 * int64(m.Features.Dim)
+		default:
+			perNode += 4 // one code a node
+		}
+		if m.HasEdgeLabels {
+			perEdge += 4
+		}
+	}
+	return s.Nodes*perNode + s.Edges*perEdge + s.NumGraphs*perGraph
+}
+
+// widthOr1 is the stored code width (1 when unset).
+func (c *Columns) widthOr1() int {
+	if c == nil || c.Width == 0 {
+		return 1
+	}
+	return c.Width
+}

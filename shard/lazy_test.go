@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augloader/augloader/ingest/convert"
+	"github.com/augloader/augloader/ingest/synth"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/shard"
 )
@@ -348,5 +350,36 @@ func TestCool(t *testing.T) {
 	rel()
 	if r.Stats().Loads != 3 {
 		t.Fatalf("shard 1 was dropped instead of the cold shard 0: %+v", r.Stats())
+	}
+}
+
+// The manifest's estimate of a shard's decoded size is within a quarter of
+// what decoding it takes, for format 2 (one-hot TU) and format 3 (float
+// edge features, no node features).
+func TestDecodedBytesEstimate(t *testing.T) {
+	ppa := filepath.Join(t.TempDir(), "ppa")
+	spec, _ := synth.LikePPA("ogbg-ppa")
+	if _, err := synth.WritePPA(context.Background(), spec.Scaled(200), 1, ppa, false); err != nil {
+		t.Fatal(err)
+	}
+	ppaShards := filepath.Join(t.TempDir(), "ppa.shards")
+	if _, err := convert.Run(context.Background(), convert.Options{Input: ppa, Out: ppaShards}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10), ppaShards} {
+		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, release, err := r.Pin(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		got, est := r.Stats().Used, r.Manifest().DecodedBytes(0)
+		r.Close()
+		if ratio := float64(est) / float64(got); ratio < 0.75 || ratio > 1.25 {
+			t.Errorf("%s: estimate %d bytes, decoded %d (%.2f×)", dir, est, got, ratio)
+		}
 	}
 }

@@ -59,6 +59,7 @@ var allowed = map[string][]string{
 	"cmd/augloader":             {"app", "client", "epoch", "loader", "materialize", "server", "shard", "wire", "internal/"},
 	"cmd/shardconv":             {"ingest", "ingest/", "shard", "internal/"},
 	"bench":                     {"*"},
+	"bench/shuffle":             {"epoch", "shard"},
 	"internal/testkit/fixture":  {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard"},
 	"internal/testkit/testutil": {"aug"},
 	"internal/testkit":          {},
