@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -98,6 +99,13 @@ func load(dir string) (*page, error) {
 	if p := opt("large.txt"); p != "" {
 		if pg.large, err = readResultLines(p); err != nil {
 			return nil, err
+		}
+		// The limited daemon's note says how large the decoded shards are.
+		if b, err := os.ReadFile(p); err == nil {
+			if m := regexp.MustCompile(`the shards \(about (\d+)MiB decoded\)`).FindSubmatch(b); m != nil {
+				mib, _ := strconv.Atoi(string(m[1]))
+				pg.largeDecoded = fmt.Sprintf(", about %.1f GiB decoded", float64(mib)/1024)
+			}
 		}
 	}
 	if p := opt("shuffle.txt"); p != "" {

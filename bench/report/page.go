@@ -22,6 +22,7 @@ type page struct {
 	tensors                           []map[string]string
 	shuffle                           []map[string]string
 	large                             []map[string]string
+	largeDecoded                      string // ", about N GiB decoded" from the large step's log
 	missing                           []string
 	docs                              string
 	wrote                             []string
