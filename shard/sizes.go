@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/augloader/augloader/internal/iox"
 )
 
 // GraphSizesName is the graph-size index beside the shards
@@ -96,17 +98,8 @@ func (s *sizesWriter) finish(manifest [32]byte, graphs int64) error {
 	binary.LittleEndian.PutUint64(t[8:], uint64(graphs))
 	binary.LittleEndian.PutUint32(t[16:], s.crc.Sum32())
 	copy(t[24:], manifest[:])
-	_, err := s.bw.Write(t[:])
-	if err == nil {
-		err = s.bw.Flush()
-	}
-	if err == nil {
-		err = s.f.Sync()
-	}
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	write := func() error { _, err := s.bw.Write(t[:]); return err }
+	if err := iox.SyncClose(s.f, write, s.bw.Flush); err != nil {
 		return fmt.Errorf("shard: %s: %w", GraphSizesName, err)
 	}
 	return nil

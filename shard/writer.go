@@ -680,17 +680,7 @@ func (w *Writer) closeShard() error {
 	if w.ipcf == nil {
 		return nil
 	}
-	err := w.ipcf.close()
-	if err == nil {
-		err = w.bw.Flush()
-	}
-	if err == nil {
-		err = w.file.Sync()
-	}
-	if cerr := w.file.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := iox.SyncClose(w.file, w.ipcf.close, w.bw.Flush); err != nil {
 		return fmt.Errorf("shard: close %s: %w", w.cur.File, err)
 	}
 	w.cur.Bytes = w.cnt.N

@@ -299,19 +299,7 @@ func (z *npz) ints(name string, vals []int64) error {
 }
 
 func (z *npz) close() error {
-	err := z.flushCur()
-	if err == nil {
-		err = z.zw.Close()
-	}
-	if err == nil {
-		err = z.bw.Flush()
-	}
-	if err == nil {
-		err = z.f.Sync()
-	}
-	if cerr := z.f.Close(); err == nil {
-		err = cerr
-	}
+	err := iox.SyncClose(z.f, z.flushCur, z.zw.Close, z.bw.Flush)
 	z.f = nil
 	return err
 }

@@ -19,6 +19,26 @@ import (
 //	folder: temporary folder beside it (held by a lock file) → fsync → the
 //	        old folder moved aside → rename → fsync parent → old removed
 
+// SyncClose ends a file that is being written: it runs steps in order
+// (flushing what buffers it: an encoder's close, a bufio.Writer's Flush)
+// until one fails, fsyncs the file if none did, and closes it in any
+// case. It returns the first error.
+func SyncClose(f *os.File, steps ...func() error) error {
+	var err error
+	for _, step := range steps {
+		if err = step(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // SyncDir fsyncs a folder, making a rename inside it durable.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -79,10 +99,7 @@ func (f *AtomicFile) Commit() error {
 		return errors.New("iox: file already committed or aborted")
 	}
 	f.done = true
-	err := f.File.Sync()
-	if cerr := f.File.Close(); err == nil {
-		err = cerr
-	}
+	err := SyncClose(f.File)
 	if err == nil {
 		err = os.Rename(f.File.Name(), f.path)
 	}

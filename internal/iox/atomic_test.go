@@ -1,6 +1,7 @@
 package iox_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +171,38 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 	}
 	if strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Fatalf("%s holds %v, want %v", dir, got, names)
+	}
+}
+
+// SyncClose runs the steps in order, stops at the first that fails (no
+// later step, no fsync), closes the file in every case and returns the
+// first error.
+func TestSyncClose(t *testing.T) {
+	open := func() *os.File {
+		f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	var ran []int
+	step := func(i int, err error) func() error {
+		return func() error { ran = append(ran, i); return err }
+	}
+	f := open()
+	if err := iox.SyncClose(f, step(1, nil), step(2, nil)); err != nil || len(ran) != 2 {
+		t.Fatalf("clean: %v, ran %v", err, ran)
+	}
+	if _, err := f.Write([]byte("x")); err == nil {
+		t.Fatal("the file is still open")
+	}
+	ran = nil
+	f = open()
+	boom := errors.New("boom")
+	if err := iox.SyncClose(f, step(1, boom), step(2, nil)); !errors.Is(err, boom) || len(ran) != 1 {
+		t.Fatalf("failing step: %v, ran %v", err, ran)
+	}
+	if _, err := f.Write([]byte("x")); err == nil {
+		t.Fatal("the file is still open after a failed step")
 	}
 }
