@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
-
-	"github.com/augloader/augloader/internal/iox"
 )
 
 // MolSpec describes a synthetic molecule set written as an OGB
@@ -58,25 +56,7 @@ func LikeOGB(name string) (MolSpec, bool) {
 // name and renamed when complete. The same (spec, seed) writes the same
 // bytes. Each file is compressed on a goroutine of its own.
 func WriteOGB(ctx context.Context, s MolSpec, seed uint64, out string, force bool) (Stats, error) {
-	if _, err := os.Lstat(out); err == nil && !force {
-		return Stats{}, fmt.Errorf("synth: %s exists (use --force to replace it)", out)
-	}
-	if s.Graphs < 1 {
-		return Stats{}, fmt.Errorf("synth: %d graphs is not a dataset", s.Graphs)
-	}
-	td, err := iox.NewTempDir(out)
-	if err != nil {
-		return Stats{}, fmt.Errorf("synth: %w", err)
-	}
-	defer td.Abort()
-	st, err := writeMolecules(ctx, s, seed, td.Path)
-	if err != nil {
-		return st, err
-	}
-	if err := td.Commit(); err != nil {
-		return st, fmt.Errorf("synth: %w", err)
-	}
-	return st, nil
+	return writeFolder(out, force, atLeastOne(s.Graphs), func(dir string) (Stats, error) { return writeMolecules(ctx, s, seed, dir) })
 }
 
 // gzFile is one csv.gz file written by its own goroutine: buf fills on

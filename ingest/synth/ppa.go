@@ -63,25 +63,7 @@ func (s PPASpec) ppaGraph(seed uint64, gi int) (n, m int, rng *rand.Rand) {
 // temporary name renamed when complete; memory stays at a few arrays of one
 // int per graph whatever the size. The same (spec, seed) writes the same bytes.
 func WritePPA(ctx context.Context, s PPASpec, seed uint64, out string, force bool) (Stats, error) {
-	if _, err := os.Lstat(out); err == nil && !force {
-		return Stats{}, fmt.Errorf("synth: %s exists (use --force to replace it)", out)
-	}
-	if s.Graphs < 1 {
-		return Stats{}, fmt.Errorf("synth: %d graphs is not a dataset", s.Graphs)
-	}
-	td, err := iox.NewTempDir(out)
-	if err != nil {
-		return Stats{}, fmt.Errorf("synth: %w", err)
-	}
-	defer td.Abort()
-	st, err := writePPA(ctx, s, seed, td.Path)
-	if err != nil {
-		return st, err
-	}
-	if err := td.Commit(); err != nil {
-		return st, fmt.Errorf("synth: %w", err)
-	}
-	return st, nil
+	return writeFolder(out, force, atLeastOne(s.Graphs), func(dir string) (Stats, error) { return writePPA(ctx, s, seed, dir) })
 }
 
 func writePPA(ctx context.Context, s PPASpec, seed uint64, dir string) (Stats, error) {

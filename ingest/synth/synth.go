@@ -101,19 +101,30 @@ type Stats struct{ Graphs, Nodes, Edges, SelfLoops int64 }
 // Write generates the dataset into the folder out (files out/NAME_*.txt),
 // written under a temporary name and renamed when complete.
 func Write(ctx context.Context, s Spec, seed uint64, out string, force bool) (Stats, error) {
+	return writeFolder(out, force, func() error {
+		if s.Graphs < 1 || s.Nodes < int64(s.Graphs) {
+			return fmt.Errorf("synth: %d graphs with %d nodes is not a dataset", s.Graphs, s.Nodes)
+		}
+		return nil
+	}, func(dir string) (Stats, error) { return newGen(s, seed).write(ctx, dir) })
+}
+
+// writeFolder is every generator's output: it refuses an existing out
+// without force, then a spec check says is wrong, then has write fill a
+// temporary folder beside out, renamed into place only when complete.
+func writeFolder(out string, force bool, check func() error, write func(dir string) (Stats, error)) (Stats, error) {
 	if _, err := os.Lstat(out); err == nil && !force {
 		return Stats{}, fmt.Errorf("synth: %s exists (use --force to replace it)", out)
 	}
-	if s.Graphs < 1 || s.Nodes < int64(s.Graphs) {
-		return Stats{}, fmt.Errorf("synth: %d graphs with %d nodes is not a dataset", s.Graphs, s.Nodes)
+	if err := check(); err != nil {
+		return Stats{}, err
 	}
 	td, err := iox.NewTempDir(out)
 	if err != nil {
 		return Stats{}, fmt.Errorf("synth: %w", err)
 	}
 	defer td.Abort() // a no-op once committed
-	g := newGen(s, seed)
-	st, err := g.write(ctx, td.Path)
+	st, err := write(td.Path)
 	if err != nil {
 		return st, err
 	}
@@ -121,6 +132,16 @@ func Write(ctx context.Context, s Spec, seed uint64, out string, force bool) (St
 		return st, fmt.Errorf("synth: %w", err)
 	}
 	return st, nil
+}
+
+// atLeastOne checks a spec's graph count.
+func atLeastOne(graphs int) func() error {
+	return func() error {
+		if graphs < 1 {
+			return fmt.Errorf("synth: %d graphs is not a dataset", graphs)
+		}
+		return nil
+	}
 }
 
 type gen struct {

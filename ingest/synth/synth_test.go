@@ -68,6 +68,29 @@ func TestSynthCountsAndShape(t *testing.T) {
 
 func components(g shard.Graph) int { return testutil.Components(g.NumNodes, g.Edges) }
 
+// writeTwiceSame runs write into dir/a and dir/b and fails unless files
+// are byte-identical in both; it returns dir/a.
+func writeTwiceSame(t *testing.T, dir string, write func(out string) error, files ...string) string {
+	t.Helper()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, out := range []string{a, b} {
+		if err := write(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range files {
+		x, err := os.ReadFile(filepath.Join(a, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := os.ReadFile(filepath.Join(b, f))
+		if !bytes.Equal(x, y) {
+			t.Fatalf("%s differs between two writes with the same seed", f)
+		}
+	}
+	return a
+}
+
 func TestSynthDeterministic(t *testing.T) {
 	spec, _ := synth.Like("COLLAB")
 	spec = spec.Scaled(20)
@@ -105,22 +128,10 @@ func TestWriteOGB(t *testing.T) {
 	}
 	spec = spec.Scaled(2000)
 	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	for _, out := range []string{a, b} {
-		if _, err := synth.WriteOGB(context.Background(), spec, 7, out, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"raw/edge.csv.gz", "raw/edge-feat.csv.gz", "raw/node-feat.csv.gz", "raw/graph-label.csv.gz", "split/scaffold/test.csv.gz"} {
-		x, err := os.ReadFile(filepath.Join(a, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, _ := os.ReadFile(filepath.Join(b, f))
-		if !bytes.Equal(x, y) {
-			t.Fatalf("%s differs between two writes with the same seed", f)
-		}
-	}
+	a := writeTwiceSame(t, dir, func(out string) error {
+		_, err := synth.WriteOGB(context.Background(), spec, 7, out, false)
+		return err
+	}, "raw/edge.csv.gz", "raw/edge-feat.csv.gz", "raw/node-feat.csv.gz", "raw/graph-label.csv.gz", "split/scaffold/test.csv.gz")
 	out := filepath.Join(dir, "shards")
 	res, err := convert.Run(context.Background(), convert.Options{Input: a, Out: out})
 	if err != nil {
@@ -149,22 +160,10 @@ func TestWritePPA(t *testing.T) {
 	}
 	spec = spec.Scaled(300)
 	dir := t.TempDir()
-	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	for _, out := range []string{a, b} {
-		if _, err := synth.WritePPA(context.Background(), spec, 7, out, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"raw/data.npz", "raw/graph-label.npz", "split/species/train.csv.gz"} {
-		x, err := os.ReadFile(filepath.Join(a, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, _ := os.ReadFile(filepath.Join(b, f))
-		if !bytes.Equal(x, y) {
-			t.Fatalf("%s differs between two writes with the same seed", f)
-		}
-	}
+	a := writeTwiceSame(t, dir, func(out string) error {
+		_, err := synth.WritePPA(context.Background(), spec, 7, out, false)
+		return err
+	}, "raw/data.npz", "raw/graph-label.npz", "split/species/train.csv.gz")
 	out := filepath.Join(dir, "shards")
 	res, err := convert.Run(context.Background(), convert.Options{Input: a, Out: out})
 	if err != nil {
