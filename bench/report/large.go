@@ -39,16 +39,9 @@ func (pg *page) largeStart() (sizes []float64, medians []float64) {
 // largeGoals are issue #27's rows of the goals table.
 func (pg *page) largeGoals() []goal {
 	var gs []goal
-	var lim, cached map[string]string
-	for _, m := range pg.largeRows("serve") {
-		switch m["name"] {
-		case "limited":
-			lim = m
-		case "cached":
-			cached = m
-		}
-	}
-	if lim != nil && cached != nil {
+	lim, ok1 := rowWith(pg.large, "kind", "serve", "name", "limited")
+	cached, ok2 := rowWith(pg.large, "kind", "serve", "name", "cached")
+	if ok1 && ok2 {
 		r := num(lim, "graphs_per_s") / num(cached, "graphs_per_s")
 		c := pg.largestConvert()
 		gs = append(gs, goal{"#27", fmt.Sprintf("an ogbg-ppa-shaped set (%s graphs: %s of npz input, %s of shards%s) served with `--cache-limit 1GiB` inside a 2 GiB memory cgroup: NodeSam epoch throughput ≥ 70%% of the same set fully cached (same shuffle, `%s`)",

@@ -86,36 +86,22 @@ func load(dir string) (*page, error) {
 			return nil, err
 		}
 	}
-	if p := opt("scaleout.txt"); p != "" {
-		if pg.scaleout, err = readResultLines(p); err != nil {
-			return nil, err
-		}
-	}
-	if p := opt("molecules.txt"); p != "" {
-		if pg.molecules, err = readResultLines(p); err != nil {
-			return nil, err
-		}
-	}
-	if p := opt("large.txt"); p != "" {
-		if pg.large, err = readResultLines(p); err != nil {
-			return nil, err
-		}
-		// The limited daemon's note says how large the decoded shards are.
-		if b, err := os.ReadFile(p); err == nil {
-			if m := regexp.MustCompile(`the shards \(about (\d+)MiB decoded\)`).FindSubmatch(b); m != nil {
-				mib, _ := strconv.Atoi(string(m[1]))
-				pg.largeDecoded = fmt.Sprintf(", about %.1f GiB decoded", float64(mib)/1024)
+	for _, b := range []struct {
+		file string
+		into *[]map[string]string
+	}{{"scaleout.txt", &pg.scaleout}, {"molecules.txt", &pg.molecules}, {"large.txt", &pg.large}, {"shuffle.txt", &pg.shuffle}, {"tensors.txt", &pg.tensors}} {
+		if p := opt(b.file); p != "" {
+			if *b.into, err = readResultLines(p); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if p := opt("shuffle.txt"); p != "" {
-		if pg.shuffle, err = readResultLines(p); err != nil {
-			return nil, err
-		}
-	}
-	if p := opt("tensors.txt"); p != "" {
-		if pg.tensors, err = readResultLines(p); err != nil {
-			return nil, err
+	// The large step's limited daemon says in its note how large the
+	// decoded shards are.
+	if b, err := os.ReadFile(filepath.Join(dir, "large.txt")); err == nil {
+		if m := regexp.MustCompile(`the shards \(about (\d+)MiB decoded\)`).FindSubmatch(b); m != nil {
+			mib, _ := strconv.Atoi(string(m[1]))
+			pg.largeDecoded = fmt.Sprintf(", about %.1f GiB decoded", float64(mib)/1024)
 		}
 	}
 	// The commit measured, as bench/run.sh recorded it before the first step.

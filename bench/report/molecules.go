@@ -8,20 +8,6 @@ import (
 	"strings"
 )
 
-// molRow returns the molecules step's RESULT line with these pairs.
-func (pg *page) molRow(kv ...string) (map[string]string, bool) {
-	for _, m := range pg.molecules {
-		ok := true
-		for i := 0; i+1 < len(kv); i += 2 {
-			ok = ok && m[kv[i]] == kv[i+1]
-		}
-		if ok {
-			return m, true
-		}
-	}
-	return nil, false
-}
-
 // molFastest is the Python row whose name starts with prefix with the
 // lowest median.
 func (pg *page) molFastest(prefix string) (map[string]string, bool) {
@@ -38,7 +24,7 @@ func (pg *page) molFastest(prefix string) (map[string]string, bool) {
 // molGoals are issue #26's rows of the goals table.
 func (pg *page) molGoals() []goal {
 	var gs []goal
-	if c, ok := pg.molRow("kind", "convert"); ok {
+	if c, ok := rowWith(pg.molecules, "kind", "convert"); ok {
 		r := num(c, "convert_s") / num(c, "gzip_s")
 		rss := num(c, "rss_kib") / 1024
 		gs = append(gs, goal{"#26", fmt.Sprintf("`shardconv convert` of an ogbg-molpcba-sized synthetic OGB folder (%s molecules) ≤ 2× `gzip -dc` of its files to /dev/null, peak RSS < 1 GiB", fnum(num(c, "graphs"))),
@@ -66,7 +52,7 @@ func (pg *page) writeMolecules(w *bytes.Buffer) {
 	fmt.Fprintf(w, "Command: %s (step `molecules`). Data: **synthetic** OGB graph-property folders in the csv.gz layout "+
 		"(`shardconv synth --like ogbg-molpcba`: molecule-shaped trees with rings, OGB's 9 atom and 3 bond columns, 128 binary "+
 		"tasks with 60%% of the labels missing), not real molecules. %s\n\n", pg.command("molecules"), pg.machineLine())
-	if c, ok := pg.molRow("kind", "convert"); ok {
+	if c, ok := rowWith(pg.molecules, "kind", "convert"); ok {
 		fmt.Fprintf(w, "**Conversion** of %s molecules: %s MB of csv.gz, %s MB once decompressed; page cache warm, best of 3.\n\n",
 			fnum(num(c, "graphs")), fnum(num(c, "gz_bytes")/1e6), fnum(num(c, "raw_bytes")/1e6))
 		w.WriteString("| | s | ÷ `gzip -dc` | peak RSS | CPU s |\n|---|---:|---:|---:|---:|\n")

@@ -88,9 +88,9 @@ func (pg *page) write(w *bytes.Buffer) error {
 	return nil
 }
 
-// scaleRow returns the scaleout RESULT line with these key=value pairs.
-func (pg *page) scaleRow(kv ...string) (map[string]string, bool) {
-	for _, m := range pg.scaleout {
+// rowWith returns the first RESULT line of rows with these key=value pairs.
+func rowWith(rows []map[string]string, kv ...string) (map[string]string, bool) {
+	for _, m := range rows {
 		ok := true
 		for i := 0; i+1 < len(kv); i += 2 {
 			ok = ok && m[kv[i]] == kv[i+1]
@@ -118,14 +118,14 @@ func (pg *page) writeScaleOut(w *bytes.Buffer) {
 		"(the script makes and removes them; root only).\n\n")
 	w.WriteString("| link | compression | MB on the wire per epoch | ÷ uncompressed | median s/epoch | ÷ uncompressed |\n|---|---|---:|---:|---:|---:|\n")
 	for _, link := range []string{"loopback", "1gbit"} {
-		base, okBase := pg.scaleRow("kind", "compression", "link", link, "comp", "none")
+		base, okBase := rowWith(pg.scaleout, "kind", "compression", "link", link, "comp", "none")
 		label := map[string]string{"loopback": "loopback", "1gbit": "1 Gbit/s (tbf)"}[link]
-		if m, ok := pg.scaleRow("kind", "compression", "link", link); ok && m["skipped"] == "1" {
+		if m, ok := rowWith(pg.scaleout, "kind", "compression", "link", link); ok && m["skipped"] == "1" {
 			fmt.Fprintf(w, "| %s | — | not measured: %s | | | |\n", label, strings.ReplaceAll(m["why"], "-", " "))
 			continue
 		}
 		for _, comp := range []string{"none", "lz4", "zstd"} {
-			m, ok := pg.scaleRow("kind", "compression", "link", link, "comp", comp)
+			m, ok := rowWith(pg.scaleout, "kind", "compression", "link", link, "comp", comp)
 			if !ok {
 				continue
 			}
@@ -142,9 +142,9 @@ func (pg *page) writeScaleOut(w *bytes.Buffer) {
 		"smaller stream saves, lz4 costs less than gRPC moving the uncompressed bytes even on loopback, and on the throttled link the " +
 		"uncompressed epoch is held to the link's rate while both codecs are not. Compression is the daemon's choice, applies to " +
 		"Flight only (the Unix socket never compresses), and the client needs nothing to read it.\n\n")
-	one, ok1 := pg.scaleRow("kind", "scaling", "daemons", "1")
-	two, ok2 := pg.scaleRow("kind", "scaling", "daemons", "2")
-	if m, ok := pg.scaleRow("kind", "scaling"); ok && m["skipped"] == "1" {
+	one, ok1 := rowWith(pg.scaleout, "kind", "scaling", "daemons", "1")
+	two, ok2 := rowWith(pg.scaleout, "kind", "scaling", "daemons", "2")
+	if m, ok := rowWith(pg.scaleout, "kind", "scaling"); ok && m["skipped"] == "1" {
 		fmt.Fprintf(w, "**Scaling**: not measured (%s).\n\n", strings.ReplaceAll(m["why"], "-", " "))
 		return
 	}
@@ -293,8 +293,8 @@ func (pg *page) goals() []goal {
 				fmt.Sprintf("(shm − augment) ÷ (augment − decode) = %.0f%% (%s s an epoch)", 100*o, fs(shm)), o < 0.3, true, true})
 		}
 	}
-	if one, ok := pg.scaleRow("kind", "scaling", "daemons", "1"); ok {
-		if two, ok := pg.scaleRow("kind", "scaling", "daemons", "2"); ok {
+	if one, ok := rowWith(pg.scaleout, "kind", "scaling", "daemons", "1"); ok {
+		if two, ok := rowWith(pg.scaleout, "kind", "scaling", "daemons", "2"); ok {
 			same := one["sha256"] == two["sha256"]
 			gs = append(gs, goal{"#17", "a SubMix COLLAB epoch from 2 daemons pinned to a core each is byte-identical to 1 daemon's (the speed-up measured)",
 				fmt.Sprintf("%s vs %s s: %s; digests %s", fs(num(one, "median_s")), fs(num(two, "median_s")),

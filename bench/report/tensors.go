@@ -7,16 +7,6 @@ import (
 	"strings"
 )
 
-// tensorRow returns the tensors step's row of this kind and name.
-func (pg *page) tensorRow(kind, key, value string) (map[string]string, bool) {
-	for _, m := range pg.tensors {
-		if m["kind"] == kind && m[key] == value {
-			return m, true
-		}
-	}
-	return nil, false
-}
-
 // tensorGoals are issue #28's rows of the goals table: each layout's
 // epoch to torch tensors against PyG's fastest configuration in the same
 // layout, wall time and the trainer process's CPU, on both transports.
@@ -29,14 +19,14 @@ func (pg *page) tensorGoals() []goal {
 		{"pyg", "PyG's layout (dense one-hot x)", 6, 10},
 		{"codes", "the compact layout (feature codes), PyG given the same codes", 10, 20},
 	} {
-		peer, ok := pg.tensorRow("fastest", "layout", l.layout)
+		peer, ok := rowWith(pg.tensors, "kind", "fastest", "layout", l.layout)
 		if !ok {
 			continue
 		}
 		var parts []string
 		met, measured := true, true
 		for _, t := range []string{"socket", "shm"} {
-			ours, ok := pg.tensorRow("tensors", "name", "augloader/"+t+"/"+l.layout)
+			ours, ok := rowWith(pg.tensors, "kind", "tensors", "name", "augloader/"+t+"/"+l.layout)
 			if !ok {
 				measured = false
 				continue
