@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import augloader  # noqa: E402
-from python_client import PEER_CONFIGS, Daemon, load_pyg  # noqa: E402
+from python_client import PEER_CONFIGS, Daemon, DropEdge, load_pyg  # noqa: E402
 
 
 def cpu_s():
@@ -53,20 +53,6 @@ def ours(url, epoch, layout):
             g += t["num_graphs"]
         return g
     return timed(run)
-
-
-class DropEdge:
-    def __init__(self, data):
-        self.data = data
-
-    def __len__(self):
-        return len(self.data)
-
-    def __getitem__(self, i):
-        from torch_geometric.utils import dropout_edge
-        d = copy.copy(self.data[i])
-        d.edge_index, _ = dropout_edge(d.edge_index, p=0.2)
-        return d
 
 
 def pyg(loader):
