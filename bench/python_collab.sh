@@ -4,12 +4,8 @@
 # Usage: bash bench/python_collab.sh [OUT.jsonl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SRC=../shared/datasets/tu/COLLAB/COLLAB_tu.tar.xz
-[ -f "$SRC" ] || { echo "python_collab: $SRC absent, skipping"; exit 0; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-xz -dc "$SRC" | tar -x -C "$TMP"
-bin/shardconv convert -q -i "$TMP/COLLAB" -o "$TMP/collab.shards"
+. bench/collab.sh
+collab_shards python_collab
 .venv-bench/bin/python bench/python_client.py --bin bin --shards "$TMP/collab.shards" --epochs 5 --workdir "$TMP" --tu "$TMP/COLLAB" ${1:+--json "$1"}
 RB=../shared/datasets/tu/REDDIT-BINARY/REDDIT-BINARY.zip
 if [ -f "$RB" ]; then

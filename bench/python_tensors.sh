@@ -3,10 +3,6 @@
 # device in both layouts against PyG in the same layout (bench/python_tensors.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SRC=../shared/datasets/tu/COLLAB/COLLAB_tu.tar.xz
-[ -f "$SRC" ] || { echo "python_tensors: $SRC absent, skipping"; exit 0; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-xz -dc "$SRC" | tar -x -C "$TMP"
-bin/shardconv convert -q -i "$TMP/COLLAB" -o "$TMP/collab.shards"
+. bench/collab.sh
+collab_shards python_tensors
 .venv-bench/bin/python bench/python_tensors.py --bin bin --shards "$TMP/collab.shards" --epochs 5 --workdir "$TMP"
