@@ -23,6 +23,23 @@ import (
 
 func TestMain(m *testing.M) { fixture.Main(m) }
 
+// decodedShard0 is what decoding shard 0 of dir takes: a reader that
+// keeps everything, after one pin.
+func decodedShard0(t *testing.T, dir string) int64 {
+	t.Helper()
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, release, err := r.Pin(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	return r.Stats().Used
+}
+
 // Under a cache limit every graph pinned, in any order and from many
 // goroutines, equals the eagerly read one; the cache stays within its
 // limit plus what is pinned at once, and drops shards to do so.
@@ -41,18 +58,7 @@ func TestCacheLimit(t *testing.T) {
 	for _, s := range man.Shards {
 		largest = max(largest, s.Bytes)
 	}
-	// The decoded size of one shard, from a reader that keeps everything.
-	probe, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, release, err := probe.Pin(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release()
-	decoded := probe.Stats().Used
-	probe.Close()
+	decoded := decodedShard0(t, dir)
 	// Room for three shards of the set's many.
 	limit := 3 * decoded
 	lazy, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(limit))
@@ -305,14 +311,7 @@ func TestPrefetch(t *testing.T) {
 // warms it again.
 func TestCool(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
-	probe, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rel, _ := probe.Pin(0)
-	rel()
-	one := probe.Stats().Used
-	probe.Close()
+	one := decodedShard0(t, dir)
 	// Room for about two shards: 0 and 1 held, then 0 cooled.
 	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(2*one+one/2))
 	if err != nil {
@@ -343,7 +342,7 @@ func TestCool(t *testing.T) {
 		t.Fatalf("want shard 0 dropped for shard 2: %+v", st)
 	}
 	// Shard 1 is still held: a pin reads nothing.
-	_, rel, err = r.Pin(r.Manifest().Shards[1].FirstGraph)
+	_, rel, err := r.Pin(r.Manifest().Shards[1].FirstGraph)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,17 +366,11 @@ func TestDecodedBytesEstimate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10), ppaShards} {
-		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
+		man, err := shard.ReadManifest(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, release, err := r.Pin(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		release()
-		got, est := r.Stats().Used, r.Manifest().DecodedBytes(0)
-		r.Close()
+		got, est := decodedShard0(t, dir), man.DecodedBytes(0)
 		if ratio := float64(est) / float64(got); ratio < 0.75 || ratio > 1.25 {
 			t.Errorf("%s: estimate %d bytes, decoded %d (%.2f×)", dir, est, got, ratio)
 		}

@@ -13,23 +13,6 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// peakRSSKiB is a process's high-water resident set (VmHWM).
-func peakRSSKiB(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			v, _ := strconv.Atoi(f[1])
-			return v
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
-}
-
 // epochDigests reads epoch e of the daemon at sock from batch start on and
 // returns each batch's SHA-256.
 func epochDigests(t *testing.T, sock string, e uint64, start int) [][32]byte {

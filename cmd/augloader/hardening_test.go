@@ -95,19 +95,26 @@ func (d *daemon) stop(t *testing.T) time.Duration {
 	return time.Since(t0)
 }
 
-func rssKiB(t *testing.T, pid int) int {
+// rssKiB is a process's resident set now (VmRSS).
+func rssKiB(t *testing.T, pid int) int { return procStatusKiB(t, pid, "VmRSS:") }
+
+// peakRSSKiB is a process's high-water resident set (VmHWM).
+func peakRSSKiB(t *testing.T, pid int) int { return procStatusKiB(t, pid, "VmHWM:") }
+
+// procStatusKiB reads one kB field of /proc/PID/status.
+func procStatusKiB(t *testing.T, pid int, field string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field {
 			v, _ := strconv.Atoi(f[1])
 			return v
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
