@@ -632,69 +632,55 @@ func checkBatch(b *batch, man *Manifest, first, want int64, full bool) error {
 }
 
 // Verify checks every shard of dir against its manifest: size, checksum,
-// schema, structure (sorted unique edges in range, feature shapes) and counts.
-// It returns one error per shard that fails (nil when all pass).
+// schema, structure (sorted unique edges in range, feature shapes) and counts,
+// and the graph-size index, when there is one, against each shard's graphs.
+// It returns one error per shard that fails, and one for an index that
+// cannot be read (nil when all pass). Each shard is read once.
 func Verify(ctx context.Context, dir string) (*Manifest, []error) {
-	man, err := ReadManifest(dir)
+	man, digest, err := readManifest(dir)
 	if err != nil {
 		return nil, []error{err}
 	}
 	var errs []error
+	// The graph-size index, when the folder has one, is checked against
+	// each shard as it is read.
+	gs, err := readGraphSizes(dir, man, digest)
+	if err != nil && !errors.Is(err, ErrNoSizes) {
+		errs = append(errs, err)
+	}
+	sw := &sizesWriter{}
 	for i := range man.Shards {
 		if err := ctx.Err(); err != nil {
 			return man, append(errs, err)
 		}
-		_, recs, err := loadShard(dir, man, i, memory.DefaultAllocator, true)
+		batches, recs, err := loadShard(dir, man, i, memory.DefaultAllocator, true)
+		if err == nil && gs != nil {
+			err = checkSizes(gs, man.Shards[i].FirstGraph, batches, sw)
+		}
 		for _, r := range recs {
 			r.Release()
 		}
 		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) == 0 {
-		if err := verifySizes(dir, man); err != nil && !errors.Is(err, ErrNoSizes) {
 			errs = append(errs, err)
 		}
 	}
 	return man, errs
 }
 
-// verifySizes checks the graph-size index against the shards, graph by
-// graph (the shards are read again, one at a time).
-func verifySizes(dir string, man *Manifest) error {
-	_, digest, err := readManifest(dir)
-	if err != nil {
-		return err
-	}
-	gs, err := readGraphSizes(dir, man, digest)
-	if err != nil {
-		return err
-	}
-	sw := &sizesWriter{}
-	for i := range man.Shards {
-		batches, recs, err := loadShard(dir, man, i, memory.DefaultAllocator, false)
-		if err != nil {
-			return err
-		}
-		id := man.Shards[i].FirstGraph
-		for bi := range batches {
-			b := &batches[bi]
-			for row := range b.ids {
-				g := Graph{NumNodes: b.numNodes[row], Edges: b.edges[b.edgeOff[row]:b.edgeOff[row+1]]}
-				sw.measure(&g)
-				if gs.Nodes[id] != g.NumNodes || int(gs.Edges[id]) != len(g.Edges)/2 || gs.MaxDegree[id] != sw.maxDeg {
-					for _, r := range recs {
-						r.Release()
-					}
-					return corrupt(GraphSizesName, fmt.Sprintf("graph %d", id), "%d nodes, %d edges, largest degree %d; its shard has %d, %d, %d",
-						gs.Nodes[id], gs.Edges[id], gs.MaxDegree[id], g.NumNodes, len(g.Edges)/2, sw.maxDeg)
-				}
-				id++
+// checkSizes compares a shard's graphs, from graph id first on, with the
+// graph-size index.
+func checkSizes(gs *GraphSizes, first int64, batches []batch, sw *sizesWriter) error {
+	id := first
+	for bi := range batches {
+		b := &batches[bi]
+		for row := range b.ids {
+			g := Graph{NumNodes: b.numNodes[row], Edges: b.edges[b.edgeOff[row]:b.edgeOff[row+1]]}
+			sw.measure(&g)
+			if gs.Nodes[id] != g.NumNodes || int(gs.Edges[id]) != len(g.Edges)/2 || gs.MaxDegree[id] != sw.maxDeg {
+				return corrupt(GraphSizesName, fmt.Sprintf("graph %d", id), "%d nodes, %d edges, largest degree %d; its shard has %d, %d, %d",
+					gs.Nodes[id], gs.Edges[id], gs.MaxDegree[id], g.NumNodes, len(g.Edges)/2, sw.maxDeg)
 			}
-		}
-		for _, r := range recs {
-			r.Release()
+			id++
 		}
 	}
 	return nil
