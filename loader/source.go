@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/augloader/augloader/aug"
@@ -306,52 +307,63 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 type windowPartners struct {
 	src *Source
 	win *epoch.Windowed
-	// of[id] is the window of graph id in this pass (−1: not served).
-	of []int32
+	// of[id] is the window of graph id in this pass (−1: not served),
+	// built on the first draw: a schedule without SubMix never needs it.
+	once sync.Once
+	of   []int32
 }
 
 func (s *Source) windowPartners(win *epoch.Windowed) *windowPartners {
-	of := make([]int32, s.ds.r.NumGraphs())
-	for i := range of {
-		of[i] = -1
-	}
-	for w := 0; w+1 < len(win.Starts); w++ {
-		for _, id := range win.Perm[win.Starts[w]:win.Starts[w+1]] {
-			of[id] = int32(w)
+	return &windowPartners{src: s, win: win}
+}
+
+func (p *windowPartners) windows() []int32 {
+	p.once.Do(func() {
+		p.of = make([]int32, p.src.ds.r.NumGraphs())
+		for i := range p.of {
+			p.of[i] = -1
 		}
-	}
-	return &windowPartners{src: s, win: win, of: of}
+		for w := 0; w+1 < len(p.win.Starts); w++ {
+			for _, id := range p.win.Perm[p.win.Starts[w]:p.win.Starts[w+1]] {
+				p.of[id] = int32(w)
+			}
+		}
+	})
+	return p.of
 }
 
 // Partner implements aug.Partners: uniform over the target's window minus
 // the target, drawn from the target's own stream.
 func (p *windowPartners) Partner(target int64, r aug.Rand, into *aug.Graph) error {
-	if target < 0 || target >= int64(len(p.of)) || p.of[target] < 0 {
+	of := p.windows()
+	if target < 0 || target >= int64(len(of)) || of[target] < 0 {
 		return fmt.Errorf("loader: submix partner of graph %d, which this pass does not serve", target)
 	}
-	w := p.of[target]
+	w := of[target]
 	part := p.win.Perm[p.win.Starts[w]:p.win.Starts[w+1]]
-	n := len(part)
-	if n < 2 {
-		return fmt.Errorf("loader: submix needs at least two graphs in a window, graph %d's has %d (use a larger --shuffle window)", target, n)
+	if len(part) < 2 {
+		return fmt.Errorf("loader: submix needs at least two graphs in a window, graph %d's has %d (use a larger --shuffle window)", target, len(part))
 	}
-	i := r.IntN(n - 1)
-	if part[i] == target {
-		i = n - 1
-	}
-	return p.src.Load(part[i], into)
+	return p.src.Load(otherThan(part, target, r), into)
 }
 
 // Partner implements aug.Partners: uniform over the whole served set minus
 // the target (not one rank's part), drawn from the target's own stream.
 func (s *Source) Partner(target int64, r aug.Rand, into *aug.Graph) error {
-	n := len(s.served)
-	if n < 2 {
+	if n := len(s.served); n < 2 {
 		return fmt.Errorf("loader: submix needs at least two served graphs, have %d", n)
 	}
+	return s.Load(otherThan(s.served, target, r), into)
+}
+
+// otherThan draws uniformly from ids (at least two) minus target: one
+// draw over all but the last position, the target's position standing
+// for the last.
+func otherThan(ids []int64, target int64, r aug.Rand) int64 {
+	n := len(ids)
 	i := r.IntN(n - 1)
-	if s.served[i] == target {
+	if ids[i] == target {
 		i = n - 1 // the draw skipped over the target's position
 	}
-	return s.Load(s.served[i], into)
+	return ids[i]
 }
