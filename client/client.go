@@ -215,14 +215,16 @@ type hashingReader struct {
 
 	chunks chan []byte // to the whole-stream hasher; nil once stopped
 	free   chan []byte // its returned buffers
-	stop   func() []byte
+	sum    chan []byte // the hasher's digest, once chunks is closed
+	digest []byte
 }
 
 const hashChunk = 1 << 20
 
 func (h *hashingReader) startAll() {
+	// The goroutine holds its channels in locals: stopAll clears the field.
 	chunks, free, sum := make(chan []byte, 8), make(chan []byte, 8), make(chan []byte, 1)
-	h.chunks, h.free = chunks, free
+	h.chunks, h.free, h.sum = chunks, free, sum
 	go func() {
 		all := sha256.New()
 		for c := range chunks {
@@ -234,19 +236,17 @@ func (h *hashingReader) startAll() {
 		}
 		sum <- all.Sum(nil)
 	}()
-	var digest []byte
-	h.stop = func() []byte {
-		if h.chunks != nil {
-			close(h.chunks)
-			h.chunks = nil
-			digest = <-sum
-		}
-		return digest
-	}
 }
 
 // stopAll ends the whole-stream hasher and returns its digest (idempotent).
-func (h *hashingReader) stopAll() []byte { return h.stop() }
+func (h *hashingReader) stopAll() []byte {
+	if h.chunks != nil {
+		close(h.chunks)
+		h.chunks = nil
+		h.digest = <-h.sum
+	}
+	return h.digest
+}
 
 func (h *hashingReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)

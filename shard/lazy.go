@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -10,9 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
-
-// ErrCacheLimit: a cache limit too small to hold what must be pinned.
-var ErrCacheLimit = errors.New("shard: cache limit")
 
 // WithCacheLimit makes Open read only the manifest: shards are then read,
 // checked and decoded when a graph of theirs is first pinned (Pin), kept
@@ -26,7 +22,6 @@ func WithCacheLimit(limit int64) Option { return func(c *readerConfig) { c.cache
 type lazy struct {
 	limit int64
 	mem   memory.Allocator
-	first []int64 // first graph id of each shard
 
 	mu    sync.Mutex
 	slots []lazySlot
@@ -130,11 +125,7 @@ func (a *countingAlloc) Reallocate(size int, b []byte) []byte {
 }
 
 func (r *Reader) openLazy(cfg readerConfig) {
-	l := &lazy{limit: cfg.cacheLimit, mem: cfg.mem, slots: make([]lazySlot, len(r.man.Shards))}
-	for _, s := range r.man.Shards {
-		l.first = append(l.first, s.FirstGraph)
-	}
-	r.lazy = l
+	r.lazy = &lazy{limit: cfg.cacheLimit, mem: cfg.mem, slots: make([]lazySlot, len(r.man.Shards))}
 }
 
 // Lazy reports whether the reader holds shards on demand (WithCacheLimit).
