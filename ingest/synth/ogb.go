@@ -200,33 +200,46 @@ func writeMolecules(ctx context.Context, s MolSpec, seed uint64, dir string) (st
 		st.Edges += int64(len(edges))
 	}
 	// The scaffold split: 80/10/10 of a seeded permutation.
-	perm := rng.Perm(s.Graphs)
-	cut1, cut2 := s.Graphs*8/10, s.Graphs*9/10
+	if err := writeSplit(dir, "scaffold", rng.Perm(s.Graphs)); err != nil {
+		return st, err
+	}
+	return st, writeReadme(dir, fmt.Sprintf("Synthetic %s-shaped OGB graph-property folder written by augloader's shardconv synth.\n"+
+		"Not real molecules. graphs=%d atoms=%d bonds=%d tasks=%d missing=%.2f positive=%.3f\n",
+		s.Name, st.Graphs, st.Nodes, st.Edges, s.Tasks, s.Missing, s.Positive))
+}
+
+// writeSplit writes split/NAME/{train,valid,test}.csv.gz: the first 80%,
+// the next 10% and the last 10% of perm.
+func writeSplit(dir, name string, perm []int) error {
+	n := len(perm)
+	cut1, cut2 := n*8/10, n*9/10
 	for _, part := range []struct {
 		name string
 		ids  []int
 	}{{"train", perm[:cut1]}, {"valid", perm[cut1:cut2]}, {"test", perm[cut2:]}} {
-		f, err := newGzFile(filepath.Join(dir, "split", "scaffold", part.name+".csv.gz"))
+		f, err := newGzFile(filepath.Join(dir, "split", name, part.name+".csv.gz"))
 		if err != nil {
-			return st, err
+			return err
 		}
 		for _, id := range part.ids {
 			f.buf = appendRow(f.buf, int64(id))
 			f.flush(false)
 		}
 		if err := f.close(); err != nil {
-			return st, err
+			return err
 		}
 	}
-	readme := fmt.Sprintf("Synthetic %s-shaped OGB graph-property folder written by augloader's shardconv synth.\n"+
-		"Not real molecules. graphs=%d atoms=%d bonds=%d tasks=%d missing=%.2f positive=%.3f\n",
-		s.Name, st.Graphs, st.Nodes, st.Edges, s.Tasks, s.Missing, s.Positive)
+	return nil
+}
+
+// writeReadme writes README.txt, and RELEASE_v1.txt: what an OGB download
+// carries beside its files (OGB's loaders ask whether to update a folder
+// without it).
+func writeReadme(dir, readme string) error {
 	if err := os.WriteFile(filepath.Join(dir, "README.txt"), []byte(readme), 0o644); err != nil {
-		return st, err
+		return err
 	}
-	// What an OGB download carries beside its files; OGB's loaders ask
-	// whether to update a folder without it.
-	return st, os.WriteFile(filepath.Join(dir, "RELEASE_v1.txt"), []byte("synthetic\n"), 0o644)
+	return os.WriteFile(filepath.Join(dir, "RELEASE_v1.txt"), []byte("synthetic\n"), 0o644)
 }
 
 // Skewed code frequencies (code, weight): carbon, nitrogen, oxygen, ...;

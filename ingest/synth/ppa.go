@@ -173,30 +173,11 @@ func writePPA(ctx context.Context, s PPASpec, seed uint64, dir string) (Stats, e
 	if err := lz.close(); err != nil {
 		return st, err
 	}
-	perm := lrng.Perm(s.Graphs)
-	cut1, cut2 := s.Graphs*8/10, s.Graphs*9/10
-	for _, part := range []struct {
-		name string
-		ids  []int
-	}{{"train", perm[:cut1]}, {"valid", perm[cut1:cut2]}, {"test", perm[cut2:]}} {
-		g, err := newGzFile(filepath.Join(dir, "split", "species", part.name+".csv.gz"))
-		if err != nil {
-			return st, err
-		}
-		for _, id := range part.ids {
-			g.buf = appendRow(g.buf, int64(id))
-			g.flush(false)
-		}
-		if err := g.close(); err != nil {
-			return st, err
-		}
-	}
-	readme := fmt.Sprintf("Synthetic %s-shaped OGB graph-property folder (npz layout) written by augloader's shardconv synth.\n"+
-		"Not real protein graphs. graphs=%d nodes=%d edges=%d edge_dim=%d classes=%d\n", s.Name, st.Graphs, st.Nodes, st.Edges, s.EdgeDim, s.Classes)
-	if err := os.WriteFile(filepath.Join(dir, "README.txt"), []byte(readme), 0o644); err != nil {
+	if err := writeSplit(dir, "species", lrng.Perm(s.Graphs)); err != nil {
 		return st, err
 	}
-	return st, os.WriteFile(filepath.Join(dir, "RELEASE_v1.txt"), []byte("synthetic\n"), 0o644)
+	return st, writeReadme(dir, fmt.Sprintf("Synthetic %s-shaped OGB graph-property folder (npz layout) written by augloader's shardconv synth.\n"+
+		"Not real protein graphs. graphs=%d nodes=%d edges=%d edge_dim=%d classes=%d\n", s.Name, st.Graphs, st.Nodes, st.Edges, s.EdgeDim, s.Classes))
 }
 
 // npz writes a zip of .npy arrays, stored (as numpy.savez does), each
