@@ -57,6 +57,7 @@ def test_ring_views_are_zero_copy(synth_shards, daemon):
             ring["r"] = self
 
     _socket.ShmRing = Spy
+    _socket._IDLE_RINGS.clear()  # a new ring, not one an earlier test left idle
     try:
         b = next(iter(augloader.connect(shm_url(d)).epoch(1)))
     finally:
@@ -108,6 +109,77 @@ def test_released_space_is_reused(synth_shards, daemon):
     list(want)
     assert s.sha256 == want.sha256
     assert last_inline(d) == 0
+
+
+def ring_of(b) -> int:
+    """The address of the ring batch b's arrays are views of (its lease)."""
+    for r in rings_seen:
+        if r.address <= b.edge_src.__array_interface__["data"][0] < r.address + r.size:
+            return r.address
+    raise AssertionError("the batch is not a view of any ring")
+
+
+rings_seen: list = []
+
+
+@pytest.fixture
+def watch_rings(monkeypatch):
+    """Records every ring acquire_ring hands out, starting with none idle."""
+    real = _socket.acquire_ring
+    _socket._IDLE_RINGS.clear()
+    rings_seen.clear()
+
+    def watched(size):
+        r = real(size)
+        rings_seen.append(r)
+        return r
+
+    monkeypatch.setattr(_socket, "acquire_ring", watched)
+    yield rings_seen
+    _socket._IDLE_RINGS.clear()
+
+
+def test_ring_reused_after_a_complete_stream(synth_shards, daemon, watch_rings):
+    """A stream read to its trailer, its batches dropped: the next stream
+    of the process gets the same ring (no new memfd, no populating), and
+    its bytes are still the socket's."""
+    d = serve(daemon, synth_shards)
+    url = shm_url(d)
+    for e in (1, 2, 3):
+        s = augloader.connect(url).epoch(e, digest=True)
+        list(s)  # read to the trailer; the batches go at once
+        gc.collect()
+        want = augloader.connect(d.unix).epoch(e, digest=True)
+        list(want)
+        assert s.sha256 == want.sha256, f"epoch {e}"
+    assert len({r.address for r in watch_rings}) == 1, "a ring was made for each stream"
+
+
+def test_ring_of_kept_or_abandoned_streams_not_reused(synth_shards, daemon, watch_rings):
+    """A ring is not handed to another stream while a batch over it lives
+    (the trainer kept it), nor after a stream left before its trailer (its
+    daemon session may still be writing into it): the kept batches stay
+    the bytes they were."""
+    d = serve(daemon, synth_shards)
+    url = shm_url(d)
+    kept = list(augloader.connect(url).epoch(1, digest=True))
+    s = augloader.connect(url).epoch(2)
+    first = next(iter(s))
+    assert ring_of(first) != ring_of(kept[0])
+    rings = len(watch_rings)
+    del first, s  # abandoned after one batch
+    gc.collect()
+    list(augloader.connect(url).epoch(3))
+    assert len(watch_rings) == rings + 1 and len({r.address for r in watch_rings}) == len(watch_rings)
+    want = list(augloader.connect(d.unix).epoch(1, digest=True))
+    assert [b.digest for b in kept] == [b.digest for b in want]
+    assert all(a.record.equals(b.record) for a, b in zip(kept, want))
+    # Once the kept batches go, their (complete) stream's ring is reused.
+    kept_ring = ring_of(kept[0])
+    del kept
+    gc.collect()
+    b = next(iter(augloader.connect(url).epoch(4)))
+    assert ring_of(b) == kept_ring
 
 
 def request_with_fds(path, req, fds):
