@@ -82,6 +82,84 @@ def _codes(a: np.ndarray, dev: torch.device, non_blocking: bool = False) -> torc
     return _long(a, dev, non_blocking)
 
 
+class _OneHotBuffers:
+    """The dense one-hot x of the pyg layout on the CPU, built in reused
+    buffers at O(nonzeros) a batch.
+
+    A fresh array of zeros per batch (COLLAB: 4.6 MB for about 2,400
+    nonzeros) was most of what that layout cost the trainer: while the
+    loop holds one batch and the next is built, the allocator hands the
+    memory back to the kernel and faults it in again, zeroed, and the
+    trainer paid twice the CPU of the codes layout. A buffer here is
+    handed out as a view of its first rows and taken again only once torch
+    says nothing refers to its memory (the storage's use count: no tensor,
+    view or autograd saved tensor over it); then only the positions its
+    last batch set are cleared. The version counter, which every view of
+    the buffer shares, says whether anything wrote into it in place; such
+    a buffer is cleared whole. Writes that bypass torch
+    (``x.numpy()[...] = v``, or through ``x.data``) are not seen: do not
+    write into a batch's x that way and then drop it. Where torch cannot
+    say a storage's use count (before 2.x), every batch gets fresh zeros."""
+
+    _KEEP = 8  # the loop's batch, the prefetched ones, autograd's
+
+    def __init__(self):
+        import threading
+
+        self._use_count = getattr(torch._C, "_storage_Use_Count", None)
+        self._lock = threading.Lock()
+        # [flat float32 base tensor, (dim, version, rows, nodes, codes) of
+        # the last batch written into it, or None while all zeros]
+        self._bufs: list = []
+
+    @property
+    def enabled(self) -> bool:
+        return self._use_count is not None
+
+    def _idle(self, base: torch.Tensor) -> bool:
+        # 2: the base tensor's own reference and the storage object made here.
+        return self._use_count(base.untyped_storage()._cdata) == 2
+
+    def _take(self, nelem: int, dim: int):
+        """An idle buffer of at least nelem elements last written with
+        rows of dim (or never), or a new one; claimed by the view returned
+        beside it until the caller drops that view."""
+        with self._lock:
+            for e in self._bufs:
+                if len(e[0]) >= nelem and (e[1] is None or e[1][0] == dim) and self._idle(e[0]):
+                    return e, e[0][:0]
+            if len(self._bufs) >= self._KEEP:
+                self._bufs.pop(0)  # the oldest goes; whoever holds it keeps it
+            e = [torch.from_numpy(np.zeros(max(nelem + nelem // 4, 1 << 16), dtype=np.float32)), None]
+            self._bufs.append(e)
+            return e, e[0][:0]
+
+    def dense_x(self, b: Batch) -> torch.Tensor:
+        n, dim = int(b.ptr[-1]), b.feature_dim
+        node, code, w = b.x_node, b.x_code, b.x_weight
+        if not self.enabled or n == 0 or dim == 0:
+            return torch.from_numpy(b.dense_x())
+        if len(code) and (code.max() >= dim or code.min() < 0 or node.max() >= n or node.min() < 0):
+            raise ValueError("augloader: feature codes or nodes out of range")
+        e, claim = self._take(n * dim, dim)
+        flat = e[0].numpy()
+        if e[1] is not None:
+            _, version, rows, nodes, codes = e[1]
+            if e[0]._version != version:  # written in place: clear all it handed out
+                flat[:rows * dim] = 0
+            else:
+                flat[:rows * dim].reshape(rows, dim)[nodes, codes] = 0
+        # (node, code) pairs are unique (a node's codes are merged by the
+        # server): plain fancy assignment is exact.
+        flat[:n * dim].reshape(n, dim)[node, code] = w
+        e[1] = (dim, e[0]._version, n, node.copy(), code.copy())
+        del claim
+        return e[0][:n * dim].view(n, dim)
+
+
+_ONE_HOT = _OneHotBuffers()
+
+
 def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: bool = False) -> dict:
     """Tensors of one batch, on ``device``.
 
@@ -101,7 +179,9 @@ def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: boo
     feature_dim] input. x is then None. Other keys as for "pyg".
 
     On the CPU the int32 and float32 arrays are the batch's own memory (no
-    copy: the tensors keep the batch alive); only int64 widening allocates.
+    copy: the tensors keep the batch alive); int64 widening allocates, and
+    the dense one-hot x is written into a reused buffer (torch 2.x; taken
+    again only once nothing refers to it, cleared at O(nonzeros)).
     Off the CPU the narrow arrays cross the bus and are widened there.
     non_blocking: host-to-device copies through pinned memory, not waited
     for (use on a side stream, as :class:`Prefetcher` does)."""
@@ -125,7 +205,7 @@ def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: boo
             x = None
             out.update(x_node=node, x_code=code, x_weight=weight, feature_dim=b.feature_dim)
         elif dev.type == "cpu":
-            x = torch.from_numpy(b.dense_x())  # one thread, numpy's scatter: less CPU than index_put_
+            x = _ONE_HOT.dense_x(b)  # reused buffers, O(nonzeros) a batch
         else:
             x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
             x.index_put_((node.long(), code.long()), weight)  # (node, code) pairs are unique

@@ -85,3 +85,72 @@ def test_prefetcher_same_batches_in_order(batches):
     with pytest.raises(augloader.ConnectionLost, match="cut"):
         next(it)
     assert p.wait_s >= 0
+
+
+@pytest.fixture()
+def one_hot(monkeypatch):
+    """augloader.torch's one-hot buffers, emptied, and put back after."""
+    from augloader import torch as at
+
+    monkeypatch.setattr(at._ONE_HOT, "_bufs", [])
+    return at._ONE_HOT
+
+
+def test_one_hot_buffers_cleared_exactly(batches, one_hot, monkeypatch):
+    """The pyg layout's x in a reused buffer: each batch's x equals a fresh
+    dense_x(), whatever the buffer held: the last batch's positions (cleared
+    one by one) or a batch's x changed in place (cleared whole). A fake
+    says every buffer is idle, so this runs on any torch (the real
+    idleness test, torch's storage use count, is pinned below)."""
+    import torch
+    from augloader.torch import to_tensors
+
+    monkeypatch.setattr(one_hot, "_use_count", lambda cdata: 2)
+    monkeypatch.setattr(one_hot, "_idle", lambda base: True)
+    bs, _ = batches
+    ptrs = set()
+    for i, b in enumerate(bs * 2):
+        x = to_tensors(b, "cpu")["x"]
+        assert torch.equal(x, torch.from_numpy(b.dense_x())), f"batch {i}"
+        ptrs.add(x.data_ptr())
+        if i % 3 == 1:
+            x.mul_(3.0).add_(1.0)  # in place: the next batch must not see it
+        elif i % 3 == 2:
+            x[:, 0] = 7.0  # a column no code set
+        del x
+    # A new buffer only for a batch larger than every buffer so far.
+    assert len(ptrs) == len(one_hot._bufs) <= 3 < 2 * len(bs), "the buffers were not reused"
+
+
+def test_one_hot_buffers_never_reused_while_referenced(batches, one_hot):
+    """With torch's real use count: a batch's x, a view of it kept after x
+    is gone, and a tensor autograd saved for the backward pass each keep
+    their buffer from the next batches, which get other buffers; once
+    everything is dropped, a buffer is taken again."""
+    import torch
+    from augloader.torch import to_tensors
+
+    if not one_hot.enabled:
+        pytest.skip(f"torch {torch.__version__} cannot say a storage's use count (torch._C._storage_Use_Count); "
+                    "every batch gets fresh zeros there")
+    bs, _ = batches
+    kept = [to_tensors(b, "cpu")["x"] for b in bs[:2]]
+    view = to_tensors(bs[2], "cpu")["x"][:, :3]  # only a view survives
+    lin = torch.nn.Linear(bs[3].feature_dim, 4, bias=False)
+    saved = lin(to_tensors(bs[3], "cpu")["x"]).sum()  # autograd holds x for the weight's gradient
+    want = [torch.from_numpy(b.dense_x()) for b in bs[:4]]
+    for b in (bs * 4)[4:]:
+        x = to_tensors(b, "cpu")["x"]
+        assert torch.equal(x, torch.from_numpy(b.dense_x()))
+        del x
+    assert all(torch.equal(k, w) for k, w in zip(kept, want[:2]))
+    assert torch.equal(view, want[2][:, :3])
+    saved.backward()
+    assert torch.allclose(lin.weight.grad, want[3].sum(0).expand(4, -1))
+    # 4 held, and the dropped batches shared one or two (a larger batch).
+    assert 5 <= len(one_hot._bufs) <= 6, "the dropped batches did not share their buffers"
+    ptrs = {k.data_ptr() for k in kept} | {view.data_ptr()}
+    del kept, view, saved
+    x = to_tensors(bs[0], "cpu")["x"]
+    assert torch.equal(x, want[0])
+    assert x.data_ptr() in ptrs | {e[0].data_ptr() for e in one_hot._bufs}
