@@ -344,7 +344,13 @@ func (f *socketFramer) open(ctx context.Context, cancel context.CancelFunc, st S
 			if f.srv.opts.Memory != nil {
 				f.held = n
 			}
-			mem, err := unix.Mmap(f.fdr.fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			// Populated: the pages are the client's ring, which the Python
+			// client populated when it made it and reuses stream after
+			// stream, so this maps pages that exist in one call instead of
+			// a fault per page as messages land. A ring whose pages do not
+			// exist yet gets its n bytes now instead of as the stream
+			// fills them; they are counted against the budget either way.
+			mem, err := unix.Mmap(f.fdr.fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 			if err != nil {
 				err = fmt.Errorf("%w: shm ring: map: %v", wire.ErrProtocol, err)
 				f.srv.sess.refuse(f, wire.CodeBadRequest, err)

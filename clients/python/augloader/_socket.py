@@ -103,6 +103,10 @@ class ShmRing:
         self._live = 0
         self._streaming = False
         self._reusable = False
+        # A forked process (a DataLoader worker) inherits the mapping, the
+        # same memory as its parent's: a ring serves streams of the process
+        # that made it only, or two daemon sessions would write into it.
+        self._pid = os.getpid()
 
     def start(self) -> None:
         """Marks the ring in use by a new stream (sequence numbers from 0)."""
@@ -116,6 +120,8 @@ class ShmRing:
         return _Lease(self, seq)
 
     def _freed(self, seq: int) -> None:
+        if self._pid != os.getpid():
+            return  # inherited by a fork: its lock may have been held then
         with self._lock:
             self.released.append(seq)
             self._live -= 1
@@ -129,6 +135,8 @@ class ShmRing:
         serve another stream once its batches are gone. An abandoned or
         broken stream's ring is never reused (its daemon session may still
         be writing a message into it)."""
+        if self._pid != os.getpid():
+            return
         with self._lock:
             self._streaming, self._reusable = False, complete
             idle = complete and not self._live
@@ -151,10 +159,22 @@ _MAX_IDLE_RINGS = 4
 
 
 def _give_back(ring: ShmRing) -> None:
+    if ring._pid != os.getpid():
+        return
     with _IDLE_LOCK:
         idle = _IDLE_RINGS.setdefault(ring.size, [])
         if ring not in idle and sum(len(v) for v in _IDLE_RINGS.values()) < _MAX_IDLE_RINGS:
             idle.append(ring)
+
+
+def _forget_idle_rings() -> None:
+    global _IDLE_LOCK
+    _IDLE_LOCK = threading.RLock()  # another thread may have held it at the fork
+    _IDLE_RINGS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_idle_rings)
 
 
 def acquire_ring(size: int) -> ShmRing:
@@ -163,7 +183,7 @@ def acquire_ring(size: int) -> ShmRing:
     with _IDLE_LOCK:
         idle = _IDLE_RINGS.get(size)
         ring = idle.pop() if idle else None
-    if ring is None:
+    if ring is None or ring._pid != os.getpid():
         ring = ShmRing(size)
     ring.start()
     return ring
@@ -231,7 +251,7 @@ def read_conversation(f, stream, digest: bool, messages=None):
     stream.batch_digests = reader.batch_digests  # filled as batches arrive
     try:
         for rb in reader:
-            yield Batch.from_record_batch(rb)
+            yield Batch.from_record_batch(rb, reader.info)
     except OSError as e:
         raise ConnectionLost(f"arrow stream broke: {e}") from e
     except (ValueError, TypeError, KeyError, IndexError) as e:

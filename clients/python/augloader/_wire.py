@@ -293,6 +293,7 @@ class ArrowReader:
         self._h = hashlib.sha256() if digest else None
         self.batch_digests: list = []
         self.metadata: dict = {}
+        self.info: dict = {}  # schema_info of the metadata, once the schema is read
         self.nbytes = 0
 
     def _take(self, mv, batch: bool) -> None:
@@ -325,6 +326,7 @@ class ArrowReader:
                     self._take(mv, False)
                     schema = ipc.read_schema(msg)
                     self.metadata = check_schema(schema)
+                    self.info = schema_info(self.metadata)
                 elif msg.type == "record batch" and schema is not None:
                     self._take(mv, True)
                     rb = ipc.read_record_batch(msg, schema)

@@ -127,10 +127,13 @@ class Batch:
         return out
 
     @classmethod
-    def from_record_batch(cls, rb: pa.RecordBatch) -> "Batch":
-        from ._wire import schema_info  # the stream's schema was checked by the reader
-        md = {k.decode(): v.decode() for k, v in (rb.schema.metadata or {}).items()}
-        info = schema_info(md)
+    def from_record_batch(cls, rb: pa.RecordBatch, info: Optional[dict] = None) -> "Batch":
+        """The Batch over rb, a record batch of a checked stream; info: its
+        schema's ``_wire.schema_info`` (parsed once per stream by the
+        reader), else parsed from rb's schema."""
+        if info is None:
+            from ._wire import schema_info
+            info = schema_info({k.decode(): v.decode() for k, v in (rb.schema.metadata or {}).items()})
         col = rb.column
         names = rb.schema.names
 

@@ -88,6 +88,12 @@ def test_dataloader_workers_each_batch_once(bins, synth_shards):
         want = augloader.connect(d.url).epoch(3, rank=1, world=2, digest=True)
         want_batches = [(b.graph_id.tolist()) for b in want]
         assert len(want_batches) == 5 and len(want.batch_digests) == 5
+        # A ring left idle here before the workers fork: a worker must not
+        # take it (its parent's memory, which another worker would take too).
+        from augloader import _socket
+
+        assert len(list(augloader.connect(d.shm_url).epoch(2))) > 0
+        assert any(_socket._IDLE_RINGS.values()), "no idle ring: the fork case goes untested"
         # Over the socket and over shared memory (each worker its own ring).
         for workers, url in ((0, d.url), (2, d.url), (3, d.url), (2, d.shm_url)):
             ds = AugloaderDataset(url, rank=1, world=2, pyg=False, digest=True)
