@@ -55,6 +55,89 @@ def ours(url, epoch, layout):
     return timed(run)
 
 
+def clients(bin_dir, d, epochs):
+    """The Go client (augloader fetch, its own seconds) against the Python
+    client reading the same daemon's epochs, without and with digests
+    (SHA-256 of the stream and of each batch), median of epochs."""
+    import subprocess
+
+    def go(e, *flags):
+        out = subprocess.run([os.path.join(bin_dir, "augloader"), "fetch", "--socket", d.unix.removeprefix("unix://"),
+                              "--epoch", str(e), "--json", *flags], check=True, capture_output=True, text=True).stdout
+        return json.loads(out)["seconds"]
+
+    def py(e, url, digest):
+        t = time.perf_counter()
+        s = augloader.connect(url).epoch(e, digest=digest)
+        for _ in s:
+            pass
+        return time.perf_counter() - t
+
+    shm = d.unix.replace("unix://", "unix+shm://")
+    rows = {
+        "go/socket/no-digest": lambda e: go(e, "--no-digest"),
+        "python/socket/no-digest": lambda e: py(e, d.unix, False),
+        "go/shm/no-digest": lambda e: go(e, "--no-digest", "--shm-ring", str(32 << 20)),
+        "python/shm/no-digest": lambda e: py(e, shm, False),
+        "go/socket/digest": lambda e: go(e),
+        "python/socket/digest": lambda e: py(e, d.unix, True),
+    }
+    out = {}
+    for e in range(epochs + 1):  # alternating, the first not counted
+        for name, fn in rows.items():
+            w = fn(e)
+            if e:
+                out.setdefault(name, []).append(w)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def loop(url, layout, batches, epochs, threads):
+    """A CPU training loop (GIN-0, 5 layers, hidden 64, Adam) over the
+    first `batches` batches of each epoch: resident (every batch's tensors
+    made before the clock starts: the floor) and through a Prefetcher (the
+    daemon's batches turned into tensors on a thread beside the loop).
+    Returns per-epoch medians: wall s of each, the Prefetcher's wait."""
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from train_gin import GIN, soft_cross_entropy  # noqa: E402
+
+    from augloader.torch import Prefetcher, to_tensors
+
+    torch.set_num_threads(threads)
+    first = to_tensors(next(iter(augloader.connect(url).epoch(0, count=1))), "cpu", layout=layout)
+    codes = first["x"] is None
+    dim = first["feature_dim"] if codes else first["x"].shape[1]
+    torch.manual_seed(0)
+    model = GIN(dim, first["y_soft"].shape[1], 64, 5, codes=codes)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.train()
+
+    def step(t):
+        loss = soft_cross_entropy(model(t), t["y_soft"])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    resident, fed, waits = [], [], []
+    for e in range(epochs + 1):
+        ts = [to_tensors(b, "cpu", layout=layout) for b in augloader.connect(url).epoch(100 + e, count=batches)]
+        t0 = time.perf_counter()
+        for t in ts:
+            step(t)
+        r = time.perf_counter() - t0
+        del ts
+        t0 = time.perf_counter()
+        pf = Prefetcher(augloader.connect(url).epoch(100 + e, count=batches), "cpu", layout=layout)
+        for t in pf:
+            step(t)
+        f = time.perf_counter() - t0
+        if e:  # the first warms both
+            resident.append(r)
+            fed.append(f)
+            waits.append(pf.wait_s)
+    return statistics.median(resident), statistics.median(fed), statistics.median(waits)
+
+
 def pyg(loader):
     def run():
         g = 0
@@ -82,6 +165,7 @@ def main():
     ap.add_argument("--shards", required=True)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--workdir", default="/tmp")
+    ap.add_argument("--loop-batches", type=int, default=10, help="batches of each epoch the training loop takes")
     ap.add_argument("--json")
     args = ap.parse_args()
     from torch_geometric.loader import DataLoader
@@ -105,6 +189,16 @@ def main():
                 ours(url, 99, layout)  # warm: the daemon's indexes, the client's imports
                 record(f"augloader/{t}/{layout}", [ours(url, e, layout) for e in range(args.epochs)],
                        transport=t, layout=layout)
+        for name, wall in clients(args.bin, d, args.epochs).items():
+            print(f"{name:40s} read {wall:.3f} s", flush=True)
+            print(f"RESULT kind=client name={name} wall_s={wall:.4f} epochs={args.epochs}", flush=True)
+        shm = d.unix.replace("unix://", "unix+shm://")
+        for layout in ("pyg", "codes"):
+            r, f, wait = loop(shm, layout, args.loop_batches, 3, os.cpu_count() or 1)
+            print(f"loop/{layout}: resident {r:.3f} s, prefetched {f:.3f} s, wait {wait:.3f} s "
+                  f"({args.loop_batches} batches)", flush=True)
+            print(f"RESULT kind=loop layout={layout} resident_s={r:.4f} fed_s={f:.4f} wait_s={wait:.4f} "
+                  f"batches={args.loop_batches} epochs=3", flush=True)
     finally:
         d.stop()
     dense = load_pyg(args.shards)

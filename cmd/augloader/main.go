@@ -418,6 +418,7 @@ func fetchCmd() *cli.Command {
 				}
 				return nil
 			}},
+			&cli.BoolFlag{Name: "no-digest", Usage: "read without hashing: counts only, no sha256 (SHA-256 over every byte, twice, is most of what fetch costs)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
 		Action: func(c *cli.Context) error {
@@ -432,7 +433,8 @@ func fetchCmd() *cli.Command {
 			if len(addrs) == 0 {
 				return errors.New("fetch: give --socket or --addr")
 			}
-			o := client.Options{Digests: true, BatchTimeout: c.Duration("batch-timeout"), Logger: logger(), ShmRing: c.Int("shm-ring")}
+			digests := !c.Bool("no-digest")
+			o := client.Options{Digests: digests, BatchTimeout: c.Duration("batch-timeout"), Logger: logger(), ShmRing: c.Int("shm-ring")}
 			if tf := c.String("token-file"); tf != "" {
 				b, err := os.ReadFile(tf)
 				if err != nil {
@@ -475,15 +477,22 @@ func fetchCmd() *cli.Command {
 				// The same from one daemon or several: the batches, in order.
 				"batches_sha256": digestOfDigests(res.BatchDigests),
 			}
-			if len(addrs) > 1 {
+			if len(addrs) > 1 || !digests {
 				delete(out, "sha256") // computed per daemon, not over the whole stream
+			}
+			if !digests {
+				delete(out, "batch_sha256")
+				delete(out, "batches_sha256")
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(os.Stdout).Encode(out)
 			}
-			fmt.Printf("%s epoch %d rank %d/%d: %d batches, %d graphs, %d nodes, %d directed edges, %.1f MB in %.3fs (%.0f graphs/s)\npolicies %v\nsha256 %s\n",
+			fmt.Printf("%s epoch %d rank %d/%d: %d batches, %d graphs, %d nodes, %d directed edges, %.1f MB in %.3fs (%.0f graphs/s)\npolicies %v\n",
 				res.Info.Dataset, req.Epoch, req.Rank, req.World, res.Batches, res.Graphs, nodes, edges,
-				float64(res.Bytes)/1e6, secs, float64(res.Graphs)/secs, policies, hex.EncodeToString(res.Digest[:]))
+				float64(res.Bytes)/1e6, secs, float64(res.Graphs)/secs, policies)
+			if digests {
+				fmt.Printf("sha256 %s\n", hex.EncodeToString(res.Digest[:]))
+			}
 			return nil
 		},
 	}

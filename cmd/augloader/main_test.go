@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"math"
 	"os"
 	"os/exec"
@@ -180,6 +181,17 @@ func TestServeProcessMUTAG(t *testing.T) {
 				out, err := exec.Command(bin, "fetch", "--socket", sock, "--epoch", "4", "--shm-ring", shm).CombinedOutput()
 				if err != nil || !strings.Contains(string(out), digests[0]) || !strings.Contains(string(out), "188 graphs") {
 					t.Fatalf("fetch --shm-ring %s: %v\n%s", shm, err, out)
+				}
+			}
+			// --no-digest: the same counts, no digest printed.
+			out, err := exec.Command(bin, "fetch", "--socket", sock, "--epoch", "4", "--no-digest", "--json").CombinedOutput()
+			var got map[string]any
+			if err != nil || json.Unmarshal(out, &got) != nil || got["graphs"] != 188.0 {
+				t.Fatalf("fetch --no-digest: %v\n%s", err, out)
+			}
+			for _, k := range []string{"sha256", "batch_sha256", "batches_sha256"} {
+				if _, ok := got[k]; ok {
+					t.Fatalf("fetch --no-digest printed %s:\n%s", k, out)
 				}
 			}
 			stopServe(t, cmd, sock, logs)
