@@ -1,6 +1,10 @@
 package client
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
 
 // recycler is the memory.Allocator of one stream's Arrow IPC reader when
 // Options.Mem is nil: a message body the reader has released (its record
@@ -13,7 +17,8 @@ import "sync"
 // serves only this package's readers, which overwrite what they read back
 // (a message body is read in full; Arrow arrays never read past their
 // lengths into the padding that rounds a buffer up to 64 bytes).
-// Small allocations are Go's own.
+// Fresh memory, and every small allocation, is arrow-go's Go allocator's
+// (zeroed, 64-byte aligned, capacity the size asked).
 type recycler struct {
 	mu   sync.Mutex
 	free [][]byte
@@ -23,6 +28,8 @@ const (
 	recycleMin  = 64 << 10 // smaller requests: make
 	recycleKeep = 8        // buffers kept for reuse
 )
+
+var goAllocator = memory.NewGoAllocator()
 
 func (r *recycler) Allocate(size int) []byte {
 	if size >= recycleMin {
@@ -45,7 +52,7 @@ func (r *recycler) Allocate(size int) []byte {
 		}
 		r.mu.Unlock()
 	}
-	return make([]byte, size)
+	return goAllocator.Allocate(size)
 }
 
 func (r *recycler) Reallocate(size int, b []byte) []byte {

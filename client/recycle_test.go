@@ -45,8 +45,12 @@ func TestRecycler(t *testing.T) {
 	if c := r.Allocate(recycleMin / 4); unsafe.SliceData(c) == unsafe.SliceData(a) {
 		t.Fatalf("a small request took a recycled buffer")
 	}
-	if c := r.Allocate(recycleMin / 3); len(c) != recycleMin/3 {
-		t.Fatalf("len %d", len(c))
+	for _, n := range []int{1, 48, recycleMin / 3, 3 * recycleMin} {
+		// Fresh memory as arrow-go's Go allocator gives it: zeroed, 64-byte aligned.
+		c := r.Allocate(n)
+		if len(c) != n || uintptr(unsafe.Pointer(unsafe.SliceData(c)))%64 != 0 {
+			t.Fatalf("Allocate(%d): len %d at %p", n, len(c), unsafe.SliceData(c))
+		}
 	}
 	for range 2 * recycleKeep {
 		r.Free(make([]byte, recycleMin))
