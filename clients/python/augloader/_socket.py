@@ -101,8 +101,8 @@ class ShmRing:
         # ring is reusable when both are over and the stream was complete.
         self._lock = threading.RLock()  # a lease's __del__ may run in any thread, inside this class's code too
         self._live = 0
-        self._streaming = False
-        self._reusable = False
+        # None while a stream uses the ring; then whether it ended complete.
+        self._complete: Optional[bool] = None
         # A forked process (a DataLoader worker) inherits the mapping, the
         # same memory as its parent's: a ring serves streams of the process
         # that made it only, or two daemon sessions would write into it.
@@ -112,7 +112,7 @@ class ShmRing:
         """Marks the ring in use by a new stream (sequence numbers from 0)."""
         with self._lock:
             self.released.clear()
-            self._streaming, self._reusable = True, False
+            self._complete = None
 
     def lease(self, seq: int) -> "_Lease":
         with self._lock:
@@ -125,7 +125,7 @@ class ShmRing:
         with self._lock:
             self.released.append(seq)
             self._live -= 1
-            idle = not self._live and not self._streaming and self._reusable
+            idle = not self._live and self._complete is True
         if idle:
             _give_back(self)
 
@@ -138,7 +138,7 @@ class ShmRing:
         if self._pid != os.getpid():
             return
         with self._lock:
-            self._streaming, self._reusable = False, complete
+            self._complete = complete
             idle = complete and not self._live
         if idle:
             _give_back(self)
@@ -159,8 +159,6 @@ _MAX_IDLE_RINGS = 4
 
 
 def _give_back(ring: ShmRing) -> None:
-    if ring._pid != os.getpid():
-        return
     with _IDLE_LOCK:
         idle = _IDLE_RINGS.setdefault(ring.size, [])
         if ring not in idle and sum(len(v) for v in _IDLE_RINGS.values()) < _MAX_IDLE_RINGS:
@@ -168,13 +166,14 @@ def _give_back(ring: ShmRing) -> None:
 
 
 def _forget_idle_rings() -> None:
+    """In a forked child: its parent's idle rings are not its own (their
+    leases and streams, which would give them back, return early there)."""
     global _IDLE_LOCK
     _IDLE_LOCK = threading.RLock()  # another thread may have held it at the fork
     _IDLE_RINGS.clear()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_idle_rings)
+os.register_at_fork(after_in_child=_forget_idle_rings)
 
 
 def acquire_ring(size: int) -> ShmRing:
@@ -183,7 +182,7 @@ def acquire_ring(size: int) -> ShmRing:
     with _IDLE_LOCK:
         idle = _IDLE_RINGS.get(size)
         ring = idle.pop() if idle else None
-    if ring is None or ring._pid != os.getpid():
+    if ring is None:
         ring = ShmRing(size)
     ring.start()
     return ring
