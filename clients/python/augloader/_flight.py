@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
-from ._wire import ConnectionLost, ServerError
+from ._wire import ConnectionLost, ServerError, schema_info_of
 from .batch import Batch
 
 
@@ -40,7 +40,7 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
 
     def batches(stream):
         n = graphs = 0
-        trailer = None
+        trailer = info_of = None
         try:
             for chunk in reader:
                 if chunk.data is None:  # the trailer
@@ -50,7 +50,9 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
                     raise ConnectionLost("protocol error: data after the Flight trailer")
                 n += 1
                 graphs += chunk.data.num_rows
-                yield Batch.from_record_batch(chunk.data)
+                if info_of is None:  # one schema a stream: parsed once
+                    info_of = schema_info_of(chunk.data.schema)
+                yield Batch.from_record_batch(chunk.data, info_of)
         except (fl.FlightError, pa.ArrowException) as e:
             raise flight_error(e) from e
         except (ValueError, TypeError, KeyError, IndexError) as e:

@@ -59,6 +59,18 @@ class ConfigMismatch(ServerError):
         super().__init__("config_mismatch", message)
 
 
+def put_unless_stopped(q: queue.Queue, item, stop: threading.Event) -> bool:
+    """Puts item on the bounded q for a consumer thread, waiting for room
+    but giving up once stop is set (the consumer left); whether it was put."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
 class _Lane:
     def __init__(self, client, daemon: int, req: dict, timeout):
         self.daemon = daemon
@@ -68,13 +80,7 @@ class _Lane:
         self.thread.start()
 
     def _put(self, item) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return put_unless_stopped(self.q, item, self.stop)
 
     def _run(self, client, req):
         it = None

@@ -146,6 +146,11 @@ def schema_info(md: dict) -> dict:
     return info
 
 
+def schema_info_of(schema: pa.Schema) -> dict:
+    """schema_info of a schema's metadata (a checked stream's)."""
+    return schema_info({k.decode(): v.decode() for k, v in (schema.metadata or {}).items()})
+
+
 def check_schema(schema: pa.Schema) -> dict:
     """Checks a stream's schema against the protocol (columns, types,
     metadata) and returns its metadata as str -> str; ConnectionLost names

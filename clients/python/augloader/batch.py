@@ -104,15 +104,21 @@ class Batch:
         n = int(self.ptr[-1])
         if self.x_code is None:  # no node features
             return np.zeros((n, 0), dtype=np.float32)
-        if len(self.x_code) and (self.x_code.max() >= self.feature_dim or self.x_code.min() < 0
-                                 or self.x_node.max() >= n or self.x_node.min() < 0):
-            raise ValueError("augloader: feature codes or nodes out of range")
+        self.check_codes()
         out = np.zeros((n, self.feature_dim), dtype=np.float32)
         # (node, code) pairs are unique (a node's codes are merged by the
         # server), so plain fancy assignment is exact, and far faster than
         # np.add.at.
         out[self.x_node, self.x_code] = self.x_weight
         return out
+
+    def check_codes(self) -> None:
+        """Raises ValueError unless every (node, code) pair of the one-hot
+        features lies inside the [N, feature_dim] matrix they stand for."""
+        n = int(self.ptr[-1])
+        if len(self.x_code) and (self.x_code.max() >= self.feature_dim or self.x_code.min() < 0
+                                 or self.x_node.max() >= n or self.x_node.min() < 0):
+            raise ValueError("augloader: feature codes or nodes out of range")
 
     def soft_y(self) -> np.ndarray:
         """Label distributions [B, C] (one-hot for hard labels); for float
@@ -132,8 +138,8 @@ class Batch:
         schema's ``_wire.schema_info`` (parsed once per stream by the
         reader), else parsed from rb's schema."""
         if info is None:
-            from ._wire import schema_info
-            info = schema_info({k.decode(): v.decode() for k, v in (rb.schema.metadata or {}).items()})
+            from ._wire import schema_info_of
+            info = schema_info_of(rb.schema)
         col = rb.column
         names = rb.schema.names
 

@@ -34,6 +34,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from . import Batch, connect
+from ._multi import put_unless_stopped
 
 try:  # optional
     from torch_geometric.data import Batch as PyGBatch  # type: ignore
@@ -139,8 +140,7 @@ class _OneHotBuffers:
         node, code, w = b.x_node, b.x_code, b.x_weight
         if not self.enabled or n == 0 or dim == 0:
             return torch.from_numpy(b.dense_x())
-        if len(code) and (code.max() >= dim or code.min() < 0 or node.max() >= n or node.min() < 0):
-            raise ValueError("augloader: feature codes or nodes out of range")
+        b.check_codes()
         e, claim = self._take(n * dim, dim)
         flat = e[0].numpy()
         if e[1] is not None:
@@ -302,14 +302,7 @@ class Prefetcher:
         self._thread.start()
 
     def _put(self, item) -> bool:
-        import queue
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return put_unless_stopped(self._q, item, self._stop)
 
     def _run(self, it):
         try:
