@@ -78,9 +78,7 @@ func mb(bytes float64) string {
 
 // writeLarge: datasets larger than memory (step large).
 func (pg *page) writeLarge(w *bytes.Buffer) {
-	fmt.Fprintf(w, "## Larger than memory (`bench/large.sh`)\n\n")
-	if pg.large == nil {
-		fmt.Fprintf(w, "Not measured in this run (large.txt missing).\n\n")
+	if !section(w, "Larger than memory (`bench/large.sh`)", "large.txt", pg.large) {
 		return
 	}
 	fmt.Fprintf(w, "Command: %s (step `large`). Data: **synthetic** ogbg-ppa-shaped OGB folders in the npz layout "+

@@ -88,6 +88,17 @@ func (pg *page) write(w *bytes.Buffer) error {
 	return nil
 }
 
+// section writes a step's heading and, when its output file was missing
+// (no rows), says so; it reports whether there is anything to show.
+func section(w *bytes.Buffer, title, file string, rows []map[string]string) bool {
+	fmt.Fprintf(w, "## %s\n\n", title)
+	if rows == nil {
+		fmt.Fprintf(w, "Not measured in this run (%s missing).\n\n", file)
+		return false
+	}
+	return true
+}
+
 // rowWith returns the first RESULT line of rows with these key=value pairs.
 func rowWith(rows []map[string]string, kv ...string) (map[string]string, bool) {
 	for _, m := range rows {

@@ -110,7 +110,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 `,
 	})
 	page, docs := renderPage(t, dir)
-	for _, want := range []string{
+	pageHas(t, page,
 		// The paired rows, when present, decide the headline goal.
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
@@ -135,11 +135,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 		"Shared memory against the socket, policy `nodesam` (median s per epoch, same run; the socket's time ÷ shared memory's in brackets): `views` 0.100 vs 0.120 s (1.2×).",
 		// SubMix against the clean-room peer, by graphs/s.
 		"the clean-room SubMix (p = 0.4) inside PyG's DataLoader, at its fastest (2 worker processes, persistent), 200 graphs/s: 100×",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("page lacks %q", want)
-		}
-	}
+	)
 	if _, err := os.Stat(filepath.Join(docs, "python-COLLAB.png")); err != nil {
 		t.Errorf("figure: %v", err)
 	}
@@ -157,17 +153,13 @@ func TestMoleculesSection(t *testing.T) {
 			"RESULT kind=python name=pyg/dropout_edge/workers=2/persistent/bs=32 epochs=3 best_s=7 median_s=8 graphs=40000 graphs_per_s=5000\n",
 	})
 	page, _ := renderPage(t, dir)
-	for _, want := range []string{
+	pageHas(t, page,
 		"3.0× (9.000 s vs 3.000 s), 400 MiB | **not met**",
 		"augloader 1.000 vs PyG 6.500 s/epoch (medians): 6.5× | **not met**",
 		"PyG at its fastest configuration (workers=0/bs=128)",
 		"| `shardconv convert` (every file streamed through gzip, parsed, canonicalised, zstd shards, fsync) | 9.000 | 3.0× | 400 MiB | 15.000 |",
 		"| `augloader/nodesam/pyg-layout/bs=32` | 1.000 | 0.900 | 40,000 |\n| `pyg/dropout_edge/workers=0/bs=128` | 6.500 |",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("page lacks %q", want)
-		}
-	}
+	)
 }
 
 func TestLoadNeedsCommands(t *testing.T) {
@@ -187,7 +179,7 @@ func TestConvertSection(t *testing.T) {
 			"cpu_s=3.0 cores=2 one_core_s=3.6\n",
 	})
 	page, _ := renderPage(t, dir)
-	for _, want := range []string{
+	pageHas(t, page,
 		"zstd — the default, fsync, SHA-256 of the sources) | 2.000 s | 1.200 s | 0.800 s | 200 MB/s | 20× `wc -l` |",
 		"| `shardconv convert --compression lz4` | 1.700 s | 1.200 s | 0.500 s |",
 		"| `shardconv convert --compression none` | 1.500 s | 1.200 s | 0.300 s | 267 MB/s | 15× `wc -l` |",
@@ -196,7 +188,13 @@ func TestConvertSection(t *testing.T) {
 		"One run took 3.000 s of CPU (user + system) on 2 cores, and one core takes 1.8× as long as all of them",
 		"At 12× `wc -l` (1.200 s) these cores give at most 2.400 s of CPU, 80% of what it uses now",
 		"20.0× (2.000 s vs 0.100 s), 256 MiB | **not met**",
-	} {
+	)
+}
+
+// pageHas fails t for each of wants the page lacks.
+func pageHas(t *testing.T, page string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -234,17 +232,13 @@ func TestTensorsSection(t *testing.T) {
 			"RESULT kind=fastest layout=codes name=pyg/codes/workers=2 wall_s=0.5 cpu_s=0.9\n",
 	})
 	page, _ := renderPage(t, dir)
-	for _, want := range []string{
+	pageHas(t, page,
 		"| `augloader/socket/pyg` | 0.100 | 0.100 |",
 		"| `pyg/pyg/workers=0` | 0.800 | 1.200 |",
 		"PyG at its fastest (workers=0) | socket: 8.0× the wall time, 1/12 of the CPU (0.100 vs 0.800 s; 0.100 vs 1.200 s CPU); shm: 4.0× the wall time, 1/24 of the CPU",
 		"PyG given the same codes: ≥ 10× PyG's wall time and ≤ 1/20 of its trainer-process CPU, PyG at its fastest (workers=2)",
 		"(0.040 vs 0.500 s; 0.040 vs 0.900 s CPU) | **met**",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("page lacks %q", want)
-		}
-	}
+	)
 }
 
 // The large section: conversion rows, the limited and cached serving rows,
@@ -265,14 +259,10 @@ func TestLargeSection(t *testing.T) {
 			"RESULT kind=start size=40000 name=f graphs=32 epoch_s=0.1 graphs_per_s=1 first_batch_s=5.0 rss_kib=1 cgroup_peak_bytes=0 shuffle=window:1\n",
 	})
 	page, _ := renderPage(t, dir)
-	for _, want := range []string{
+	pageHas(t, page,
 		"| 40,000 graphs | 3.5 GiB | 683 MiB | 20.000 | 254 MiB |",
 		"75% (3,000 vs 4,000 graphs/s); peak RSS 1367 MiB, cgroup peak 1907 MiB | **met**",
 		"1.000 vs 1.300 s (medians of 3): 1.30× | **not met**",
 		"| `--cache-limit 1GiB`, 2 GiB cgroup | `window:1` | 3,000 |",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("page lacks %q", want)
-		}
-	}
+	)
 }

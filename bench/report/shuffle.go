@@ -7,9 +7,7 @@ import (
 
 // writeShuffle: how well each order mixes an epoch (step shuffle).
 func (pg *page) writeShuffle(w *bytes.Buffer) {
-	fmt.Fprintf(w, "## Shuffle quality (`bench/shuffle`)\n\n")
-	if pg.shuffle == nil {
-		fmt.Fprintf(w, "Not measured in this run (shuffle.txt missing).\n\n")
+	if !section(w, "Shuffle quality (`bench/shuffle`)", "shuffle.txt", pg.shuffle) {
 		return
 	}
 	first := pg.shuffle[0]

@@ -81,9 +81,7 @@ func (pg *page) tensorGoals() []goal {
 
 // writeTensors: the trainer's cost per batch (step tensors).
 func (pg *page) writeTensors(w *bytes.Buffer) {
-	fmt.Fprintf(w, "## The trainer's cost per batch (`bench/python_tensors.py`)\n\n")
-	if pg.tensors == nil {
-		fmt.Fprintf(w, "Not measured in this run (tensors.txt missing).\n\n")
+	if !section(w, "The trainer's cost per batch (`bench/python_tensors.py`)", "tensors.txt", pg.tensors) {
 		return
 	}
 	fmt.Fprintf(w, "Command: %s (step `tensors`). A NodeSam epoch of the real COLLAB (5,000 graphs, batches of 32) turned into "+
