@@ -229,7 +229,13 @@ func TestTensorsSection(t *testing.T) {
 			"RESULT kind=tensors name=augloader/shm/codes wall_s=0.04 cpu_s=0.04 graphs=5000 epochs=5\n" +
 			"RESULT kind=tensors name=pyg/pyg/workers=0 wall_s=0.8 cpu_s=1.2 graphs=5000 epochs=5\n" +
 			"RESULT kind=fastest layout=pyg name=pyg/pyg/workers=0 wall_s=0.8 cpu_s=1.2\n" +
-			"RESULT kind=fastest layout=codes name=pyg/codes/workers=2 wall_s=0.5 cpu_s=0.9\n",
+			"RESULT kind=fastest layout=codes name=pyg/codes/workers=2 wall_s=0.5 cpu_s=0.9\n" +
+			"RESULT kind=client name=go/socket/no-digest wall_s=0.084 epochs=5\n" +
+			"RESULT kind=client name=python/socket/no-digest wall_s=0.06 epochs=5\n" +
+			"RESULT kind=client name=go/socket/digest wall_s=0.2 epochs=5\n" +
+			"RESULT kind=client name=python/socket/digest wall_s=0.25 epochs=5\n" +
+			"RESULT kind=loop layout=pyg resident_s=2.0 fed_s=2.2 wait_s=0.088 batches=10 epochs=3\n" +
+			"RESULT kind=loop layout=codes resident_s=1.0 fed_s=1.0 wait_s=0.01 batches=10 epochs=3\n",
 	})
 	page, _ := renderPage(t, dir)
 	pageHas(t, page,
@@ -238,6 +244,13 @@ func TestTensorsSection(t *testing.T) {
 		"PyG at its fastest (workers=0) | socket: 8.0× the wall time, 1/12 of the CPU (0.100 vs 0.800 s; 0.100 vs 1.200 s CPU); shm: 4.0× the wall time, 1/24 of the CPU",
 		"PyG given the same codes: ≥ 10× PyG's wall time and ≤ 1/20 of its trainer-process CPU, PyG at its fastest (workers=2)",
 		"(0.040 vs 0.500 s; 0.040 vs 0.900 s CPU) | **met**",
+		// The Go client against Python's on one daemon, both ways.
+		"| `go/socket/no-digest` | 0.084 | 1.40× |",
+		"| `go/socket/digest` | 0.200 | 0.80× |",
+		"socket/no-digest: 1.40× (0.084 vs 0.060 s); socket/digest: 0.80× (0.200 vs 0.250 s) | **met**",
+		// The Prefetcher-fed loop, each layout within 5%.
+		"| pyg | 10 | 2.000 | 2.200 | 0.088 | 4.0% |",
+		"pyg: 4.0% (0.088 s of 2.200 s; resident 2.000 s); codes: 1.0% (0.010 s of 1.000 s; resident 1.000 s) | **met**",
 	)
 }
 
