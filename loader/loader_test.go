@@ -20,6 +20,7 @@ import (
 	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/ipcframe"
 	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
@@ -93,14 +94,7 @@ func TestResumeIsTail(t *testing.T) {
 	_, full := stream(t, l, wire.Request{Epoch: 2, BatchSize: 7})
 	for _, k := range []int{0, 1, 4, len(full)} {
 		_, tail := stream(t, l, wire.Request{Epoch: 2, BatchSize: 7, StartBatch: k})
-		if len(tail) != len(full)-k {
-			t.Fatalf("resume at %d: %d batches, want %d", k, len(tail), len(full)-k)
-		}
-		for i := range tail {
-			if tail[i] != full[k+i] {
-				t.Fatalf("resume at %d: batch %d differs from the full stream's", k, k+i)
-			}
-		}
+		testutil.CheckTail(t, full, tail, k)
 	}
 }
 

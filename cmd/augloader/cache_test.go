@@ -10,6 +10,7 @@ import (
 
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -75,14 +76,7 @@ func TestCacheLimitBoundsMemory(t *testing.T) {
 			again := startDaemon(t, "", append(base, "--shuffle", shuffle, "--cache-limit", "16MiB")...)
 			rest := epochDigests(t, again.sock, 3, k)
 			again.stop(t)
-			if len(rest) != len(want)-k {
-				t.Fatalf("resumed at %d: %d batches, want %d", k, len(rest), len(want)-k)
-			}
-			for i := range rest {
-				if rest[i] != want[k+i] {
-					t.Fatalf("resumed at batch %d: batch %d differs from the uninterrupted epoch's", k, k+i)
-				}
-			}
+			testutil.CheckTail(t, want, rest, k)
 		})
 	}
 }

@@ -150,3 +150,17 @@ func NoRace(t testing.TB) {
 		t.Skip("runs without -race in make test's second go test line")
 	}
 }
+
+// CheckTail fails t unless tail, a stream resumed at batch k, is exactly
+// full[k:], the uninterrupted stream's rest, batch for batch.
+func CheckTail[T comparable](t testing.TB, full, tail []T, k int) {
+	t.Helper()
+	if len(tail) != len(full)-k {
+		t.Fatalf("resumed at batch %d: %d batches, want %d", k, len(tail), len(full)-k)
+	}
+	for i := range tail {
+		if tail[i] != full[k+i] {
+			t.Fatalf("resumed at batch %d: batch %d differs from the uninterrupted stream's", k, k+i)
+		}
+	}
+}
