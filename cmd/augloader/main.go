@@ -477,12 +477,13 @@ func fetchCmd() *cli.Command {
 				// The same from one daemon or several: the batches, in order.
 				"batches_sha256": digestOfDigests(res.BatchDigests),
 			}
-			if len(addrs) > 1 || !digests {
-				delete(out, "sha256") // computed per daemon, not over the whole stream
-			}
-			if !digests {
+			switch {
+			case !digests: // nothing was hashed
+				delete(out, "sha256")
 				delete(out, "batch_sha256")
 				delete(out, "batches_sha256")
+			case len(addrs) > 1:
+				delete(out, "sha256") // computed per daemon, not over the whole stream
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(os.Stdout).Encode(out)
