@@ -5,12 +5,14 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
-	"compress/gzip"
+	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/ulikunitz/xz"
 
 	"github.com/augloader/augloader/internal/iox"
@@ -39,12 +42,28 @@ type Files struct {
 	// Magic is a bare file's first bytes (at most 512), for Detect.
 	Magic []byte
 
-	entries []string
-	open    map[string]func() (io.ReadCloser, error)
-	closers []func() error
+	entries  []string
+	open     map[string]func() (io.ReadCloser, error)
+	closers  []func() error
+	spoolDir string
+	limit    Expansion
+	zipSizes map[string]int64 // a zip entry's compressed size
 
 	mu     sync.Mutex
 	hashes map[string]SourceHash
+	// streams: every stream a format opened (a raw entry, an inflated
+	// gzip member, a nested archive's entry), by key, and whether one of
+	// its reads reached its checked end (Complete).
+	streams map[string]*stream
+}
+
+// stream is one checked stream: how to open it again, and whether a read
+// of it reached its end with every check passed (a gzip trailer's CRC-32
+// and size, a zip entry's CRC-32).
+type stream struct {
+	shown    string
+	open     func() (io.ReadCloser, error)
+	verified bool
 }
 
 // SourceHash is the SHA-256 of one input file, computed while it was read.
@@ -63,7 +82,22 @@ type FilesOptions struct {
 	// Wanted says which tar entries to spool (the formats' files); nil:
 	// every regular entry.
 	Wanted func(entry string) bool
+	// MaxExpansion bounds what a compressed archive may inflate to
+	// (zero: DefaultExpansion).
+	MaxExpansion Expansion
+	// Context, when set, stops a long read (a tar spooled) when it is
+	// done.
+	Context context.Context
 }
+
+func (o FilesOptions) expansion() Expansion {
+	if o.MaxExpansion.Ratio <= 0 {
+		return DefaultExpansion
+	}
+	return o.MaxExpansion
+}
+
+func (o FilesOptions) ctxErr() error { return ctxErr(o.Context) }
 
 // Listing bounds: a folder is listed this deep and no further, and an
 // input holds at most MaxEntries files (a home folder given by mistake is
@@ -85,7 +119,8 @@ func OpenFiles(p string, o FilesOptions) (*Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	f := &Files{Path: p, open: map[string]func() (io.ReadCloser, error){}, hashes: map[string]SourceHash{}}
+	f := &Files{Path: p, open: map[string]func() (io.ReadCloser, error){}, hashes: map[string]SourceHash{},
+		streams: map[string]*stream{}, spoolDir: o.SpoolDir, limit: o.expansion(), zipSizes: map[string]int64{}}
 	if st.IsDir() {
 		if err := f.listFolder(p); err != nil {
 			return nil, err
@@ -186,6 +221,15 @@ func (f *Files) openZip(p string) error {
 		return containerErr(p, "not a readable zip: %v", err)
 	}
 	f.closers = append(f.closers, zr.Close)
+	fh, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	err = CheckZipNames(fh, &zr.Reader)
+	fh.Close()
+	if err != nil {
+		return containerErr(p, "%v", err)
+	}
 	for _, e := range zr.File {
 		if e.FileInfo().IsDir() || skipped(e.Name) {
 			continue
@@ -198,6 +242,7 @@ func (f *Files) openZip(p string) error {
 		}
 		e := e
 		f.entries = append(f.entries, e.Name)
+		f.zipSizes[e.Name] = int64(e.CompressedSize64)
 		f.open[e.Name] = func() (io.ReadCloser, error) { return e.Open() }
 	}
 	sort.Strings(f.entries)
@@ -207,14 +252,17 @@ func (f *Files) openZip(p string) error {
 // openTar reads a tar (kind "tar", "gzip" or "xz" around one) in a single
 // streaming pass, writing the entries o.Wanted takes into a spool folder
 // under their own paths. Nothing of the archive is held in memory; the
-// spool is removed by Close.
+// spool is removed by Close. The compressed stream is read to its end
+// (its trailer's checks made), and the spool may hold at most
+// o.MaxExpansion times the archive's bytes (Expansion).
 func (f *Files) openTar(p, kind string, o FilesOptions) error {
 	fh, err := os.Open(p)
 	if err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
 	defer fh.Close()
-	var r io.Reader = bufio.NewReaderSize(fh, 1<<20)
+	raw := &countingReader{r: fh}
+	var r io.Reader = bufio.NewReaderSize(raw, 1<<20)
 	switch kind {
 	case "gzip":
 		zr, err := gzip.NewReader(r)
@@ -239,10 +287,21 @@ func (f *Files) openTar(p, kind string, o FilesOptions) error {
 		return fmt.Errorf("ingest: spool for %s: %w", p, err)
 	}
 	f.closers = append(f.closers, func() error { td.Abort(); return nil })
-	tr := tar.NewReader(r)
+	guard := &expansionGuard{r: r, raw: raw, limit: o.expansion(), shown: p}
+	end := &endReader{r: guard}
+	tr := tar.NewReader(end)
 	for {
+		if err := o.ctxErr(); err != nil {
+			return err
+		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
+			if end.atEOF {
+				// Go's tar reader takes the end of its input at a header
+				// for the end of the archive; a tar ends with two zero
+				// blocks, and one without them was cut short.
+				return containerErr(p, "%v: the tar ends without its end-of-archive blocks (cut short?)", ErrDamaged)
+			}
 			break
 		}
 		if err != nil {
@@ -268,26 +327,168 @@ func (f *Files) openTar(p, kind string, o FilesOptions) error {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 			return fmt.Errorf("ingest: spool: %w", err)
 		}
-		if err := spool(dst, tr); err != nil {
+		if err := spool(o.Context, dst, tr); err != nil {
+			var fe *FormatError
+			if errors.As(err, &fe) || errors.Is(err, context.Canceled) {
+				return err
+			}
 			return containerErr(p, "%s: %v", h.Name, err)
 		}
 		f.entries = append(f.entries, name)
 		f.open[name] = func() (io.ReadCloser, error) { return os.Open(dst) }
 	}
+	// The tar ends before its compressed stream does (its last record's
+	// padding, the gzip trailer or the xz index): read it to the end, so a
+	// file cut there is refused too.
+	if kind != "tar" {
+		if _, err := io.Copy(io.Discard, guard); err != nil {
+			var fe *FormatError
+			if errors.As(err, &fe) {
+				return err
+			}
+			return containerErr(p, "%v after the tar's last entry (%s): %v", ErrDamaged, kind, err)
+		}
+	}
+	if kind == "xz" {
+		if err := xzFooter(p); err != nil {
+			return containerErr(p, "%v: %v", ErrDamaged, err)
+		}
+	}
 	sort.Strings(f.entries)
 	return nil
 }
 
-func spool(dst string, r io.Reader) error {
+// endReader says whether the last read of its source returned io.EOF
+// with nothing: the tar reader asked for a header and got the end of its
+// input.
+type endReader struct {
+	r     io.Reader
+	atEOF bool
+}
+
+func (e *endReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.atEOF = n == 0 && err == io.EOF
+	return n, err
+}
+
+// xzFooter checks that the .xz file at p ends with a stream footer (after
+// any stream padding): its CRC-32 and its magic. The xz package returns a
+// clean end of file when a stream is cut right after a block, before its
+// index and footer.
+func xzFooter(p string) error {
+	fh, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	end := st.Size()
+	var tail [12]byte
+	for {
+		if end < 12 {
+			return errors.New("xz: no stream footer")
+		}
+		if _, err := fh.ReadAt(tail[:], end-12); err != nil {
+			return err
+		}
+		if end%4 == 0 && bytes.Equal(tail[8:], []byte{0, 0, 0, 0}) {
+			end -= 4 // stream padding
+			continue
+		}
+		break
+	}
+	if string(tail[10:]) != "YZ" || crc32.ChecksumIEEE(tail[4:10]) != binary.LittleEndian.Uint32(tail[:4]) {
+		return errors.New("xz: the file does not end with a stream footer (cut short?)")
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Expansion bounds what a compressed input may inflate to: at most Ratio
+// times the compressed bytes read so far, and never less than Floor. Real
+// datasets inflate far less (the TU COLLAB .tar.xz: 37 times); a few
+// kilobytes that claim gigabytes are refused, naming the file and the
+// flag that raises the bound.
+type Expansion struct {
+	Ratio int64
+	Floor int64
+}
+
+// DefaultExpansion is the bound unless the caller sets another.
+var DefaultExpansion = Expansion{Ratio: 256, Floor: 64 << 20}
+
+// expansionGuard reads r (inflated from raw) and fails once it has given
+// more than its limit allows for the bytes raw has given.
+type expansionGuard struct {
+	r     io.Reader
+	raw   *countingReader
+	n     int64
+	limit Expansion
+	shown string
+}
+
+func (g *expansionGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	if g.n > g.limit.Floor && g.n > g.limit.Ratio*g.raw.n {
+		return n, containerErr(g.shown, "inflates to more than %d times its %d compressed bytes (%d bytes so far): a decompression bomb, or a dataset that needs --max-expansion raised", g.limit.Ratio, g.raw.n, g.n)
+	}
+	return n, err
+}
+
+func spool(ctx context.Context, dst string, r io.Reader) error {
 	fh, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(fh, r)
-	if cerr := fh.Close(); err == nil {
-		err = cerr
+	buf := make([]byte, 1<<20)
+	var werr error
+	for {
+		if err := ctxErr(ctx); err != nil {
+			werr = err
+			break
+		}
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, err := fh.Write(buf[:n]); err != nil {
+				werr = err
+				break
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			werr = err
+			break
+		}
 	}
-	return err
+	if cerr := fh.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
+}
+
+func ctxErr(ctx context.Context) error {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // Entries lists the input's files, sorted.
@@ -326,45 +527,216 @@ func (f *Files) OpenDirect(entry, shown string) (io.ReadCloser, error) {
 	if op == nil {
 		return nil, containerErr(shown, "missing required file")
 	}
-	rc, err := op()
-	if err != nil {
-		return nil, containerErr(shown, "cannot open: %v", err)
-	}
-	return &hashingReader{rc: rc, h: sha256.New(), name: shown, f: f}, nil
+	return f.Track("file:"+shown, shown, func() (io.ReadCloser, error) {
+		rc, err := op()
+		if err != nil {
+			return nil, containerErr(shown, "cannot open: %v", err)
+		}
+		return &hashingReader{rc: rc, h: sha256.New(), name: shown, f: f}, nil
+	})
 }
+
+// OpenGzip opens entry, a gzip file, inflated: every member is read to its
+// trailer, whose CRC-32 and size are checked, and a read ends in io.EOF
+// only there (a file cut short is an error, never a shorter file). A
+// goroutine inflates one block ahead of the caller.
+func (f *Files) OpenGzip(entry, shown string) (io.ReadCloser, error) {
+	rc, err := f.Track("gzip:"+shown, shown, func() (io.ReadCloser, error) {
+		raw, err := f.OpenDirect(entry, shown)
+		if err != nil {
+			return nil, err
+		}
+		zr, err := gzip.NewReader(raw)
+		if err != nil {
+			raw.Close()
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, containerErr(shown, "%v: a gzip file cut short", ErrDamaged)
+			}
+			return nil, containerErr(shown, "not gzip: %v", err)
+		}
+		return &gzFile{zr, raw}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newPrefetcher(rc), nil
+}
+
+type gzFile struct {
+	*gzip.Reader
+	raw io.Closer
+}
+
+func (g *gzFile) Close() error {
+	err := g.Reader.Close()
+	if cerr := g.raw.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ErrDamaged: an input's own checks failed (a gzip trailer's or a zip
+// entry's CRC-32, a stream cut short): its bytes are not the bytes that
+// were written, and nothing read from it is used.
+var ErrDamaged = errors.New("damaged or truncated")
+
+// Track opens a stream (open opens it from its start, each time it is
+// called) and remembers it under key, shown in errors as shown: the
+// stream is checked when a read of it returns io.EOF, which the opener's
+// reader must return only at its checked end (a gzip trailer, a zip
+// entry's CRC-32). Every format opens its bytes through Track (Open,
+// OpenDirect and OpenGzip do), so Complete can read what a parser left
+// unread.
+func (f *Files) Track(key, shown string, open func() (io.ReadCloser, error)) (io.ReadCloser, error) {
+	f.mu.Lock()
+	st := f.streams[key]
+	if st == nil {
+		st = &stream{shown: shown, open: open}
+		f.streams[key] = st
+	}
+	f.mu.Unlock()
+	rc, err := open()
+	if err != nil {
+		return nil, err
+	}
+	return &checkedReader{rc: rc, st: st, f: f}, nil
+}
+
+// Complete makes sure every stream opened is checked to its end: one a
+// parser stopped reading early (a peek at a first row, an array read to
+// its declared shape) is read again to its end now, through its checks.
+// The converter calls it before it commits anything, so a damaged byte
+// anywhere in an input refuses the conversion, even in a part no parser
+// needed.
+func (f *Files) Complete(ctx context.Context) error {
+	f.mu.Lock()
+	var todo []*stream
+	keys := make([]string, 0, len(f.streams))
+	for k := range f.streams {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if st := f.streams[k]; !st.verified {
+			todo = append(todo, st)
+		}
+	}
+	f.mu.Unlock()
+	buf := make([]byte, 1<<16)
+	for _, st := range todo {
+		rc, err := st.open()
+		if err != nil {
+			return err
+		}
+		err = drain(ctx, rc, buf)
+		rc.Close()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return containerErr(st.shown, "%v: %v", ErrDamaged, err)
+		}
+		f.mu.Lock()
+		st.verified = true
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// drain reads r to its end, checking ctx between blocks.
+func drain(ctx context.Context, r io.Reader, buf []byte) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := r.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// checkedReader marks its stream checked when a read returns io.EOF, and
+// says of any other error that the input is damaged.
+type checkedReader struct {
+	rc io.ReadCloser
+	st *stream
+	f  *Files
+}
+
+func (r *checkedReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		r.f.mu.Lock()
+		r.st.verified = true
+		r.f.mu.Unlock()
+	case err != nil && !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrFormat):
+		err = fmt.Errorf("%w: %v", ErrDamaged, err)
+	}
+	return n, err
+}
+
+func (r *checkedReader) Close() error { return r.rc.Close() }
 
 // OpenRandom opens entry for random access, for a format whose file is
 // itself an archive or indexed from its end (a NumPy .npz is a zip, a
 // Parquet file has its footer last). An entry already on disk (in a
 // folder, or spooled from a tar) is read in place; any other (a zip's
-// entry) is copied to an unlinked temporary file first. The entry is read
-// once to its end on the way, so its SHA-256 is recorded as by Open.
+// entry) is copied to an unlinked temporary file first (in the spool
+// folder, beside the output). The entry is read once to its end on the
+// way, so its SHA-256 is recorded as by Open and its checks are made.
 func (f *Files) OpenRandom(entry, shown string) (*os.File, int64, error) {
 	rc, err := f.OpenDirect(entry, shown)
 	if err != nil {
 		return nil, 0, err
 	}
-	hr := rc.(*hashingReader)
+	hr := rc.(*checkedReader).rc.(*hashingReader)
 	if fh, ok := hr.rc.(*os.File); ok {
-		n, err := io.Copy(io.Discard, hr)
+		n, err := io.Copy(io.Discard, rc)
 		if err != nil {
 			fh.Close()
 			return nil, 0, containerErr(shown, "read: %v", err)
 		}
 		return fh, n, nil
 	}
-	defer hr.Close()
-	tmp, err := os.CreateTemp("", "augloader-entry-*")
+	defer rc.Close()
+	tmp, err := f.TempFile()
 	if err != nil {
 		return nil, 0, fmt.Errorf("ingest: %s: %w", shown, err)
 	}
-	os.Remove(tmp.Name()) // gone with the last descriptor, however the process ends
-	n, err := io.Copy(tmp, hr)
+	var src io.Reader = rc
+	if c, ok := f.zipSizes[entry]; ok {
+		src = &expansionGuard{r: rc, raw: &countingReader{n: c}, limit: f.limit, shown: shown}
+	}
+	n, err := io.Copy(tmp, src)
 	if err != nil {
 		tmp.Close()
+		var fe *FormatError
+		if errors.As(err, &fe) {
+			return nil, 0, err
+		}
 		return nil, 0, containerErr(shown, "read: %v", err)
 	}
 	return tmp, n, nil
+}
+
+// Limit is the bound on what a compressed input may inflate to.
+func (f *Files) Limit() Expansion { return f.limit }
+
+// TempFile creates an unlinked temporary file in the spool folder (beside
+// the output: a temporary folder may be memory), gone with its last
+// descriptor however the process ends.
+func (f *Files) TempFile() (*os.File, error) {
+	tmp, err := os.CreateTemp(f.spoolDir, ".augloader-entry-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(tmp.Name())
+	return tmp, nil
 }
 
 // Hashes returns the SHA-256 of every file read to the end, sorted by name.
@@ -411,6 +783,9 @@ func ReadAhead(src io.ReadCloser) io.ReadCloser { return newPrefetcher(src) }
 
 // prefetcher reads (and so hashes) its source in a goroutine, one block
 // ahead of the parser: on two cores, reading and SHA-256 overlap parsing.
+// Its source's errors reach the parser unchanged: io.EOF only where the
+// source said io.EOF (a decompressor's io.ErrUnexpectedEOF, a file cut
+// short, stays an error).
 type prefetcher struct {
 	src    io.ReadCloser
 	full   chan block
@@ -442,6 +817,22 @@ func newPrefetcher(src io.ReadCloser) *prefetcher {
 	return p
 }
 
+// fill reads into buf until it is full or the source returns an error,
+// which it returns as the source gave it (io.ReadFull would turn a short
+// last block's io.EOF into io.ErrUnexpectedEOF, and the two must stay
+// apart).
+func fill(src io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := src.Read(buf[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func (p *prefetcher) run() {
 	defer close(p.done)
 	for {
@@ -451,10 +842,7 @@ func (p *prefetcher) run() {
 		case <-p.stop:
 			return
 		}
-		n, err := io.ReadFull(p.src, buf)
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
+		n, err := fill(p.src, buf)
 		select {
 		case p.full <- block{buf: buf, n: n, err: err}:
 		case <-p.stop:

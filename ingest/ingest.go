@@ -112,6 +112,9 @@ func ParseFeatureMode(s string) (FeatureMode, error) {
 // OpenOptions tune Format.Open.
 type OpenOptions struct {
 	Features FeatureMode // default FeaturesAuto
+	// Limits bound what the input may make the reader hold (zero fields:
+	// DefaultLimits).
+	Limits Limits
 }
 
 // Meta is what a dataset says of itself before its graphs are read: what

@@ -45,6 +45,12 @@ type OpenOptions struct {
 	SpoolDir string
 	// Features chooses the node features (default auto).
 	Features ingest.FeatureMode
+	// Limits bound what the input may make the converter hold (zero
+	// fields: the defaults).
+	Limits ingest.Limits
+	// Context, when set, stops a long read of the input (an archive
+	// spooled) when it is done.
+	Context context.Context
 }
 
 // Open opens the dataset at input in whichever format recognises it. The
@@ -58,7 +64,8 @@ func Open(input string, o OpenOptions) (ingest.Dataset, *ingest.Files, error) {
 		}
 		return false
 	}
-	files, err := ingest.OpenFiles(input, ingest.FilesOptions{SpoolDir: o.SpoolDir, Wanted: wanted})
+	files, err := ingest.OpenFiles(input, ingest.FilesOptions{SpoolDir: o.SpoolDir, Wanted: wanted,
+		MaxExpansion: o.Limits.Expansion, Context: o.Context})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,10 +84,10 @@ func open(files *ingest.Files, o OpenOptions) (ingest.Dataset, error) {
 		looked = append(looked, f.Describe())
 		switch {
 		case o.Name != "" && slices.Contains(names, o.Name):
-			return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features})
+			return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features, Limits: o.Limits})
 		case o.Name != "":
 		case len(names) == 1:
-			return f.Open(files, names[0], ingest.OpenOptions{Features: o.Features})
+			return f.Open(files, names[0], ingest.OpenOptions{Features: o.Features, Limits: o.Limits})
 		case len(names) > 1:
 			return nil, ingest.Errorf(f.Name(), files.Path, 0, 0, "holds %d %s datasets (%s): name one with --name", len(names), f.Name(), strings.Join(names, ", "))
 		}
@@ -91,7 +98,7 @@ func open(files *ingest.Files, o OpenOptions) (ingest.Dataset, error) {
 		for _, f := range Formats {
 			for _, e := range files.Entries() {
 				if f.Wanted(e) && strings.HasPrefix(path.Base(e), o.Name) {
-					return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features})
+					return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features, Limits: o.Limits})
 				}
 			}
 		}
@@ -110,6 +117,11 @@ type Options struct {
 	Compression shard.Compression // default zstd
 	ShardBytes  int64             // default 64 MiB
 	Force       bool              // replace an existing Out once the new one is complete
+	// Limits bound what the input may make the converter hold: the
+	// largest graph's nodes and edge listings, feature columns, a
+	// pickle's size, what compressed bytes inflate to (zero fields: the
+	// defaults, ingest.DefaultLimits).
+	Limits ingest.Limits
 	// Progress, when set, is called with graphs written so far and the total.
 	Progress func(done, total int)
 	Logger   *slog.Logger // nil: discard
@@ -145,7 +157,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// A tar's entries are spooled beside the output (where the shards will
 	// be, so there is room), never held in memory.
-	ds, files, err := Open(o.Input, OpenOptions{Name: o.Name, SpoolDir: filepath.Dir(filepath.Clean(o.Out)), Features: o.Features})
+	ds, files, err := Open(o.Input, OpenOptions{Name: o.Name, SpoolDir: filepath.Dir(filepath.Clean(o.Out)), Features: o.Features,
+		Limits: o.Limits, Context: ctx})
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +173,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	)
 	buffered := false
 	for attempt := 0; ; attempt++ {
-		man, readDone, err = write(ctx, o, ds, buffered)
+		man, readDone, err = write(ctx, o, ds, files, buffered)
 		switch {
 		case errors.Is(err, ingest.ErrUnordered) && !buffered:
 			buffered = true
@@ -186,7 +199,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // write converts ds into o.Out and returns the manifest and when the last
 // graph had been read.
-func write(ctx context.Context, o Options, ds ingest.Dataset, buffered bool) (*shard.Manifest, time.Time, error) {
+func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.Files, buffered bool) (*shard.Manifest, time.Time, error) {
 	meta := ds.Meta()
 	wo := shard.WriterOptions{
 		Dataset: meta.Name, FeatureKind: meta.FeatureKind, FeatureDim: meta.FeatureDim,
@@ -254,6 +267,13 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, buffered bool) (*s
 		readDone = time.Now()
 	}
 	if err != nil {
+		w.Abort()
+		return nil, readDone, err
+	}
+	// Every byte of the input checked before anything is committed: a
+	// stream a parser stopped reading early is read to its end (a gzip
+	// trailer, a zip entry's CRC-32).
+	if err := files.Complete(ctx); err != nil {
 		w.Abort()
 		return nil, readDone, err
 	}

@@ -18,7 +18,8 @@ type npyHeader struct {
 	kind    byte // 'i' signed, 'u' unsigned, 'b' bool, 'f' float
 	size    int  // bytes an element
 	shape   []int64
-	fortran bool // column-major (what a transposed array saves as)
+	fortran bool  // column-major (what a transposed array saves as)
+	hdrLen  int64 // bytes before the first element: magic, version, header
 }
 
 // maxNpyHeader bounds the header NumPy writes (a dict literal padded to
@@ -56,7 +57,12 @@ func readNpyHeader(r io.Reader, shown string) (npyHeader, error) {
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return h, formatErr(shown, 0, 0, "truncated .npy header: %v", err)
 	}
-	return parseNpyHeader(string(buf), shown)
+	h, err := parseNpyHeader(string(buf), shown)
+	h.hdrLen = 10 + int64(n)
+	if pre[6] != 1 {
+		h.hdrLen += 2
+	}
+	return h, err
 }
 
 // parseNpyHeader parses the dict literal NumPy writes:
@@ -175,6 +181,26 @@ type npyElems struct {
 	br   *bufio.Reader
 	buf  [8]byte
 	name string
+	// checked: the bytes were checked before (an inflated copy); the
+	// stream's end needs no check of its own.
+	checked bool
+}
+
+// end checks that the stream is at its entry's end: a read there returns
+// io.EOF, which the zip reader returns only once the entry's CRC-32 and
+// size are checked.
+func (e *npyElems) end() error {
+	if e.checked {
+		return nil
+	}
+	_, err := e.br.ReadByte()
+	switch {
+	case err == io.EOF:
+		return nil
+	case err == nil:
+		return formatErr(e.name, 0, 0, "bytes past the array's shape %s", e.h)
+	}
+	return formatErr(e.name, 0, 0, "%v", err)
 }
 
 func (e *npyElems) next() (float64, error) {
@@ -244,10 +270,19 @@ type npySource struct {
 	row     int64
 	name    string
 	closers []io.Closer
+	ended   bool // the entry's end was checked
 }
 
 func (s *npySource) read(r *row, want int, missing bool) error {
 	if s.row == s.rows {
+		if !s.ended {
+			// The last stream reads the file's last element: its end is
+			// the entry's, checked once.
+			if err := s.streams[len(s.streams)-1].end(); err != nil {
+				return err
+			}
+			s.ended = true
+		}
 		return io.EOF
 	}
 	s.row++

@@ -40,7 +40,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
 
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/internal/text"
@@ -131,7 +130,7 @@ func formatErr(file string, line int64, field int, detail string, args ...any) e
 }
 
 // Open implements ingest.Format.
-func (Format) Open(f *ingest.Files, dataset string, _ ingest.OpenOptions) (ingest.Dataset, error) {
+func (Format) Open(f *ingest.Files, dataset string, o ingest.OpenOptions) (ingest.Dataset, error) {
 	prefix := ""
 	found := false
 	for _, p := range folders(f) {
@@ -143,7 +142,7 @@ func (Format) Open(f *ingest.Files, dataset string, _ ingest.OpenOptions) (inges
 	if !found {
 		return nil, formatErr(f.Path, 0, 0, "no OGB dataset %q: looked for %s", dataset, Format{}.Describe())
 	}
-	d := &Dataset{files: f, prefix: prefix, name: datasetName(f, prefix)}
+	d := &Dataset{files: f, prefix: prefix, name: datasetName(f, prefix), limits: o.Limits.WithDefaults()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -199,6 +198,7 @@ type columns struct {
 // Dataset is one opened OGB folder.
 type Dataset struct {
 	files        *ingest.Files
+	limits       ingest.Limits
 	prefix, name string
 	nodes, edges []int32 // per graph
 	totalNodes   int64
@@ -235,6 +235,9 @@ func (d *Dataset) openNpz() error {
 		zr, err := zip.NewReader(ra, size)
 		if err != nil {
 			return formatErr(d.shown(file), 0, 0, "not an .npz (a zip of .npy arrays): %v", err)
+		}
+		if err := ingest.CheckZipNames(ra, zr); err != nil {
+			return formatErr(d.shown(file), 0, 0, "%v", err)
 		}
 		for _, e := range zr.File {
 			arr := strings.TrimSuffix(e.Name, ".npy")
@@ -286,7 +289,12 @@ func (d *Dataset) source(file string) (rowSource, error) {
 }
 
 // npy opens array arr of the npz layout; transposed, a (2, E) array read
-// as E rows of two fields.
+// as E rows of two fields. Every byte of the array is checked: a stream
+// read to the array's end must find the entry's end there (its CRC-32
+// checked), and an array read in more than two places at once (a
+// Fortran-order feature block, one stream per column) is first inflated
+// once, checked, into a temporary file, so each column costs a small
+// buffer and not a decompressor.
 func (d *Dataset) npy(arr string, transposed bool) (*npySource, error) {
 	f := d.arrays[arr]
 	if f == nil {
@@ -296,50 +304,96 @@ func (d *Dataset) npy(arr string, transposed bool) (*npySource, error) {
 	if arr == npzArrays[fileLabels] {
 		s.name = d.shown(fileLabelsNpz) + "/" + f.Name
 	}
-	// stream opens the array once more, skip elements in.
-	stream := func(skip int64) (*npyElems, error) {
+	key := "npz:" + s.name
+	open := func() (io.ReadCloser, error) {
 		rc, err := f.Open()
 		if err != nil {
 			return nil, formatErr(s.name, 0, 0, "cannot open: %v", err)
 		}
-		s.closers = append(s.closers, rc)
-		br := bufio.NewReaderSize(rc, 1<<16)
-		h, err := readNpyHeader(br, s.name)
-		if err != nil {
-			return nil, err
-		}
-		s.h = h
-		if _, err := br.Discard(int(skip) * h.size); err != nil {
-			return nil, formatErr(s.name, 0, 0, "the array ends before its shape %s says: %v", h, err)
-		}
-		return &npyElems{h: h, br: br, name: s.name}, nil
+		return rc, nil
 	}
-	first, err := stream(0)
+	// The header, from a stream of its own.
+	rc, err := d.files.Track(key, s.name, open)
 	if err != nil {
-		s.Close()
 		return nil, err
 	}
-	h := first.h
+	br := bufio.NewReaderSize(rc, 4096)
+	h, err := readNpyHeader(br, s.name)
+	rc.Close()
+	if err != nil {
+		return nil, err
+	}
+	hdrLen := h.hdrLen
+	s.h = h
 	rows, cols := h.rows(), int64(h.cols())
 	if transposed {
 		if len(h.shape) != 2 || h.shape[0] != 2 {
-			s.Close()
 			return nil, formatErr(s.name, 0, 0, "shape %s, want (2, E)", h)
 		}
 		rows, cols = h.shape[1], 2
 		h.fortran = !h.fortran // rows of the transpose run along the file's columns
+	} else if err := d.limits.CheckColumns(name, s.name, 0, cols); err != nil {
+		return nil, err
 	}
-	s.rows, s.per, s.streams = rows, int(cols), []*npyElems{first}
+	// The shape against the entry's size, before anything is read: an
+	// array that declares more than it holds is refused here, one that
+	// holds more than it declares too.
+	if rows > 0 && cols > (math.MaxInt64/16)/rows {
+		return nil, formatErr(s.name, 0, 0, "shape %s is too large", h)
+	}
+	want := hdrLen + rows*cols*int64(h.size)
+	switch got := int64(f.UncompressedSize64); {
+	case got < want:
+		return nil, formatErr(s.name, 0, 0, "the array ends before its shape says: %d bytes, its shape %s of %d-byte elements needs %d", got, h, h.size, want)
+	case got > want:
+		return nil, formatErr(s.name, 0, 0, "%d bytes past the array's shape %s", got-want, h)
+	}
+	s.rows, s.per = rows, int(cols)
+	starts := []int64{0}
 	if h.fortran && cols > 1 && rows > 1 {
 		s.per = 1
 		for c := int64(1); c < cols; c++ {
-			e, err := stream(c * rows)
+			starts = append(starts, c*rows)
+		}
+	}
+	if len(starts) <= 2 {
+		for _, skip := range starts {
+			rc, err := d.files.Track(key, s.name, open)
 			if err != nil {
 				s.Close()
 				return nil, err
 			}
-			s.streams = append(s.streams, e)
+			s.closers = append(s.closers, rc)
+			br := bufio.NewReaderSize(rc, 1<<16)
+			if _, err := br.Discard(int(hdrLen + skip*int64(h.size))); err != nil {
+				s.Close()
+				return nil, formatErr(s.name, 0, 0, "the array ends before its shape %s says: %v", h, err)
+			}
+			s.streams = append(s.streams, &npyElems{h: h, br: br, name: s.name})
 		}
+		return s, nil
+	}
+	// Many columns: inflate once into a checked temporary file.
+	tmp, err := d.files.TempFile()
+	if err != nil {
+		return nil, formatErr(s.name, 0, 0, "temporary file: %v", err)
+	}
+	s.closers = append(s.closers, tmp)
+	rc, err = d.files.Track(key, s.name, open)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	_, err = io.Copy(tmp, rc)
+	rc.Close()
+	if err != nil {
+		s.Close()
+		return nil, formatErr(s.name, 0, 0, "read: %v", err)
+	}
+	colBytes := rows * int64(h.size)
+	for _, skip := range starts {
+		sr := io.NewSectionReader(tmp, hdrLen+skip*int64(h.size), colBytes)
+		s.streams = append(s.streams, &npyElems{h: h, br: bufio.NewReaderSize(sr, int(min(colBytes, 1<<16))), name: s.name, checked: true})
 	}
 	return s, nil
 }
@@ -363,32 +417,11 @@ func (s *csvSource) where() (string, int64) { return s.l.File, s.l.Line }
 func (s *csvSource) Close() error { return s.rc.Close() }
 
 // open opens a csv.gz file, inflated on a goroutine of its own
-// (ingest.ReadAhead: the reader streams several files at once, whose
-// inflating then runs beside the parsing, on as many cores as there are).
+// (ingest.Files.OpenGzip: the reader streams several files at once, whose
+// inflating then runs beside the parsing, on as many cores as there are;
+// every member is read to its checked trailer).
 func (d *Dataset) open(file string) (io.ReadCloser, error) {
-	rc, err := d.files.OpenDirect(d.prefix+file, d.shown(file))
-	if err != nil {
-		return nil, err
-	}
-	zr, err := gzip.NewReader(rc)
-	if err != nil {
-		rc.Close()
-		return nil, formatErr(d.shown(file), 0, 0, "not gzip: %v", err)
-	}
-	return ingest.ReadAhead(&gzFile{zr, rc}), nil
-}
-
-type gzFile struct {
-	*gzip.Reader
-	raw io.Closer
-}
-
-func (g *gzFile) Close() error {
-	err := g.Reader.Close()
-	if cerr := g.raw.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return d.files.OpenGzip(d.prefix+file, d.shown(file))
 }
 
 func (d *Dataset) readCounts(file string) ([]int32, error) {

@@ -9,6 +9,8 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/augloader/augloader/ingest"
 )
 
 // A split_dict.pt is what torch.save writes of OGB's split dict
@@ -347,6 +349,9 @@ func readSplitDict(r io.ReaderAt, size int64, shown string) (train, valid, test 
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, nil, nil, formatErr(shown, 0, 0, "not a torch.save zip (torch ≥ 1.6 writes one): %v", err)
+	}
+	if err := ingest.CheckZipNames(r, zr); err != nil {
+		return nil, nil, nil, formatErr(shown, 0, 0, "%v", err)
 	}
 	var pkl *zip.File
 	for _, f := range zr.File {
