@@ -40,7 +40,6 @@ import (
 	"strconv"
 	"strings"
 
-
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/internal/text"
 	"github.com/augloader/augloader/shard"
