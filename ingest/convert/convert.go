@@ -199,7 +199,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // write converts ds into o.Out and returns the manifest and when the last
 // graph had been read.
-func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.Files, buffered bool) (*shard.Manifest, time.Time, error) {
+func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.Files, buffered bool) (man *shard.Manifest, readDone time.Time, err error) {
+	var w *shard.Writer
+	defer func() {
+		// A reader's bug must not kill the process with the temporary
+		// folder left behind: it fails this conversion, naming itself.
+		if p := recover(); p != nil {
+			if w != nil {
+				w.Abort()
+			}
+			man, err = nil, fmt.Errorf("convert: %s: internal error reading the input (please report it): %v", o.Input, p)
+		}
+	}()
 	meta := ds.Meta()
 	wo := shard.WriterOptions{
 		Dataset: meta.Name, FeatureKind: meta.FeatureKind, FeatureDim: meta.FeatureDim,
@@ -217,11 +228,8 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.File
 	}
 	rd := ingest.ReadOptions{Buffered: buffered}
 	var (
-		w        *shard.Writer
-		st       ingest.Stats
-		err      error
-		done     int
-		readDone time.Time
+		st   ingest.Stats
+		done int
 	)
 	progress := func() {
 		done++
@@ -292,8 +300,7 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.File
 			return nil, readDone, err
 		}
 	}
-	man, err := w.Finish(m)
-	if err != nil {
+	if man, err = w.Finish(m); err != nil {
 		w.Abort()
 		return nil, readDone, err
 	}

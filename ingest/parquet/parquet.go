@@ -20,6 +20,7 @@
 package parquet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -357,11 +358,21 @@ func (d *Dataset) scan() error {
 // from its first non-empty row.
 func (d *Dataset) peek(col string, c *ingest.Columns) error {
 	errFound := errors.New("found")
+	// Every file has the column or none has: a file without it would
+	// give its graphs no features where the others have them.
+	var with, without *table
+	for _, t := range d.tables {
+		if hasLeaf(t, col) {
+			with = cmp.Or(with, t)
+		} else {
+			without = cmp.Or(without, t)
+		}
+	}
+	if with != nil && without != nil {
+		return formatErr(without.shown, 0, "no %s column, where %s has one: every file of a dataset has the same columns", col, with.shown)
+	}
 	for _, t := range d.tables {
 		if !hasLeaf(t, col) {
-			if c.Present {
-				return formatErr(t.shown, 0, "no %s column, where %s has one", col, d.tables[0].shown)
-			}
 			continue
 		}
 		err := t.read(context.Background(), []string{col}, func(rec arrow.RecordBatch, row int64) error {
@@ -613,6 +624,9 @@ type matrix struct {
 func newMatrix(a arrow.Array) (matrix, error) {
 	var m matrix
 	var ok bool
+	if a == nil {
+		return m, errors.New("the column is missing from this file")
+	}
 	if m.rows, ok = a.(array.ListLike); !ok {
 		return m, fmt.Errorf("a %s, not a list of lists", a.DataType())
 	}

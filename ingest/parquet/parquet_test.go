@@ -1,12 +1,14 @@
 package parquet_test
 
 import (
+	"archive/zip"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +54,12 @@ func matrixOf(b *array.ListBuilder, rows [][]int64) {
 // write writes graphs as a Parquet file at p, rowGroup rows a group.
 func write(t *testing.T, p string, gs []graph, rowGroup int64) {
 	t.Helper()
+	writeWithout(t, p, gs, rowGroup)
+}
+
+// writeWithout is write leaving out the columns named.
+func writeWithout(t *testing.T, p string, gs []graph, rowGroup int64, omit ...string) {
+	t.Helper()
 	mem := memory.DefaultAllocator
 	ll := arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int64))
 	ei, nf, ea := array.NewListBuilder(mem, ll.Elem()), array.NewListBuilder(mem, ll.Elem()), array.NewListBuilder(mem, ll.Elem())
@@ -77,6 +85,13 @@ func write(t *testing.T, p string, gs []graph, rowGroup int64) {
 		{Name: "edge_attr", Type: ll, Nullable: true}, {Name: "y", Type: arrow.ListOf(arrow.PrimitiveTypes.Float64), Nullable: true},
 		{Name: "num_nodes", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil)
+	for i := len(cols) - 1; i >= 0; i-- {
+		if slices.Contains(omit, sc.Field(i).Name) {
+			fields := slices.Delete(slices.Clone(sc.Fields()), i, i+1)
+			cols = slices.Delete(cols, i, i+1)
+			sc = arrow.NewSchema(fields, nil)
+		}
+	}
 	rec := array.NewRecordBatch(sc, cols, int64(len(gs)))
 	defer rec.Release()
 	tbl := array.NewTableFromRecords(sc, []arrow.RecordBatch{rec})
@@ -233,5 +248,64 @@ func TestBadInput(t *testing.T) {
 	f.Close()
 	if _, err := convertFile(t, p); err == nil || !strings.Contains(err.Error(), "other.parquet: no edge_index column (the columns are a)") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Files of one dataset that disagree on a feature column (train with
+// node_feat, test without; either order; in a folder or a zip) are
+// refused naming both, never a panic (a nil column was dereferenced, the
+// process died and left its temporary folder).
+func TestFilesDisagreeOnColumns(t *testing.T) {
+	for _, col := range []string{"node_feat", "edge_attr"} {
+		for _, lacking := range []string{"train", "test"} {
+			t.Run(col+"/"+lacking+" lacks it", func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "hf")
+				os.MkdirAll(dir, 0o755)
+				for _, name := range []string{"train", "test"} {
+					var omit []string
+					if name == lacking {
+						omit = []string{col}
+					}
+					writeWithout(t, filepath.Join(dir, name+".parquet"), base(), 64, omit...)
+				}
+				want := lacking + ".parquet: no " + col + " column, where "
+				_, err := convertFile(t, dir)
+				if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ingest.ErrFormat) {
+					t.Fatalf("folder: got %v, want %q", err, want)
+				}
+				zp := filepath.Join(t.TempDir(), "hf.zip")
+				zipFolder(t, dir, zp)
+				_, err = convertFile(t, zp)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("zip: got %v, want %q", err, want)
+				}
+				ents, _ := os.ReadDir(filepath.Dir(zp))
+				for _, e := range ents {
+					if strings.HasPrefix(e.Name(), ".") {
+						t.Fatalf("a refused conversion left %s", e.Name())
+					}
+				}
+			})
+		}
+	}
+}
+
+// zipFolder zips dir's files into p.
+func zipFolder(t *testing.T, dir, p string) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zw := zip.NewWriter(f)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		w, _ := zw.Create(e.Name())
+		w.Write(b)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
