@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
@@ -236,7 +237,7 @@ func ParseViewSpec(s string) (ViewSpec, error) {
 
 // ReadViews reads a views file: one spec a line, '#' comments.
 func ReadViews(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := iox.ReadRegular(path, 64<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +280,7 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 		r.Close()
 		return nil, err
 	}
-	if err := b.build(o, specs); err != nil {
+	if err := b.build(ctx, o, specs); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -332,7 +333,7 @@ func (o LoaderOptions) specs() ([]ViewSpec, []string, error) {
 
 func (o LoaderOptions) schedule(v ViewSpec) (*epoch.Schedule, error) {
 	if v.Policy == "" && o.ScheduleFile != "" {
-		f, err := os.Open(o.ScheduleFile)
+		f, err := iox.OpenRegular(o.ScheduleFile)
 		if err != nil {
 			return nil, err
 		}
@@ -350,8 +351,8 @@ func (o LoaderOptions) schedule(v ViewSpec) (*epoch.Schedule, error) {
 	return s, nil
 }
 
-func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
-	all, err := loader.NewSource(b.Reader, nil)
+func (b *Built) build(ctx context.Context, o LoaderOptions, specs []ViewSpec) error {
+	all, err := loader.NewSourceContext(ctx, b.Reader, nil)
 	if err != nil {
 		return err
 	}
@@ -423,6 +424,12 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 			if err != nil {
 				return err
 			}
+			if ids, need, op := l.Oversize(); len(ids) > 0 {
+				sz := l.Source().Size(ids[0])
+				b.Notes = append(b.Notes, fmt.Sprintf("%s: graph %d (%d nodes, %d edges) needs about %s of working memory to augment with %s, "+
+					"more than --memory-budget allows (%s); requests whose batches hold it are refused (%d such graphs in all): raise --memory-budget, or leave them out",
+					viewLabel(v.Name, i, len(sets)), ids[0], sz.Nodes, sz.Edges, mib(need), op, mib(max(mem.Limit(), 64<<20)), len(ids)))
+			}
 			w.Folds = append(w.Folds, l)
 		}
 		views = append(views, w)
@@ -432,6 +439,17 @@ func (b *Built) build(o LoaderOptions, specs []ViewSpec) error {
 	}
 	b.Loader = views[0].Folds[0]
 	return nil
+}
+
+// viewLabel names a view (and fold) in the log.
+func viewLabel(name string, fold, folds int) string {
+	switch {
+	case name == "":
+		return "the served set"
+	case folds > 1:
+		return fmt.Sprintf("view %s, fold %d", name, fold)
+	}
+	return "view " + name
 }
 
 func pick(sp *epoch.Split, set string) []int64 {

@@ -45,6 +45,10 @@ type CoalescedApplier interface {
 // neighbours sequentially measured no faster.
 func (c *Coalesced) Append(g *Graph, base int32) {
 	n, e := int(g.N), g.Edges
+	if n > 4*len(e)+1024 {
+		c.appendSparse(e, base)
+		return
+	}
 	c.deg = grow(c.deg, n+1)
 	deg := c.deg
 	clear(deg)
@@ -80,6 +84,23 @@ func (c *Coalesced) Append(g *Graph, base int32) {
 			i++
 		}
 		pos[u] = i
+	}
+}
+
+// appendSparse is Append for a graph of far more nodes than edges (one
+// that declares 2^27 nodes and holds a few edges): the directed edges
+// sorted by (source, target), in memory proportional to the edges, not a
+// counter per node. Same output.
+func (c *Coalesced) appendSparse(e []int32, base int32) {
+	keys := make([]uint64, 0, len(e))
+	for k := 0; k < len(e); k += 2 {
+		u, v := uint64(uint32(e[k])), uint64(uint32(e[k+1]))
+		keys = append(keys, u<<32|v, v<<32|u)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		c.Src = append(c.Src, base+int32(k>>32))
+		c.Dst = append(c.Dst, base+int32(k&(1<<32-1)))
 	}
 }
 

@@ -39,7 +39,9 @@ func appended(c *aug.Coalesced, from int) []directed {
 
 // TestCoalescedAppend: both directions of every pair, offset by the base,
 // ordered by (source, target), for empty graphs, isolated nodes, stars,
-// cliques and random graphs appended one after another into one Coalesced.
+// cliques, random graphs, and graphs of far more nodes than edges (taken
+// by a sort, not a counter per node) appended one after another into one
+// Coalesced.
 func TestCoalescedAppend(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	star := aug.Graph{N: 6, Edges: []int32{0, 1, 0, 2, 0, 3, 0, 4, 0, 5}}
@@ -48,6 +50,7 @@ func TestCoalescedAppend(t *testing.T) {
 	for range 40 {
 		graphs = append(graphs, testutil.DenseGraph(r, 0, 1+r.IntN(60), r.Float64(), 7))
 	}
+	graphs = append(graphs, aug.Graph{N: 5000, Edges: []int32{3, 4000, 10, 11, 10, 4999, 11, 4000}}, aug.Graph{N: 1 << 20, Edges: []int32{0, 1 << 19}})
 	var c aug.Coalesced
 	for round := range 2 { // the second round reuses grown buffers
 		c.Reset()

@@ -175,8 +175,16 @@ func (ix *Index) valid(g *Graph) bool {
 	return ix != nil && ix.N == g.N && len(ix.Adj) == len(g.Edges)
 }
 
-// Bytes is the memory the index holds (its slices, not the PageRank
-// rankings, which their own cache bounds).
+// Bytes is the memory the index holds (its slices and its PageRank
+// table's per-node slots, not the rankings, which their own cache
+// bounds).
 func (ix *Index) Bytes() int64 {
-	return int64(4*(len(ix.Off)+len(ix.Adj)+len(ix.TOff)+len(ix.T)) + 8*len(ix.Tri) + 64)
+	b := int64(4*(len(ix.Off)+len(ix.Adj)+len(ix.TOff)+len(ix.T)) + 8*len(ix.Tri) + 64)
+	if t := ix.ppr; t != nil {
+		b += int64(4*(len(t.compOf)+len(t.compSize)) + 8*len(t.roots) + 64)
+		if l := t.loops.Load(); l != nil {
+			b += int64(8 * len(*l))
+		}
+	}
+	return b
 }

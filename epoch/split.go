@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/iox"
 )
 
 // Split is a split file: {"training": [...], "test": [...]}, graph ids,
@@ -45,7 +46,7 @@ var ErrSplit = errors.New("epoch: bad split")
 // ids in range, none twice within a set, and no id in both sets (a test
 // set that overlaps the training set is refused, naming the ids).
 func ReadSplit(path string, n int64) (*Split, error) {
-	f, err := os.Open(path)
+	f, err := iox.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("epoch: split: %w", err)
 	}

@@ -48,6 +48,7 @@ type Files struct {
 	spoolDir string
 	limit    Expansion
 	zipSizes map[string]int64 // a zip entry's compressed size
+	ctx      context.Context  // nil: never done
 
 	mu     sync.Mutex
 	hashes map[string]SourceHash
@@ -120,7 +121,7 @@ func OpenFiles(p string, o FilesOptions) (*Files, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	f := &Files{Path: p, open: map[string]func() (io.ReadCloser, error){}, hashes: map[string]SourceHash{},
-		streams: map[string]*stream{}, spoolDir: o.SpoolDir, limit: o.expansion(), zipSizes: map[string]int64{}}
+		streams: map[string]*stream{}, spoolDir: o.SpoolDir, limit: o.expansion(), zipSizes: map[string]int64{}, ctx: o.Context}
 	if st.IsDir() {
 		if err := f.listFolder(p); err != nil {
 			return nil, err
@@ -149,7 +150,7 @@ func OpenFiles(p string, o FilesOptions) (*Files, error) {
 		f.Bare, f.Magic = true, head
 		name := filepath.Base(p)
 		f.entries = []string{name}
-		f.open[name] = func() (io.ReadCloser, error) { return os.Open(p) }
+		f.open[name] = func() (io.ReadCloser, error) { return iox.OpenRegular(p) }
 		return f, nil
 	}
 	if err != nil {
@@ -201,7 +202,7 @@ func (f *Files) listFolder(dir string) error {
 			return containerErr(dir, "more than %d files: give the dataset's own folder", MaxEntries)
 		}
 		f.entries = append(f.entries, name)
-		f.open[name] = func() (io.ReadCloser, error) { return os.Open(p) }
+		f.open[name] = func() (io.ReadCloser, error) { return iox.OpenRegular(p) }
 		return nil
 	})
 	sort.Strings(f.entries)
@@ -335,7 +336,7 @@ func (f *Files) openTar(p, kind string, o FilesOptions) error {
 			return containerErr(p, "%s: %v", h.Name, err)
 		}
 		f.entries = append(f.entries, name)
-		f.open[name] = func() (io.ReadCloser, error) { return os.Open(dst) }
+		f.open[name] = func() (io.ReadCloser, error) { return iox.OpenRegular(dst) }
 	}
 	// The tar ends before its compressed stream does (its last record's
 	// padding, the gzip trailer or the xz index): read it to the end, so a
@@ -668,13 +669,18 @@ type checkedReader struct {
 }
 
 func (r *checkedReader) Read(p []byte) (int, error) {
+	if err := ctxErr(r.f.ctx); err != nil {
+		// Cancelled (SIGTERM): every parser stops at its next read, in
+		// the middle of a graph as well as between two.
+		return 0, err
+	}
 	n, err := r.rc.Read(p)
 	switch {
 	case err == io.EOF:
 		r.f.mu.Lock()
 		r.st.verified = true
 		r.f.mu.Unlock()
-	case err != nil && !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrFormat):
+	case err != nil && !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrFormat) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		err = fmt.Errorf("%w: %v", ErrDamaged, err)
 	}
 	return n, err

@@ -169,8 +169,11 @@ type Plan struct {
 	Total   int // batches in the whole rank slice (before StartBatch)
 	Policy  *epoch.Policy
 	Schema  *arrow.Schema
-	// Bytes[i] bounds batch i's collated size (the Memory it holds).
+	// Bytes[i] bounds batch i's collated size and the working memory of
+	// its largest graph (the Memory it holds).
 	Bytes []int64
+	// Work[i] bounds what augmenting batch i's largest graph allocates.
+	Work []int64
 	// The code widths of the x_cat and edge_cat columns (bytes).
 	nodeWidth, edgeWidth int
 	// Index[i] is Batches[i]'s index in the rank's epoch.
@@ -266,16 +269,63 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab)}
 	lay := l.src.Layout()
 	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
+	limit := max(l.cfg.Memory.Limit(), minWorkLimit)
 	for bi := req.StartBatch; bi < len(batches) && (req.Count == 0 || len(p.Batches) < req.Count); bi += req.Stride {
 		b := batches[bi]
 		if len(b) == 1 && budget.Over(bounds[bi][0].Nodes, bounds[bi][0].Edges) {
 			p.OverBudget = append(p.OverBudget, bi)
 		}
+		// One worker augments a batch's graphs one after the other: the
+		// batch holds its largest graph's working memory. A graph whose
+		// working memory exceeds the whole budget could never be built
+		// within it: the request is refused before anything is sent,
+		// naming it, and the daemon lives on.
+		var work int64
+		for _, it := range b {
+			op := p.policy(it.Pass).Choose(l.cfg.Seed, it.Pass, it.Graph)
+			w := l.src.Work(op, it.Graph)
+			if w > limit {
+				sz := l.src.Size(it.Graph)
+				partner := ""
+				if id := op.Spec().ID; id == aug.OpSubMix || id == aug.OpSubMixBase {
+					partner = fmt.Sprintf(" (its partner may be the served set's largest graph (%d nodes, %d edges))", l.src.maxNodes, l.src.maxEdges)
+				}
+				return nil, fmt.Errorf("%w: graph %d (%d nodes, %d edges) needs about %d MiB of working memory to augment with %s%s, more than the daemon's memory budget allows (%d MiB, --memory-budget): raise it, or serve a set without that graph",
+					epoch.ErrRange, it.Graph, sz.Nodes, sz.Edges, (w+(1<<20)-1)>>20, op.Spec().Name, partner, limit>>20)
+			}
+			work = max(work, w)
+		}
 		p.Batches = append(p.Batches, b)
 		p.Index = append(p.Index, bi)
-		p.Bytes = append(p.Bytes, batchBytes(bounds[bi], &lay, p.nodeWidth, p.edgeWidth))
+		p.Bytes = append(p.Bytes, batchBytes(bounds[bi], &lay, p.nodeWidth, p.edgeWidth)+work)
+		p.Work = append(p.Work, work)
 	}
 	return p, nil
+}
+
+// Oversize lists the served graphs whose working memory under some op of
+// the schedule exceeds what one graph may take (the memory budget, at
+// least 64 MiB): requests whose batches hold one are refused (Plan). The
+// daemon says so at start. need is the first one's working memory, op the
+// op that needs it.
+func (l *Loader) Oversize() (ids []int64, need int64, op string) {
+	ops, err := l.cfg.Schedule.Ops(l.src)
+	if err != nil {
+		return nil, 0, ""
+	}
+	limit := max(l.cfg.Memory.Limit(), minWorkLimit)
+	for _, id := range l.src.served {
+		for _, o := range ops {
+			if w := l.src.Work(o, id); w > limit {
+				if len(ids) == 0 {
+					need, op = w, o.Spec().Name
+				}
+				ids = append(ids, id)
+				break
+			}
+		}
+	}
+	return ids, need, op
 }
 
 // cutPass cuts the rank's part of one pass over the served set (the
@@ -535,8 +585,14 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 				rec, err := w.build(col, p.Batches[b])
 				waiting = time.Now()
 				busy.Add(int64(waiting.Sub(t0)))
+				unchanged := w.scratch.TakeUnchanged()
+				if b < len(p.Work) && p.Work[b] > retainWork {
+					// A large graph's scratch is not kept for the next
+					// batch, which is charged only its own.
+					w.scratch, w.in, w.out = aug.Scratch{}, aug.Graph{}, aug.Graph{}
+				}
 				select {
-				case slots[b%window] <- result{rec, col, err, w.scratch.TakeUnchanged()}:
+				case slots[b%window] <- result{rec, col, err, unchanged}:
 				case <-gctx.Done():
 					if rec != nil {
 						rec.Release()
@@ -606,6 +662,15 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	st.WorkerBusy, st.WorkerIdle = time.Duration(busy.Load()), time.Duration(idle.Load())
 	return st, err
 }
+
+// minWorkLimit is the working memory one graph may always take, whatever
+// the budget (a stream's next batch is built whatever the budget holds; a
+// budget of a few KiB throttles streams, it does not refuse graphs).
+const minWorkLimit = 64 << 20
+
+// retainWork is the most working memory a worker keeps between batches:
+// a batch whose largest graph needs more drops its buffers after it.
+const retainWork = 16 << 20
 
 // worker holds one goroutine's reusable buffers.
 type worker struct {

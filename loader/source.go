@@ -15,6 +15,7 @@
 package loader
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -46,6 +47,57 @@ type dataset struct {
 	index atomic.Pointer[[]atomic.Pointer[aug.Index]]
 	// ppr caches SubMix's PageRank rankings in the indexes, when set.
 	ppr atomic.Pointer[aug.PPRCache]
+	// feat is what a node's and an edge's features take in an aug.Graph
+	// (working-memory estimates).
+	feat aug.FeatureBytes
+	// cacheLimit is the reader's cache limit (0: every shard held).
+	cacheLimit int64
+	// unchecked: a bit per graph whose sizes came from the graph-size
+	// index and have not yet been checked against its shard (nil: the
+	// sizes were measured).
+	unchecked []atomic.Uint64
+}
+
+// ErrSizes: the graph-size index disagrees with a graph its shard holds.
+var ErrSizes = errors.New("loader: the graph-size index does not match the shards")
+
+// checkSize checks graph id's sizes from the index against sg, once.
+func (ds *dataset) checkSize(id int64, sg *shard.Graph) error {
+	if ds.unchecked == nil {
+		return nil
+	}
+	w, bit := &ds.unchecked[id/64], uint64(1)<<(id%64)
+	if w.Load()&bit == 0 {
+		return nil
+	}
+	got := aug.Size{Nodes: int(sg.NumNodes), Edges: len(sg.Edges) / 2, MaxDegree: maxDegree(sg.NumNodes, sg.Edges)}
+	if want := ds.sizes[id]; got != want {
+		return fmt.Errorf("%w: %s says graph %d has %d nodes, %d edges, largest degree %d; its shard holds %d, %d, %d (run shardconv verify; convert again to rebuild the index)",
+			ErrSizes, shard.GraphSizesName, id, want.Nodes, want.Edges, want.MaxDegree, got.Nodes, got.Edges, got.MaxDegree)
+	}
+	w.And(^bit)
+	return nil
+}
+
+// maxDegree is the largest degree of a graph of n nodes and canonical
+// edge pairs, in memory proportional to its edges (a graph may declare
+// far more nodes than it has edges).
+func maxDegree(n int32, edges []int32) int {
+	if int(n) <= 4*len(edges)+1024 {
+		_, deg := aug.SizeOf(n, edges, nil)
+		return int(slices.Max(append(deg, 0)))
+	}
+	ends := slices.Clone(edges)
+	slices.Sort(ends)
+	best := 0
+	for i := 0; i < len(ends); {
+		j := i
+		for j < len(ends) && ends[j] == ends[i] {
+			j++
+		}
+		best, i = max(best, j-i), j
+	}
+	return best
 }
 
 // Source reads graphs of a served set as aug.Graphs and serves SubMix's
@@ -54,11 +106,18 @@ type Source struct {
 	ds       *dataset
 	served   []int64
 	maxEdges int    // the served set's largest graph: SubMix's partner bound
+	maxNodes int    // and its most nodes
 	digest   string // SHA-256 of the served ids
 }
 
 // NewSource serves the graphs in served (all graphs when nil).
 func NewSource(r *shard.Reader, served []int64) (*Source, error) {
+	return NewSourceContext(context.Background(), r, served)
+}
+
+// NewSourceContext is NewSource stopping when ctx is done (a folder
+// without a graph-size index has every graph read to size it).
+func NewSourceContext(ctx context.Context, r *shard.Reader, served []int64) (*Source, error) {
 	man := r.Manifest()
 	if !man.Features.Kind.Valid() {
 		return nil, fmt.Errorf("loader: unknown feature kind %q", man.Features.Kind)
@@ -67,6 +126,11 @@ func NewSource(r *shard.Reader, served []int64) (*Source, error) {
 	ds := &dataset{r: r, man: man, lay: lay, sizes: make([]aug.Size, r.NumGraphs())}
 	ds.nodeVocab = vocabs(lay.NodeCat)
 	ds.edgeVocab = vocabs(lay.EdgeCat)
+	ds.cacheLimit = r.Stats().Limit
+	ds.feat = aug.FeatureBytes{Node: 4 * int64(len(lay.NodeCat)+lay.NodeDense), Edge: 4 * int64(len(lay.EdgeCat)+lay.EdgeDense)}
+	if lay.OneHot > 0 {
+		ds.feat.Node += 12 // a code, its offset and its weight
+	}
 	if lay.EdgeFeatures() {
 		// The default fill: each column's reserved code (its vocabulary
 		// size: an embedding table of size+1 takes it), floats 0.
@@ -78,11 +142,21 @@ func NewSource(r *shard.Reader, served []int64) (*Source, error) {
 		for id := range ds.sizes {
 			ds.sizes[id] = aug.Size{Nodes: int(gs.Nodes[id]), Edges: int(gs.Edges[id]), MaxDegree: int(gs.MaxDegree[id])}
 		}
+		// The index is checked against each graph the first time it is
+		// loaded (checkSize): a forged index (its CRC recomputed) would
+		// otherwise plan batches past the budgets.
+		ds.unchecked = make([]atomic.Uint64, (len(ds.sizes)+63)/64)
+		for i := range ds.unchecked {
+			ds.unchecked[i].Store(^uint64(0))
+		}
 	} else if !errors.Is(err, shard.ErrNoSizes) {
 		return nil, err
 	} else {
 		var deg []int32
 		for id := range ds.sizes {
+			if id&255 == 0 && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			g, release, err := r.Pin(int64(id))
 			if err != nil {
 				return nil, err
@@ -191,6 +265,7 @@ func (ds *dataset) subset(served []int64) (*Source, error) {
 			return nil, fmt.Errorf("loader: served graph %d out of range 0..%d", id, n-1)
 		}
 		s.maxEdges = max(s.maxEdges, ds.sizes[id].Edges)
+		s.maxNodes = max(s.maxNodes, ds.sizes[id].Nodes)
 		binary.LittleEndian.PutUint64(b[:], uint64(id))
 		h.Write(b[:])
 	}
@@ -251,6 +326,9 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 		return err
 	}
 	defer release()
+	if err := s.ds.checkSize(id, &sg); err != nil {
+		return err
+	}
 	g.ID, g.N, g.Label, g.MixLabel, g.Q = sg.ID, sg.NumNodes, sg.Label, sg.Label, 1
 	lazy := s.ds.r.Lazy()
 	if lazy {
@@ -284,7 +362,7 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 	g.EdgeX = append(g.EdgeX[:0], sg.EdgeX...)
 	g.Y = append(g.Y[:0], sg.Targets...)
 	g.Index = nil
-	if idx := s.ds.index.Load(); idx != nil {
+	if idx := s.ds.index.Load(); idx != nil && s.ds.indexable(id) {
 		slot := &(*idx)[id]
 		ix := slot.Load()
 		if ix == nil {
@@ -300,6 +378,38 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 		g.Index = ix
 	}
 	return nil
+}
+
+// indexable reports whether graph id's index costs about what the graph
+// itself does: at most 16 times its stored bytes (a graph that declares
+// 2^27 nodes and holds one edge would take 6 GiB of index for nothing;
+// COLLAB's graphs take 2 to 6 times), and, under a cache limit, a quarter
+// of the limit, to which it is charged. Other graphs are served without
+// one (NodeSam then scans their neighbourhoods each draw; the bytes are
+// the same).
+func (ds *dataset) indexable(id int64) bool {
+	sz := ds.sizes[id]
+	n, m := int64(sz.Nodes), int64(sz.Edges)
+	idx := aug.IndexBytes(sz) - aug.IndexBytes(aug.Size{})
+	stored := 8*m + ds.feat.Node*n + ds.feat.Edge*m
+	if idx > 16*stored+64<<10 {
+		return false
+	}
+	if lim := ds.cacheLimit; lim > 0 && aug.IndexBytes(sz) > lim/4 {
+		return false
+	}
+	return true
+}
+
+// Work bounds what augmenting graph id with op allocates (aug.Work, with
+// the served set's largest graph as SubMix's partner), and building its
+// index when the loader keeps one.
+func (s *Source) Work(op aug.Op, id int64) int64 {
+	w := aug.Work(op, s.ds.sizes[id], s.ds.feat, aug.Size{Nodes: s.maxNodes, Edges: s.maxEdges})
+	if s.ds.index.Load() != nil && s.ds.indexable(id) {
+		w += aug.IndexBytes(s.ds.sizes[id])
+	}
+	return w
 }
 
 // windowPartners serves SubMix's partners under a windowed shuffle: the

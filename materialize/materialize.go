@@ -375,7 +375,7 @@ func writeRank(ctx context.Context, l *loader.Loader, world int, e uint64, rank 
 // the schema message's length and SHA-256, and each record batch message's
 // offset, length and SHA-256 (the bytes a client hashes per batch).
 func scanStream(path string) (int64, string, []BatchInfo, error) {
-	f, err := os.Open(path)
+	f, err := iox.OpenRegular(path)
 	if err != nil {
 		return 0, "", nil, err
 	}
@@ -445,7 +445,7 @@ func writeSealed(path string, v jsonseal.Sealed) error {
 // checksum is refused). A format 2 config comes back as one unnamed view.
 func ReadConfig(out string) (*Config, error) {
 	path := filepath.Join(out, ConfigName)
-	b, err := os.ReadFile(path)
+	b, err := iox.ReadRegular(path, 64<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +493,7 @@ func ReadConfig(out string) (*Config, error) {
 
 // ReadEpoch reads an epoch's manifest.
 func ReadEpoch(out string, e uint64) (*EpochManifest, error) {
-	b, err := os.ReadFile(filepath.Join(out, EpochDir(e), ManifestName))
+	b, err := iox.ReadRegular(filepath.Join(out, EpochDir(e), ManifestName), 256<<20)
 	if err != nil {
 		return nil, err
 	}

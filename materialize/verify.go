@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/augloader/augloader/internal/iox"
 )
 
 // Verify checks OUT: for every fold of every view, every complete epoch's
@@ -92,7 +94,7 @@ func verifyDir(ctx context.Context, out, rel string, world int) (checked, incomp
 }
 
 func verifyFile(path string, fi FileInfo) error {
-	f, err := os.Open(path)
+	f, err := iox.OpenRegular(path)
 	if err != nil {
 		return err
 	}

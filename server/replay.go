@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/ipcframe"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/wire"
@@ -312,7 +313,7 @@ func schemaMessage(schema *arrow.Schema) ([]byte, error) {
 // the client as a valid stream with a wrong column name or count) and
 // decodes it.
 func readSchema(path string, fi *materialize.FileInfo) ([]byte, *arrow.Schema, error) {
-	f, err := os.Open(path)
+	f, err := iox.OpenRegular(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
@@ -393,7 +394,7 @@ func (s *replayStream) WriteTo(ctx context.Context, w io.Writer) (int, int, erro
 				f.Close()
 			}
 			var err error
-			if f, err = os.Open(b.path); err != nil {
+			if f, err = iox.OpenRegular(b.path); err != nil {
 				f = nil
 				return cut(fmt.Errorf("server: %w", err))
 			}

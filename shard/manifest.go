@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
+	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/jsonseal"
 )
 
@@ -102,7 +102,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 // readManifest also returns the SHA-256 of the file's bytes.
 func readManifest(dir string) (*Manifest, string, error) {
 	path := filepath.Join(dir, ManifestName)
-	f, err := os.Open(path)
+	f, err := iox.OpenRegular(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("shard: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -17,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/augloader/augloader/internal/iox"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -225,7 +226,7 @@ func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool
 		}
 	}()
 	path := filepath.Join(dir, info.File)
-	data, err := os.ReadFile(path)
+	data, err := iox.ReadRegular(path, 1<<40)
 	if err != nil {
 		return nil, nil, fmt.Errorf("shard: %w", err)
 	}

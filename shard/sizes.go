@@ -115,7 +115,7 @@ func (r *Reader) GraphSizes() (*GraphSizes, error) {
 }
 
 func readGraphSizes(dir string, man *Manifest, digest string) (*GraphSizes, error) {
-	f, err := os.Open(filepath.Join(dir, GraphSizesName))
+	f, err := iox.OpenRegular(filepath.Join(dir, GraphSizesName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoSizes
 	}

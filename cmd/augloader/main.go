@@ -292,7 +292,7 @@ func readToken(log *slog.Logger, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(path)
+	b, err := iox.ReadRegular(path, 1<<20)
 	if err != nil {
 		return "", err
 	}
@@ -436,14 +436,14 @@ func fetchCmd() *cli.Command {
 			digests := !c.Bool("no-digest")
 			o := client.Options{Digests: digests, BatchTimeout: c.Duration("batch-timeout"), Logger: logger(), ShmRing: c.Int("shm-ring")}
 			if tf := c.String("token-file"); tf != "" {
-				b, err := os.ReadFile(tf)
+				b, err := iox.ReadRegular(tf, 1<<20)
 				if err != nil {
 					return err
 				}
 				o.Token = strings.TrimSpace(string(b))
 			}
 			if ca := c.String("tls-ca"); ca != "" {
-				pem, err := os.ReadFile(ca)
+				pem, err := iox.ReadRegular(ca, 16<<20)
 				if err != nil {
 					return err
 				}

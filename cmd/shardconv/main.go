@@ -42,9 +42,48 @@ var convertFlags = []cli.Flag{
 	&cli.StringFlag{Name: "name", Usage: "dataset name, the prefix of its files (default: the input's only dataset)"},
 	&cli.StringFlag{Name: "features", Value: "auto", Usage: "node features: auto (node labels if present, else degree), labels, attributes or degree", Action: cliutil.OneOf("features", "auto", "labels", "attributes", "degree")},
 	&cli.StringFlag{Name: "compression", Value: "zstd", Usage: "record batch compression: zstd, lz4 or none", Action: cliutil.OneOf("compression", "zstd", "lz4", "none")},
-	&cli.Int64Flag{Name: "shard-size", Value: 64 << 20, Usage: "target shard file size in bytes (64 KiB..16 GiB)", Action: cliutil.Int64Range("shard-size", 64<<10, 16<<30)},
+	&cli.StringFlag{Name: "shard-size", Value: "64MiB", Usage: "target shard file size, e.g. 2MiB or 262144 (64KiB..16GiB)", Action: sizeRange("shard-size", 64<<10, 16<<30)},
 	&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder (only once the new one is complete)"},
 	&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress or summary"},
+	// Limits: what an input may make the converter hold (docs/format.md,
+	// "Limits"); a dataset that needs more raises them.
+	&cli.Int64Flag{Name: "max-graph-nodes", Value: ingest.DefaultLimits.MaxNodes, Usage: "refuse a graph of more nodes (1..2^30)", Action: cliutil.Int64Range("max-graph-nodes", 1, 1<<30)},
+	&cli.Int64Flag{Name: "max-graph-edges", Value: ingest.DefaultLimits.MaxEdges, Usage: "refuse a graph listing more edges, before duplicates are dropped (1..2^31)", Action: cliutil.Int64Range("max-graph-edges", 1, 1<<31)},
+	&cli.IntFlag{Name: "max-columns", Value: ingest.DefaultLimits.MaxColumns, Usage: "refuse a feature file of more columns (1..1048576)", Action: cliutil.IntRange("max-columns", 1, 1<<20)},
+	&cli.StringFlag{Name: "max-pickle", Value: cliutil.FormatSize(ingest.DefaultLimits.MaxPickle), Usage: "refuse an OGB split_dict.pt whose pickle is larger (1KiB..16GiB)", Action: sizeRange("max-pickle", 1<<10, 16<<30)},
+	&cli.Int64Flag{Name: "max-expansion", Value: ingest.DefaultExpansion.Ratio, Usage: "refuse compressed input that inflates to more than this many times its size, beyond the first 64MiB (1..1000000)", Action: cliutil.Int64Range("max-expansion", 1, 1_000_000)},
+}
+
+// maxSynthGraphs bounds synth --graphs: 27 times PCQM4Mv2 (3.7 million
+// graphs), past which the generator's per-graph tables alone would take
+// gigabytes (--graphs 1000000000000 died of out-of-memory).
+const maxSynthGraphs = 100_000_000
+
+// sizeRange is a StringFlag Action refusing a size that ParseSize cannot
+// read or that lies outside [lo, hi].
+func sizeRange(name string, lo, hi int64) func(*cli.Context, string) error {
+	return func(_ *cli.Context, v string) error {
+		n, err := cliutil.ParseSize(name, v)
+		if err != nil {
+			return err
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("--%s %s: want %s..%s", name, v, cliutil.FormatSize(lo), cliutil.FormatSize(hi))
+		}
+		return nil
+	}
+}
+
+// limits reads the limit flags.
+func limits(c *cli.Context) (ingest.Limits, error) {
+	pickle, err := cliutil.ParseSize("max-pickle", c.String("max-pickle"))
+	if err != nil {
+		return ingest.Limits{}, err
+	}
+	return ingest.Limits{
+		MaxNodes: c.Int64("max-graph-nodes"), MaxEdges: c.Int64("max-graph-edges"), MaxColumns: c.Int("max-columns"),
+		MaxPickle: pickle, Expansion: ingest.Expansion{Ratio: c.Int64("max-expansion"), Floor: ingest.DefaultExpansion.Floor},
+	}, nil
 }
 
 func convertCmd() *cli.Command {
@@ -73,15 +112,26 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 		return nil, err
 	}
 	quiet := c.Bool("quiet")
+	shardBytes, err := cliutil.ParseSize("shard-size", c.String("shard-size"))
+	if err != nil {
+		return nil, err
+	}
+	lim, err := limits(c)
+	if err != nil {
+		return nil, err
+	}
 	opts := convert.Options{
 		Input: input, Out: out, Name: c.String("name"), Features: feat,
-		Compression: comp, ShardBytes: c.Int64("shard-size"), Force: c.Bool("force"),
+		Compression: comp, ShardBytes: shardBytes, Force: c.Bool("force"), Limits: lim,
 	}
 	if !quiet && isTerminal(os.Stderr) {
 		opts.Progress = progressBar("converting")
 	}
 	res, err := convert.Run(c.Context, opts)
 	if err != nil {
+		if c.Context.Err() != nil {
+			return nil, fmt.Errorf("stopped by a signal: nothing was written to %s", out)
+		}
 		return nil, err
 	}
 	if !quiet {
@@ -229,7 +279,7 @@ func synthCmd() *cli.Command {
 			&cli.StringFlag{Name: "like", Required: true, Usage: "COLLAB, REDDIT-BINARY, reddit, malnet, ogbg-molpcba, ogbg-molhiv or ogbg-ppa"},
 			&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "generator seed; the same seed writes the same bytes"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "folder to write the dataset's files into (created)"},
-			&cli.IntFlag{Name: "graphs", Usage: "number of graphs (default: the real dataset's count; ≥ 1)", Action: cliutil.IntRange("graphs", 1, -1)},
+			&cli.IntFlag{Name: "graphs", Usage: "number of graphs (default: the real dataset's count; 1..100000000)", Action: cliutil.IntRange("graphs", 1, maxSynthGraphs)},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
 		},
 		Action: func(c *cli.Context) error {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,11 +117,19 @@ func TestFlagsAnywhere(t *testing.T) {
 	if _, e, code := run(t, "verify", out); code != 0 {
 		t.Fatalf("verify: %s", e)
 	}
+	// Byte flags take units, as augloader's do.
+	if _, e, code := run(t, "convert", "-q", "-i", testutil.Testdata(t, "tu", "TINY.zip"), "-o", out+"4", "--shard-size", "2MiB", "--max-pickle", "1GiB"); code != 0 {
+		t.Fatalf("--shard-size 2MiB: %s", e)
+	}
 	for _, c := range [][]string{
-		{"convert", "-i", out, "-o", out + "2", "--shard-size", "0", "--shard-size 0: want 65536..17179869184"},
+		{"convert", "-i", out, "-o", out + "2", "--shard-size", "0", "--shard-size 0: want 64KiB..16GiB"},
+		{"convert", "-i", out, "-o", out + "2", "--shard-size", "2 parsecs", `--shard-size "2 parsecs": want a size such as 512MiB`},
+		{"convert", "-i", out, "-o", out + "2", "--max-graph-nodes", "0", "--max-graph-nodes 0: want 1..1073741824"},
+		{"convert", "-i", out, "-o", out + "2", "--max-pickle", "1B", "--max-pickle 1B: want 1KiB..16GiB"},
+		{"synth", "--like", "COLLAB", "--out", out + "3", "--graphs", "1000000000000", "--graphs 1000000000000: want 1..100000000"},
 		{"convert", "-i", out, "-o", out + "2", "--features", "colour", `--features "colour": want one of auto, labels, attributes, degree`},
 		{"convert", "-i", out, "-o", out + "2", "--compression", "brotli", `--compression "brotli"`},
-		{"synth", "--like", "COLLAB", "--out", out + "3", "--graphs", "-2", "--graphs -2: want an integer ≥ 1"},
+		{"synth", "--like", "COLLAB", "--out", out + "3", "--graphs", "-2", "--graphs -2: want 1..100000000"},
 	} {
 		_, e, code := run(t, c[:len(c)-1]...)
 		if code == 0 || !strings.Contains(e, c[len(c)-1]) {
@@ -198,5 +210,115 @@ func TestEveryFlagAfterPositionals(t *testing.T) {
 				t.Errorf("%s %s: %v, want %v", cmd.Name, name, got, want)
 			}
 		}
+	}
+}
+
+// bigOneGraph writes an OGB csv.gz folder of one graph of m edges (a
+// path): the converter reads it for seconds without reaching a second
+// graph, where cancellation used to be checked.
+func bigOneGraph(t *testing.T, m int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "one-big")
+	raw := filepath.Join(dir, "raw")
+	os.MkdirAll(raw, 0o755)
+	write := func(name string, fill func(w *bufio.Writer)) {
+		f, err := os.Create(filepath.Join(raw, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
+		bw := bufio.NewWriterSize(zw, 1<<20)
+		fill(bw)
+		bw.Flush()
+		zw.Close()
+		f.Close()
+	}
+	write("edge.csv.gz", func(w *bufio.Writer) {
+		for i := range m {
+			w.WriteString(strconv.Itoa(i))
+			w.WriteByte(',')
+			w.WriteString(strconv.Itoa(i + 1))
+			w.WriteByte('\n')
+		}
+	})
+	write("num-node-list.csv.gz", func(w *bufio.Writer) { fmt.Fprintf(w, "%d\n", m+1) })
+	write("num-edge-list.csv.gz", func(w *bufio.Writer) { fmt.Fprintf(w, "%d\n", m) })
+	write("graph-label.csv.gz", func(w *bufio.Writer) { w.WriteString("1\n") })
+	return dir
+}
+
+// SIGTERM during a conversion stops it: no output committed, exit
+// non-zero, no temporary folder left (it ran on, committed its output and
+// exited 0: cancellation was checked only between graphs, and this input
+// has one).
+func TestSIGTERMDuringConvert(t *testing.T) {
+	in := bigOneGraph(t, 3_000_000)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "big.shards")
+	cmd := exec.Command(bin, "convert", "-q", "-i", in, "-o", out)
+	var e strings.Builder
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Signalled once the conversion is under way (its temporary folder,
+	// or its reading, begun).
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	took := time.Since(t0)
+	if err == nil {
+		t.Fatalf("exit 0 after SIGTERM (took %v):\n%s", took, e.String())
+	}
+	if _, serr := os.Stat(out); serr == nil {
+		t.Fatalf("the output was committed after SIGTERM")
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("stopped %v after SIGTERM", took)
+	}
+	t.Logf("stopped %v after SIGTERM: %s", took.Round(time.Millisecond), strings.TrimSpace(e.String()))
+}
+
+// verify and stats refuse a FIFO where the shard folder has a file, at
+// once and naming it (verify blocked on graph-sizes.bin past SIGTERM).
+func TestVerifyRefusesFIFO(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "tiny.shards")
+	if _, e, code := run(t, "convert", "-q", "-i", testutil.Testdata(t, "tu", "TINY.zip"), "-o", out); code != 0 {
+		t.Fatal(e)
+	}
+	for _, name := range []string{"graph-sizes.bin", "manifest.json", "shard-00000.arrow"} {
+		p := filepath.Join(out, name)
+		body, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(p)
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"verify", "stats"} {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, e, code := run(t, cmd, out)
+				if cmd == "stats" && name != "manifest.json" {
+					return // stats reads the manifest alone
+				}
+				if code == 0 || !strings.Contains(e, name) || !strings.Contains(e, "not a regular file") {
+					t.Errorf("%s with a FIFO %s: exit %d, %q", cmd, name, code, e)
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s hung on a FIFO %s", cmd, name)
+			}
+		}
+		os.Remove(p)
+		os.WriteFile(p, body, 0o644)
 	}
 }

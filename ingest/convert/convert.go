@@ -255,6 +255,10 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.File
 			return nil, readDone, err
 		}
 		for i := range all.numNodes {
+			if i&1023 == 0 && ctx.Err() != nil {
+				err = ctx.Err()
+				break
+			}
 			g := all.graph(i)
 			if err = w.Append(&g); err != nil {
 				break
@@ -299,6 +303,11 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.File
 			w.Abort()
 			return nil, readDone, err
 		}
+	}
+	// Nothing is committed once cancelled (SIGTERM), however late.
+	if err := ctx.Err(); err != nil {
+		w.Abort()
+		return nil, readDone, err
 	}
 	if man, err = w.Finish(m); err != nil {
 		w.Abort()

@@ -112,7 +112,7 @@ func Fetch(ctx context.Context, o Options) (string, error) {
 // a matching CRC, and the required TU files of name present.
 func Check(p, name, want string) error {
 	if want != "" {
-		f, err := os.Open(p)
+		f, err := iox.OpenRegular(p)
 		if err != nil {
 			return fmt.Errorf("download: %w", err)
 		}

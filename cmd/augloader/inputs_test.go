@@ -1,0 +1,160 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/ingest/convert"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/shard"
+)
+
+// npyInt64 is an int64 array as numpy.save writes it.
+func npyInt64(shape []int, vals ...int64) []byte {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = fmt.Sprint(d)
+	}
+	sh := strings.Join(dims, ", ")
+	if len(shape) == 1 {
+		sh += ","
+	}
+	hdr := fmt.Sprintf("{'descr': '<i8', 'fortran_order': False, 'shape': (%s), }", sh)
+	for (10+len(hdr)+1)%64 != 0 {
+		hdr += " "
+	}
+	hdr += "\n"
+	var b bytes.Buffer
+	b.WriteString("\x93NUMPY\x01\x00")
+	binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
+	b.WriteString(hdr)
+	binary.Write(&b, binary.LittleEndian, vals)
+	return b.Bytes()
+}
+
+func writeNpz(t *testing.T, p string, arrays map[string][]byte) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for name, body := range arrays {
+		w, _ := zw.Create(name + ".npy")
+		w.Write(body)
+	}
+	zw.Close()
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hugeGraphShards converts a 1 KB OGB npz of three graphs: graph 0
+// declares 2^27 nodes and holds one edge, graphs 1 and 2 are triangles
+// (its node count past the converter's default limit, raised as a user
+// would).
+func hugeGraphShards(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "huge")
+	writeNpz(t, filepath.Join(dir, "raw", "data.npz"), map[string][]byte{
+		"num_nodes_list": npyInt64([]int{3}, 1<<27, 3, 3),
+		"num_edges_list": npyInt64([]int{3}, 1, 3, 3),
+		"edge_index":     npyInt64([]int{2, 7}, 0, 0, 1, 0, 0, 1, 2 /**/, 1, 1, 2, 2, 1, 2, 0),
+	})
+	writeNpz(t, filepath.Join(dir, "raw", "graph-label.npz"), map[string][]byte{"graph_label": npyInt64([]int{3, 1}, 1, 0, 1)})
+	out := filepath.Join(t.TempDir(), "huge.shards")
+	if _, err := convert.Run(context.Background(), convert.Options{Input: dir, Out: out, Limits: ingest.Limits{MaxNodes: 1 << 28}}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A 1 KB input whose graph declares 2^27 nodes does not kill the daemon
+// (it grew to 4-5 GiB under these flags on its first NodeSam or SubMix
+// fetch and died of Go's fatal out-of-memory): a request whose batches
+// hold a graph that could never be augmented within --memory-budget is
+// refused before anything is sent, naming the graph; the daemon says so
+// at start, serves it unaugmented (policy none) and everything else, and
+// stays within --cache-limit + --memory-budget + --ppr-cache + 128 MiB.
+func TestHugeGraphWithinBound(t *testing.T) {
+	shards := hugeGraphShards(t)
+	d := startDaemon(t, "", "--shards", shards, "--cache-limit", "64MiB", "--memory-budget", "64MiB", "--ppr-cache", "16MiB",
+		"--view", "ns=all:nodesam", "--view", "sm=all:submix", "--view", "plain=all:none", "--workers", "2")
+	for _, c := range []struct{ view, want string }{
+		{"ns", "graph 0 (134217728 nodes, 1 edges) needs about"},
+		// Any SubMix target may draw graph 0 as its partner.
+		{"sm", "partner may be the served set's largest graph (134217728 nodes"},
+		{"ns", "graph 0 (134217728 nodes, 1 edges) needs about"},
+	} {
+		_, stderr, code := runBin(t, "fetch", "--addr", d.sock, "--view", c.view)
+		if code == 0 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "--memory-budget") {
+			t.Fatalf("view %s: exit %d, %s", c.view, code, stderr)
+		}
+	}
+	out, stderr, code := runBin(t, "fetch", "--addr", d.sock, "--view", "plain")
+	if code != 0 || !strings.Contains(out, "3 graphs") {
+		t.Fatalf("view plain: exit %d\n%s%s", code, out, stderr)
+	}
+	peak := peakRSSKiB(t, d.cmd.Process.Pid)
+	const bound = (64 + 64 + 16 + 128) << 10
+	t.Logf("peak RSS %d MiB (bound %d MiB)", peak>>10, bound>>10)
+	if peak > bound {
+		t.Fatalf("peak RSS %d KiB over the documented bound of %d KiB", peak, bound)
+	}
+	d.stop(t)
+	if !strings.Contains(d.logs.String(), "view ns: graph 0 (134217728 nodes, 1 edges) needs about") {
+		t.Fatalf("the start-up log does not name the graph:\n%s", d.logs)
+	}
+}
+
+// A FIFO (or another non-regular file) where the shard folder has a file
+// is refused at once, naming it: opening a FIFO for reading blocks until a
+// writer comes, and serve, materialize and verify hung there, past the
+// first SIGTERM.
+func TestNonRegularFilesRefused(t *testing.T) {
+	src := fixture.SynthShards(t, "COLLAB", 40, 1)
+	for _, name := range []string{shard.GraphSizesName, shard.ManifestName, "shard-00000.arrow"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "s")
+			if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(filepath.Join(dir, name))
+			if err := syscall.Mkfifo(filepath.Join(dir, name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				{"serve", "--shards", dir, "--socket", filepath.Join(t.TempDir(), "s.sock")},
+				{"materialize", "--shards", dir, "--out", filepath.Join(t.TempDir(), "m"), "--epochs", "0:1"},
+			} {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				cmd := exec.CommandContext(ctx, bin, args...)
+				var errb strings.Builder
+				cmd.Stderr = &errb
+				t0 := time.Now()
+				err := cmd.Run()
+				hung := ctx.Err() != nil
+				cancel()
+				if hung {
+					t.Fatalf("%s hung on a FIFO %s", args[0], name)
+				}
+				if err == nil || !strings.Contains(errb.String(), name) || !strings.Contains(errb.String(), "not a regular file") {
+					t.Fatalf("%s: %v\n%s", args[0], err, errb.String())
+				}
+				t.Logf("%s refused in %v: %s", args[0], time.Since(t0).Round(time.Millisecond), strings.TrimSpace(errb.String()))
+			}
+		})
+	}
+}
