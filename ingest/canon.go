@@ -42,19 +42,29 @@ func (c *Canon) Build(n int32, keys []Entry, labels []int32, st *Stats) ([]int32
 		return c.edges, nil
 	}
 	withL := labels != nil
-	if !withL && c.presorted(n, keys, st) {
-		return c.edges, nil
-	}
-	c.edges = c.edges[:0]
-	c.tmp = grow(c.tmp, m)
 	c.sorted = grow(c.sorted, m)
 	if withL {
-		c.tmpL = grow(c.tmpL, m)
 		c.sortedL = grow(c.sortedL, m)
 	}
-	// Pass 1 by v into tmp, pass 2 by u into sorted: stable, so (u, v) order.
-	c.countingPass(n, keys, labels, c.tmp, c.tmpL, 1, withL)
-	c.countingPass(n, c.tmp, c.tmpL, c.sorted, c.sortedL, 33, withL)
+	if int(n) > 4*m+1024 {
+		// Far more nodes than entries (a graph that declares millions of
+		// nodes and lists a few edges): a comparison sort, in memory
+		// proportional to the entries, where the counting passes need a
+		// counter per node.
+		c.sortByComparison(keys, labels, withL)
+	} else {
+		if !withL && c.presorted(n, keys, st) {
+			return c.edges, nil
+		}
+		c.edges = c.edges[:0]
+		c.tmp = grow(c.tmp, m)
+		if withL {
+			c.tmpL = grow(c.tmpL, m)
+		}
+		// Pass 1 by v into tmp, pass 2 by u into sorted: stable, so (u, v) order.
+		c.countingPass(n, keys, labels, c.tmp, c.tmpL, 1, withL)
+		c.countingPass(n, c.tmp, c.tmpL, c.sorted, c.sortedL, 33, withL)
+	}
 
 	for i := 0; i < m; {
 		k := c.sorted[i] >> 1
@@ -157,6 +167,23 @@ func (c *Canon) presortedAs(n int32, keys []Entry, s Entry, size int) bool {
 	return true
 }
 
+// sortByComparison writes keys into c.sorted (and labels into c.sortedL)
+// ordered by (u, v), entries of one pair in their input order, as the
+// counting passes do.
+func (c *Canon) sortByComparison(keys []Entry, labels []int32, withL bool) {
+	idx := make([]int32, len(keys))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(keys[a]>>1, keys[b]>>1) })
+	for i, j := range idx {
+		c.sorted[i] = keys[j]
+		if withL {
+			c.sortedL[i] = labels[j]
+		}
+	}
+}
+
 func (c *Canon) countingPass(n int32, src []Entry, srcL []int32, dst []Entry, dstL []int32, shift uint, withL bool) {
 	c.cnt = grow(c.cnt, int(n)+1)
 	cnt := c.cnt
@@ -241,4 +268,55 @@ func TaskFor(targets int, allInts, binary bool) shard.TaskKind {
 		return shard.TaskBinary
 	}
 	return shard.TaskRegression
+}
+
+// CompactMin is the fewest listings a graph holds before CompactListings
+// is worth its sort: a reader compacts a graph's listings whenever they
+// reach twice what the last compaction kept, and at least this many.
+var CompactMin = 1 << 20
+
+// CompactListings drops the repeated listings of a graph's edges read so
+// far, so that a file listing one edge millions of times holds one entry
+// for it, not millions: keys (Pack) are the listings, row i's features are
+// codes[i*nCodes:] and x[i*nX:], and line[i] is its row in the file. Per
+// edge and direction the first listing is kept (in file order); a dropped
+// one must carry its edge's first listing's features, else conflict(u, v,
+// line, first line)'s error; each dropped listing counts as a duplicate.
+// Canon.Build then gives the same edges, first listings and stats as it
+// would have from every listing. The slices are compacted in place.
+func CompactListings(keys []Entry, line []int32, codes []int32, nCodes int, x []float32, nX int, st *Stats,
+	conflict func(u, v, row, firstRow int32) error) ([]Entry, []int32, []int32, []float32, error) {
+	idx := make([]int32, len(keys))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(keys[a]>>1, keys[b]>>1) })
+	keep := make([]bool, len(keys))
+	for g := 0; g < len(idx); {
+		first, pair := idx[g], keys[idx[g]]>>1
+		var seen [2]bool
+		for ; g < len(idx) && keys[idx[g]]>>1 == pair; g++ {
+			i := idx[g]
+			if i != first && (!slices.Equal(codes[int(i)*nCodes:(int(i)+1)*nCodes], codes[int(first)*nCodes:(int(first)+1)*nCodes]) ||
+				!slices.Equal(x[int(i)*nX:(int(i)+1)*nX], x[int(first)*nX:(int(first)+1)*nX])) {
+				return nil, nil, nil, nil, conflict(int32(pair>>32), int32(pair&(1<<32-1)), line[i], line[first])
+			}
+			if d := keys[i] & 1; !seen[d] {
+				seen[d], keep[i] = true, true
+			} else {
+				st.Duplicates++
+			}
+		}
+	}
+	n := 0
+	for i, k := range keep {
+		if !k {
+			continue
+		}
+		keys[n], line[n] = keys[i], line[i]
+		copy(codes[n*nCodes:(n+1)*nCodes], codes[i*nCodes:(i+1)*nCodes])
+		copy(x[n*nX:(n+1)*nX], x[i*nX:(i+1)*nX])
+		n++
+	}
+	return keys[:n], line[:n], codes[:n*nCodes], x[:n*nX], nil
 }

@@ -127,3 +127,45 @@ func cmp2(a0, a1, b0, b1 int64) int {
 	}
 	return int(a1 - b1)
 }
+
+// A graph that declares far more nodes than it lists entries is
+// canonicalised by a comparison sort (no counter per node): the same
+// edges, labels (each edge's first listing) and stats as the counting
+// passes give for the same entries.
+func TestCanonSparseSameAsCounting(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for trial := range 200 {
+		active := 2 + r.IntN(30)
+		var keys []Entry
+		var labels []int32
+		for range r.IntN(200) {
+			u, v := r.Int64N(int64(active)), r.Int64N(int64(active))
+			if u == v {
+				continue
+			}
+			keys = append(keys, Pack(u, v))
+			labels = append(labels, int32(r.IntN(4)))
+		}
+		for _, withL := range []bool{false, true} {
+			var l []int32
+			if withL {
+				l = labels
+			}
+			var dense, sparse Canon
+			var stD, stS Stats
+			eD, lD := dense.Build(int32(active), keys, l, &stD)
+			eS, lS := sparse.Build(1<<26, keys, l, &stS)
+			if !slices.Equal(eD, eS) || !slices.Equal(lD, lS) || stD != stS {
+				t.Fatalf("trial %d labels=%v: counting %v %v %+v, comparison %v %v %+v", trial, withL, eD, lD, stD, eS, lS, stS)
+			}
+		}
+	}
+	// And in memory proportional to the entries: a node count of 2^26
+	// costs no counter per node.
+	var c Canon
+	var st Stats
+	allocs := testing.AllocsPerRun(1, func() { c.Build(1<<26, []Entry{Pack(0, 5), Pack(5, 0)}, nil, &st) })
+	if cap(c.cnt) > 0 || allocs > 8 {
+		t.Fatalf("a sparse graph allocated a counter per node (cap %d, %v allocations)", cap(c.cnt), allocs)
+	}
+}

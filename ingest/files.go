@@ -47,8 +47,14 @@ type Files struct {
 	closers  []func() error
 	spoolDir string
 	limit    Expansion
-	zipSizes map[string]int64 // a zip entry's compressed size
-	ctx      context.Context  // nil: never done
+	ctx      context.Context // nil: never done
+	// inputBytes is the input's size on disk; inflated the bytes its
+	// compressed streams gave (per stream the most any one read of it
+	// gave, so a file read twice counts once), held to
+	// limit.Bound(inputBytes).
+	inputBytes int64
+	inflated   int64
+	inflatedBy map[string]int64
 
 	mu     sync.Mutex
 	hashes map[string]SourceHash
@@ -121,7 +127,8 @@ func OpenFiles(p string, o FilesOptions) (*Files, error) {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
 	f := &Files{Path: p, open: map[string]func() (io.ReadCloser, error){}, hashes: map[string]SourceHash{},
-		streams: map[string]*stream{}, spoolDir: o.SpoolDir, limit: o.expansion(), zipSizes: map[string]int64{}, ctx: o.Context}
+		streams: map[string]*stream{}, spoolDir: o.SpoolDir, limit: o.expansion(), ctx: o.Context,
+		inputBytes: st.Size(), inflatedBy: map[string]int64{}}
 	if st.IsDir() {
 		if err := f.listFolder(p); err != nil {
 			return nil, err
@@ -201,6 +208,9 @@ func (f *Files) listFolder(dir string) error {
 		if len(f.entries) >= MaxEntries {
 			return containerErr(dir, "more than %d files: give the dataset's own folder", MaxEntries)
 		}
+		if info, err := d.Info(); err == nil {
+			f.inputBytes += info.Size()
+		}
 		f.entries = append(f.entries, name)
 		f.open[name] = func() (io.ReadCloser, error) { return iox.OpenRegular(p) }
 		return nil
@@ -243,8 +253,7 @@ func (f *Files) openZip(p string) error {
 		}
 		e := e
 		f.entries = append(f.entries, e.Name)
-		f.zipSizes[e.Name] = int64(e.CompressedSize64)
-		f.open[e.Name] = func() (io.ReadCloser, error) { return e.Open() }
+		f.open[e.Name] = func() (io.ReadCloser, error) { return f.GuardZipEntry(e, p+"/"+e.Name) }
 	}
 	sort.Strings(f.entries)
 	return nil
@@ -262,8 +271,7 @@ func (f *Files) openTar(p, kind string, o FilesOptions) error {
 		return fmt.Errorf("ingest: %w", err)
 	}
 	defer fh.Close()
-	raw := &countingReader{r: fh}
-	var r io.Reader = bufio.NewReaderSize(raw, 1<<20)
+	var r io.Reader = bufio.NewReaderSize(fh, 1<<20)
 	switch kind {
 	case "gzip":
 		zr, err := gzip.NewReader(r)
@@ -288,7 +296,7 @@ func (f *Files) openTar(p, kind string, o FilesOptions) error {
 		return fmt.Errorf("ingest: spool for %s: %w", p, err)
 	}
 	f.closers = append(f.closers, func() error { td.Abort(); return nil })
-	guard := &expansionGuard{r: r, raw: raw, limit: o.expansion(), shown: p}
+	guard := &expansionGuard{r: r, f: f, key: "tar:" + p, shown: p}
 	end := &endReader{r: guard}
 	tr := tar.NewReader(end)
 	for {
@@ -408,46 +416,92 @@ func xzFooter(p string) error {
 	return nil
 }
 
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
+// GuardZipEntry opens a zip entry (the input's own, or a nested
+// archive's: an .npz array, a torch.save storage) bounded in what it
+// inflates to: an entry that declares more than the input's bound allows
+// is refused before it is read, and one that inflates past it (its
+// declared size is checked only at its end) as it does.
+func (f *Files) GuardZipEntry(e *zip.File, shown string) (io.ReadCloser, error) {
+	if e.Method != zip.Store {
+		f.mu.Lock()
+		left := f.limit.Bound(f.inputBytes) - f.inflated + f.inflatedBy["zip:"+shown]
+		f.mu.Unlock()
+		if int64(e.UncompressedSize64) > left {
+			return nil, f.overInflated(shown, int64(e.UncompressedSize64))
+		}
+	}
+	rc, err := e.Open()
+	if err != nil {
+		return nil, err
+	}
+	if e.Method == zip.Store {
+		return rc, nil
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{&expansionGuard{r: rc, f: f, key: "zip:" + shown, shown: shown}, rc}, nil
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// Expansion bounds what a compressed input may inflate to: at most Ratio
-// times the compressed bytes read so far, and never less than Floor. Real
-// datasets inflate far less (the TU COLLAB .tar.xz: 37 times); a few
-// kilobytes that claim gigabytes are refused, naming the file and the
-// flag that raises the bound.
+// Expansion bounds what an input's compressed streams (gzip files, zip
+// entries, a tar's compression, Parquet's encodings) may inflate to, all
+// together: at most Ratio times the input's bytes on disk, and never less
+// than Floor. Real datasets inflate far less as a whole (the TU COLLAB
+// .tar.xz 37 times, REDDIT-BINARY.zip 5 times, though its graph indicator
+// alone 385 times); a few kilobytes that claim gigabytes are refused,
+// naming the file and the flag that raises the bound.
 type Expansion struct {
 	Ratio int64
 	Floor int64
 }
 
-// DefaultExpansion is the bound unless the caller sets another.
-var DefaultExpansion = Expansion{Ratio: 256, Floor: 64 << 20}
+// Bound is what an input of size bytes may inflate to.
+func (e Expansion) Bound(size int64) int64 {
+	if e.Ratio > 0 && size > (1<<62)/e.Ratio {
+		return 1 << 62
+	}
+	return max(e.Floor, e.Ratio*size)
+}
 
-// expansionGuard reads r (inflated from raw) and fails once it has given
-// more than its limit allows for the bytes raw has given.
+// DefaultExpansion is the bound unless the caller sets another.
+var DefaultExpansion = Expansion{Ratio: 100, Floor: 8 << 20}
+
+// inflate records that the stream key has given n bytes in one read;
+// past the input's bound it returns the error naming shown.
+func (f *Files) inflate(key, shown string, n int64) error {
+	f.mu.Lock()
+	if hw := f.inflatedBy[key]; n > hw {
+		f.inflated += n - hw
+		f.inflatedBy[key] = n
+	}
+	over := f.inflated > f.limit.Bound(f.inputBytes)
+	f.mu.Unlock()
+	if over {
+		return f.overInflated(shown, n)
+	}
+	return nil
+}
+
+func (f *Files) overInflated(shown string, n int64) error {
+	return containerErr(shown, "inflates to %d bytes: with the rest, more than %d times the input's %d bytes (a decompression bomb, or a dataset that needs shardconv convert --max-expansion raised)",
+		n, f.limit.Ratio, f.inputBytes)
+}
+
+// expansionGuard reads r, the inflated stream key, charging what it
+// gives to its Files.
 type expansionGuard struct {
 	r     io.Reader
-	raw   *countingReader
+	f     *Files
+	key   string
 	n     int64
-	limit Expansion
 	shown string
 }
 
 func (g *expansionGuard) Read(p []byte) (int, error) {
 	n, err := g.r.Read(p)
 	g.n += int64(n)
-	if g.n > g.limit.Floor && g.n > g.limit.Ratio*g.raw.n {
-		return n, containerErr(g.shown, "inflates to more than %d times its %d compressed bytes (%d bytes so far): a decompression bomb, or a dataset that needs --max-expansion raised", g.limit.Ratio, g.raw.n, g.n)
+	if ierr := g.f.inflate(g.key, g.shown, g.n); ierr != nil {
+		return n, ierr
 	}
 	return n, err
 }
@@ -555,7 +609,7 @@ func (f *Files) OpenGzip(entry, shown string) (io.ReadCloser, error) {
 			}
 			return nil, containerErr(shown, "not gzip: %v", err)
 		}
-		return &gzFile{zr, raw}, nil
+		return &gzFile{Reader: zr, guard: &expansionGuard{r: zr, f: f, key: "gzip:" + shown, shown: shown}, raw: raw}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -565,8 +619,11 @@ func (f *Files) OpenGzip(entry, shown string) (io.ReadCloser, error) {
 
 type gzFile struct {
 	*gzip.Reader
-	raw io.Closer
+	guard *expansionGuard
+	raw   io.Closer
 }
+
+func (g *gzFile) Read(p []byte) (int, error) { return g.guard.Read(p) }
 
 func (g *gzFile) Close() error {
 	err := g.Reader.Close()
@@ -714,11 +771,7 @@ func (f *Files) OpenRandom(entry, shown string) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("ingest: %s: %w", shown, err)
 	}
-	var src io.Reader = rc
-	if c, ok := f.zipSizes[entry]; ok {
-		src = &expansionGuard{r: rc, raw: &countingReader{n: c}, limit: f.limit, shown: shown}
-	}
-	n, err := io.Copy(tmp, src)
+	n, err := io.Copy(tmp, rc)
 	if err != nil {
 		tmp.Close()
 		var fe *FormatError
@@ -730,8 +783,9 @@ func (f *Files) OpenRandom(entry, shown string) (*os.File, int64, error) {
 	return tmp, n, nil
 }
 
-// Limit is the bound on what a compressed input may inflate to.
-func (f *Files) Limit() Expansion { return f.limit }
+// Limit is the bound on what the input's compressed streams may inflate
+// to, and the input's size it applies to.
+func (f *Files) Limit() (Expansion, int64) { return f.limit, f.inputBytes }
 
 // TempFile creates an unlinked temporary file in the spool folder (beside
 // the output: a temporary folder may be memory), gone with its last

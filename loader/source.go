@@ -70,7 +70,7 @@ func (ds *dataset) checkSize(id int64, sg *shard.Graph) error {
 	if w.Load()&bit == 0 {
 		return nil
 	}
-	got := aug.Size{Nodes: int(sg.NumNodes), Edges: len(sg.Edges) / 2, MaxDegree: maxDegree(sg.NumNodes, sg.Edges)}
+	got := aug.Size{Nodes: int(sg.NumNodes), Edges: len(sg.Edges) / 2, MaxDegree: int(shard.MaxDegree(sg))}
 	if want := ds.sizes[id]; got != want {
 		return fmt.Errorf("%w: %s says graph %d has %d nodes, %d edges, largest degree %d; its shard holds %d, %d, %d (run shardconv verify; convert again to rebuild the index)",
 			ErrSizes, shard.GraphSizesName, id, want.Nodes, want.Edges, want.MaxDegree, got.Nodes, got.Edges, got.MaxDegree)
@@ -79,26 +79,6 @@ func (ds *dataset) checkSize(id int64, sg *shard.Graph) error {
 	return nil
 }
 
-// maxDegree is the largest degree of a graph of n nodes and canonical
-// edge pairs, in memory proportional to its edges (a graph may declare
-// far more nodes than it has edges).
-func maxDegree(n int32, edges []int32) int {
-	if int(n) <= 4*len(edges)+1024 {
-		_, deg := aug.SizeOf(n, edges, nil)
-		return int(slices.Max(append(deg, 0)))
-	}
-	ends := slices.Clone(edges)
-	slices.Sort(ends)
-	best := 0
-	for i := 0; i < len(ends); {
-		j := i
-		for j < len(ends) && ends[j] == ends[i] {
-			j++
-		}
-		best, i = max(best, j-i), j
-	}
-	return best
-}
 
 // Source reads graphs of a served set as aug.Graphs and serves SubMix's
 // partners from it.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/augloader/augloader/internal/iox"
 )
@@ -65,6 +66,10 @@ func newSizesWriter(dir string) (*sizesWriter, error) {
 // measure sets s.maxDeg to g's largest node degree.
 func (s *sizesWriter) measure(g *Graph) {
 	n := int(g.NumNodes)
+	if sparse(g) {
+		_, s.maxDeg = endpoints(g.Edges)
+		return
+	}
 	if cap(s.deg) < n {
 		s.deg = make([]int32, n, max(n, 2*cap(s.deg)))
 	}
@@ -161,4 +166,34 @@ func readGraphSizes(dir string, man *Manifest, digest string) (*GraphSizes, erro
 			nodes, edges, maxNodes, maxEdges, st.Nodes, st.Edges, st.MaxNodes, st.MaxEdges)
 	}
 	return gs, nil
+}
+
+// MaxDegree is g's largest node degree (what the graph-size index
+// records), in memory proportional to its edges when it declares far more
+// nodes than they touch.
+func MaxDegree(g *Graph) int32 {
+	var s sizesWriter
+	s.measure(g)
+	return s.maxDeg
+}
+
+// sparse reports whether g declares far more nodes than its edges touch:
+// its per-node measures are then taken by sorting its edges' ends (a graph
+// that declares 2^27 nodes and holds one edge would otherwise cost a
+// counter per node).
+func sparse(g *Graph) bool { return int(g.NumNodes) > 4*len(g.Edges)+1024 }
+
+// endpoints returns how many distinct nodes edges touch and the largest
+// degree, in memory proportional to the edges.
+func endpoints(edges []int32) (distinct int64, maxDeg int32) {
+	ends := slices.Clone(edges)
+	slices.Sort(ends)
+	for i := 0; i < len(ends); {
+		j := i
+		for j < len(ends) && ends[j] == ends[i] {
+			j++
+		}
+		distinct, maxDeg, i = distinct+1, max(maxDeg, int32(j-i)), j
+	}
+	return distinct, maxDeg
 }

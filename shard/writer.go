@@ -485,6 +485,10 @@ func (w *Writer) appendV3(g *Graph) error {
 // isolated counts g's nodes without an edge, in O(nodes + edges) with a
 // stamp buffer reused across graphs.
 func (w *Writer) isolated(g *Graph) int64 {
+	if sparse(g) {
+		touched, _ := endpoints(g.Edges)
+		return int64(g.NumNodes) - touched
+	}
 	if cap(w.seen) < int(g.NumNodes) {
 		w.seen = make([]int64, g.NumNodes)
 	}

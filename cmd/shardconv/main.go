@@ -51,7 +51,7 @@ var convertFlags = []cli.Flag{
 	&cli.Int64Flag{Name: "max-graph-edges", Value: ingest.DefaultLimits.MaxEdges, Usage: "refuse a graph listing more edges, before duplicates are dropped (1..2^31)", Action: cliutil.Int64Range("max-graph-edges", 1, 1<<31)},
 	&cli.IntFlag{Name: "max-columns", Value: ingest.DefaultLimits.MaxColumns, Usage: "refuse a feature file of more columns (1..1048576)", Action: cliutil.IntRange("max-columns", 1, 1<<20)},
 	&cli.StringFlag{Name: "max-pickle", Value: cliutil.FormatSize(ingest.DefaultLimits.MaxPickle), Usage: "refuse an OGB split_dict.pt whose pickle is larger (1KiB..16GiB)", Action: sizeRange("max-pickle", 1<<10, 16<<30)},
-	&cli.Int64Flag{Name: "max-expansion", Value: ingest.DefaultExpansion.Ratio, Usage: "refuse compressed input that inflates to more than this many times its size, beyond the first 64MiB (1..1000000)", Action: cliutil.Int64Range("max-expansion", 1, 1_000_000)},
+	&cli.Int64Flag{Name: "max-expansion", Value: ingest.DefaultExpansion.Ratio, Usage: "refuse input whose compressed parts inflate, together, to more than this many times its size on disk, beyond the first 8MiB (1..1000000)", Action: cliutil.Int64Range("max-expansion", 1, 1_000_000)},
 }
 
 // maxSynthGraphs bounds synth --graphs: 27 times PCQM4Mv2 (3.7 million

@@ -95,7 +95,7 @@ func (Format) Open(f *ingest.Files, dataset string, o ingest.OpenOptions) (inges
 			return nil, formatErr(f.Path, 0, 0, "holds %d candidate GIN files (%s): name one with --name", len(names), strings.Join(names, ", "))
 		}
 	}
-	d := &Dataset{Table: ingest.Table{Name: dataset}, files: f, file: dataset + ".txt"}
+	d := &Dataset{Table: ingest.Table{Name: dataset}, files: f, file: dataset + ".txt", limits: o.Limits.WithDefaults()}
 	for _, e := range f.Entries() {
 		if path.Base(e) == d.file && (f.Bare || candidate(e)) {
 			if d.entry != "" {
@@ -127,6 +127,8 @@ type Dataset struct {
 	files *ingest.Files
 	entry string // the file's entry in files
 	file  string // its name in errors and the manifest's sources
+	// limits bound what the file may make the reader hold.
+	limits ingest.Limits
 }
 
 var _ ingest.Dataset = (*Dataset)(nil)
@@ -197,6 +199,9 @@ func (d *Dataset) load(mode ingest.FeatureMode) error {
 		}
 		if n < 1 || n > shard.MaxNodesPerGraph {
 			return formatErr(file, l.Line, 1, "graph %d has %d nodes", g+1, n)
+		}
+		if err := d.limits.CheckNodes(name, file, l.Line, 1, g+1, n); err != nil {
+			return err
 		}
 		rawLabels = append(rawLabels, lab)
 		for v := int64(0); v < n; v++ {

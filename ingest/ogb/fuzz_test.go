@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -47,13 +48,20 @@ func FuzzUnpickle(f *testing.F) {
 	empty := zip.NewWriter(&bytes.Buffer{})
 	empty.Close()
 	f.Fuzz(func(t *testing.T, b []byte) {
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
 		v, err := unpickle(b)
+		runtime.ReadMemStats(&ms1)
+		// What it builds is bounded by its bytes, whatever the opcodes.
+		if got, budget := int64(ms1.TotalAlloc-ms0.TotalAlloc), 4*pickleBudget(len(b)); got > budget {
+			t.Fatalf("unpickling %d bytes allocated %d (budget %d)", len(b), got, budget)
+		}
 		if err != nil {
 			return
 		}
 		if d, ok := v.(*pyDict); ok {
 			for _, x := range d.vals {
-				pyInts(x, &zip.Reader{}, "archive/")
+				pyInts(x, &zip.Reader{}, "archive/", 1000)
 			}
 		}
 	})

@@ -180,3 +180,65 @@ func gzipped(body string) []byte {
 	zw.Close()
 	return b.Bytes()
 }
+
+// A graph listing its edges many times over is compacted as it is read
+// (each edge and direction held once): the same shards and stats as
+// without compaction, and a listing whose features contradict its edge's
+// first is refused naming both lines, compacted or not.
+func TestRepeatedListingsCompacted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var edges, feats strings.Builder
+	const n, m = 6, 400
+	type pair struct{ u, v int }
+	feat := map[pair]int{}
+	for range m {
+		u, v := rng.IntN(n), rng.IntN(n)
+		p := pair{min(u, v), max(u, v)}
+		if _, ok := feat[p]; !ok {
+			feat[p] = rng.IntN(5)
+		}
+		fmt.Fprintf(&edges, "%d,%d\n", u, v)
+		fmt.Fprintf(&feats, "%d,1\n", feat[p])
+	}
+	files := map[string]string{
+		"edge": edges.String(), "edge-feat": feats.String(),
+		"num-node-list": fmt.Sprintf("%d\n", n), "num-edge-list": fmt.Sprintf("%d\n", m), "graph-label": "1\n",
+	}
+	dir := folder(t, files)
+	want, err := outcome(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(old int) { ingest.CompactMin = old }(ingest.CompactMin)
+	ingest.CompactMin = 7
+	got, err := outcome(t, dir)
+	if err != nil || got != want {
+		t.Fatalf("compacted every 7 listings: %v\n%s\nwant\n%s", err, got, want)
+	}
+	// A contradicting listing late in the file.
+	lines := strings.Split(strings.TrimSpace(feats.String()), "\n")
+	e := strings.Split(strings.TrimSpace(edges.String()), "\n")
+	unordered := func(l string) pair {
+		var u, v int
+		fmt.Sscanf(l, "%d,%d", &u, &v)
+		return pair{min(u, v), max(u, v)}
+	}
+	var firstLine int
+	for i := range e {
+		if unordered(e[i]) == unordered(e[len(e)-1]) {
+			firstLine = i + 1
+			break
+		}
+	}
+	lines[len(lines)-1] = "9,1"
+	files["edge-feat"] = strings.Join(lines, "\n") + "\n"
+	wantErr := fmt.Sprintf("raw/edge-feat.csv.gz:%d: graph 0: edge", m)
+	wantFirst := fmt.Sprintf("than on line %d, where it is listed first", firstLine)
+	for _, cm := range []int{7, 1 << 20} {
+		ingest.CompactMin = cm
+		_, err := outcome(t, folder(t, files))
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), wantFirst) {
+			t.Fatalf("compacting at %d: %v, want %q … %q", cm, err, wantErr, wantFirst)
+		}
+	}
+}

@@ -305,7 +305,7 @@ func (d *Dataset) npy(arr string, transposed bool) (*npySource, error) {
 	}
 	key := "npz:" + s.name
 	open := func() (io.ReadCloser, error) {
-		rc, err := f.Open()
+		rc, err := d.files.GuardZipEntry(f, s.name)
 		if err != nil {
 			return nil, formatErr(s.name, 0, 0, "cannot open: %v", err)
 		}
@@ -443,6 +443,15 @@ func (d *Dataset) readCounts(file string) ([]int32, error) {
 		if v := r.vals[0]; !r.ints || v < 0 || v > math.MaxInt32/2 || v != math.Trunc(v) {
 			return nil, formatErr(shown, line, 1, "count %v is not an integer in 0..%d", v, math.MaxInt32/2)
 		}
+		// A count is checked against its limit here, before anything is
+		// held for it: a graph's rows are read only after the counts.
+		check := d.limits.CheckNodes
+		if file == fileEdgeCount {
+			check = d.limits.CheckEdges
+		}
+		if err := check(name, shown, line, 1, int64(len(out)), int64(r.vals[0])); err != nil {
+			return nil, err
+		}
 		out = append(out, int32(r.vals[0]))
 	}
 }
@@ -464,6 +473,10 @@ func (d *Dataset) peek(c *columns) error {
 		return nil // an empty file: no rows (no nodes or edges at all)
 	}
 	if err != nil {
+		return err
+	}
+	shown, line := src.where()
+	if err := d.limits.CheckColumns(name, shown, line, int64(len(r.vals))); err != nil {
 		return err
 	}
 	c.Present, c.Width, c.Floats, c.Code = true, len(r.vals), !r.ints, 1
@@ -508,6 +521,9 @@ func (d *Dataset) openLabels() error {
 			return formatErr(shown, line, 0, "more rows than the %d graphs counted in the count lists", len(d.nodes))
 		}
 		if g == 0 {
+			if err := d.limits.CheckColumns(name, shown, line, int64(len(r.vals))); err != nil {
+				return err
+			}
 			d.targets, d.hasLabels = len(r.vals), true
 		}
 		allInts = allInts && r.ints
@@ -586,7 +602,7 @@ func (d *Dataset) readSplitDict(dir string) error {
 	}
 	defer ra.Close()
 	s := ingest.Split{Name: dir}
-	if s.Train, s.Valid, s.Test, err = readSplitDict(ra, size, d.shown(file)); err != nil {
+	if s.Train, s.Valid, s.Test, err = readSplitDict(ra, size, d.shown(file), int64(len(d.nodes)), d.limits.MaxPickle); err != nil {
 		return err
 	}
 	for _, set := range [][]int64{s.Train, s.Valid, s.Test} {
@@ -793,7 +809,8 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 		canon  ingest.Canon
 		keys   []ingest.Entry
 		rows   []int32
-		ecodes []int32 // per input row
+		lines  []int32 // per listing kept: its row among the graph's
+		ecodes []int32 // per listing kept
 		ex     []float32
 	)
 	for gi := range d.nodes {
@@ -813,7 +830,21 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 				}
 			}
 		}
-		keys, rows, ecodes, ex = keys[:0], rows[:0], ecodes[:0], ex[:0]
+		keys, lines, ecodes, ex = keys[:0], lines[:0], ecodes[:0], ex[:0]
+		nCodes, nX := d.edge.Split()
+		if edgeIn == nil {
+			nCodes, nX = 0, 0
+		}
+		// Row i of ecodes and ex is listing i's features (self-loops
+		// dropped with theirs); lines[i] its row in the edge files.
+		conflict := func(edgeFile string, lastLine int64) func(u, v, r, r0 int32) error {
+			line := func(r int32) int64 { return lastLine - int64(m-1) + int64(r) }
+			return func(u, v, r, r0 int32) error {
+				return formatErr(edgeFile, line(r), 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
+					gi, u, v, line(r0))
+			}
+		}
+		compactAt := ingest.CompactMin
 		for k := range m {
 			if err := edgesIn.next(2, false); err != nil {
 				return st, err
@@ -834,16 +865,40 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 			}
 			if u == v {
 				st.SelfLoops++
+				ecodes, ex = ecodes[:len(keys)*nCodes], ex[:len(keys)*nX]
 				continue
 			}
 			keys = append(keys, ingest.Pack(int64(u), int64(v)))
-			rows = append(rows, int32(k))
+			lines = append(lines, int32(k))
+			if len(keys) >= compactAt {
+				// A graph listing its edges many times over holds each
+				// once (and each direction once): memory follows its
+				// edges, not its rows.
+				file, line := edgesIn.src.where()
+				if edgeIn != nil {
+					file, line = edgeIn.src.where()
+				}
+				var err error
+				keys, lines, ecodes, ex, err = ingest.CompactListings(keys, lines, ecodes, nCodes, ex, nX, &st, conflict(file, line-int64(k)+int64(m-1)))
+				if err != nil {
+					return st, err
+				}
+				compactAt = max(ingest.CompactMin, 2*len(keys))
+			}
+		}
+		rows = rows[:0]
+		for i := range keys {
+			rows = append(rows, int32(i))
 		}
 		edges, first := canon.Build(n, keys, rows, &st)
 		g.Edges = append(g.Edges, edges...)
 		if edgeIn != nil {
 			file, line := edgeIn.src.where()
-			if err := d.edgeFeatures(&g, keys, rows, first, ecodes, ex, m, file, line); err != nil {
+			line0 := conflict(file, line)
+			err := ingest.EdgeFeatures(&g, keys, rows, first, ecodes, nCodes, ex, nX, func(u, v, r, r0 int32) error {
+				return line0(u, v, lines[r], lines[r0])
+			})
+			if err != nil {
 				return st, err
 			}
 		}
@@ -892,19 +947,6 @@ func (d *Dataset) take(cu *cursor, codes *[]int32, floats *[]float32) error {
 		*codes = append(*codes, int32(v))
 	}
 	return nil
-}
-
-// edgeFeatures gives each canonical edge the features of its first
-// listing, refusing a listing whose features differ from it (rows are the
-// graph's edge rows, the last of them on line lastLine of file, the edge
-// feature file).
-func (d *Dataset) edgeFeatures(g *shard.Graph, keys []ingest.Entry, rows, first []int32, codes []int32, x []float32, m int32, file string, lastLine int64) error {
-	nCodes, nX := d.edge.Split()
-	line := func(r int32) int64 { return lastLine - int64(m-1) + int64(r) }
-	return ingest.EdgeFeatures(g, keys, rows, first, codes, nCodes, x, nX, func(u, v, r, r0 int32) error {
-		return formatErr(file, line(r), 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
-			g.ID, u, v, line(r0))
-	})
 }
 
 // label sets graph gi's label or targets.

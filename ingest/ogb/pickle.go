@@ -39,19 +39,40 @@ type (
 	}
 )
 
-// maxPickle bounds data.pkl (a split's ids for millions of graphs are
-// tens of megabytes).
-const maxPickle = 1 << 30
+// A split's pickle is bounded by what its graphs can need: its ids are
+// at most three sets of the dataset's graphs, each id at most 16 bytes of
+// pickle (a LONG1, or a latin-1 escaped byte of NumPy's raw data), and a
+// little structure: pickleFor(graphs) bytes, and never more than
+// --max-pickle.
+func pickleFor(graphs int64) int64 { return 64*graphs + 1<<20 }
+
+// Unpickling holds at most pickleBudget(len) bytes of values (stack cells,
+// containers, memo entries, strings; a value is a 16-byte interface, a
+// container 48 bytes and its cells) and at most maxMarks open marks
+// (nesting depth): a pickle that builds more than its bytes justify (a
+// flood of NONE, MEMOIZE, TUPLE1 or BINGET opcodes) is refused. Legitimate
+// split files (ids in lists, arrays or tensors) build about one cell per
+// two bytes.
+func pickleBudget(n int) int64 { return 32*int64(n) + 1<<20 }
+
+const maxMarks = 1000
 
 // unpickle runs the pickle in b and returns the value STOP leaves.
 func unpickle(b []byte) (v any, err error) {
 	var (
-		stack []any
-		memo  = map[int64]any{}
-		i     int
+		stack  []any
+		marks  []int // stack positions of the MARKs, innermost last
+		memo   = map[int64]any{}
+		i      int
+		budget = pickleBudget(len(b))
 	)
 	fail := func(detail string, args ...any) (any, error) {
 		return nil, fmt.Errorf("pickle byte %d: "+detail, append([]any{i}, args...)...)
+	}
+	// spend charges n bytes of values to the budget.
+	spend := func(n int64) bool {
+		budget -= n
+		return budget >= 0
 	}
 	pop := func() (any, bool) {
 		if len(stack) == 0 {
@@ -62,20 +83,39 @@ func unpickle(b []byte) (v any, err error) {
 		return x, true
 	}
 	popMark := func() ([]any, bool) {
-		for k := len(stack) - 1; k >= 0; k-- {
-			if _, ok := stack[k].(pyMark); ok {
-				items := append([]any(nil), stack[k+1:]...)
-				stack = stack[:k]
-				return items, true
+		k := -1
+		for len(marks) > 0 && k < 0 {
+			k = marks[len(marks)-1]
+			marks = marks[:len(marks)-1]
+			if k >= len(stack) {
+				k = -1
+			} else if _, ok := stack[k].(pyMark); !ok {
+				k = -1 // a MARK a TUPLE or REDUCE consumed
 			}
 		}
-		return nil, false
+		if k < 0 {
+			return nil, false
+		}
+		if !spend(48 + 16*int64(len(stack)-k-1)) {
+			return nil, false
+		}
+		items := append([]any(nil), stack[k+1:]...)
+		stack = stack[:k]
+		return items, true
 	}
 	need := func(n int) bool { return i+n <= len(b) }
 	u32 := func() int { x := int(binary.LittleEndian.Uint32(b[i:])); i += 4; return x }
 	for i < len(b) {
 		op := b[i]
 		i++
+		if !spend(16) { // every opcode pushes at most one value
+			return fail("the pickle builds more values than its %d bytes justify (a flood of opcodes?)", len(b))
+		}
+		// A value popped below the innermost mark invalidates it (a POP
+		// or a reduce across a MARK): the marks follow the stack.
+		for len(marks) > 0 && marks[len(marks)-1] >= len(stack) {
+			marks = marks[:len(marks)-1]
+		}
 		switch op {
 		case 0x80: // PROTO
 			i++
@@ -88,6 +128,10 @@ func unpickle(b []byte) (v any, err error) {
 			}
 			return x, nil
 		case '(':
+			if len(marks) >= maxMarks {
+				return fail("more than %d nested MARKs", maxMarks)
+			}
+			marks = append(marks, len(stack))
 			stack = append(stack, pyMark{})
 		case 'N':
 			stack = append(stack, nil)
@@ -154,13 +198,16 @@ func unpickle(b []byte) (v any, err error) {
 				}
 				n64 := binary.LittleEndian.Uint64(b[i:])
 				i += 8
-				if n64 > maxPickle {
+				if n64 > uint64(len(b)) {
 					return fail("string of %d bytes", n64)
 				}
 				n = int(n64)
 			}
 			if n < 0 || !need(n) {
 				return fail("truncated string")
+			}
+			if !spend(int64(n)) {
+				return fail("the pickle builds more values than its %d bytes justify", len(b))
 			}
 			if op == 'B' || op == 'C' || op == 0x8e {
 				stack = append(stack, append([]byte(nil), b[i:i+n]...))
@@ -194,6 +241,9 @@ func unpickle(b []byte) (v any, err error) {
 			n := int(op - 0x84)
 			if len(stack) < n {
 				return fail("TUPLE%d on a short stack", n)
+			}
+			if !spend(48 + 16*int64(n)) {
+				return fail("the pickle builds more values than its %d bytes justify", len(b))
 			}
 			t := append(pyTuple(nil), stack[len(stack)-n:]...)
 			stack = append(stack[:len(stack)-n], t)
@@ -243,6 +293,9 @@ func unpickle(b []byte) (v any, err error) {
 			if !ok {
 				return fail("APPEND to a %T", stack[len(stack)-1])
 			}
+			if !spend(16 * int64(len(items))) {
+				return fail("the pickle builds more values than its %d bytes justify", len(b))
+			}
 			l.items = append(l.items, items...)
 		case 's', 'u': // SETITEM, SETITEMS
 			var items []any
@@ -263,6 +316,9 @@ func unpickle(b []byte) (v any, err error) {
 			d, ok := stack[len(stack)-1].(*pyDict)
 			if !ok {
 				return fail("SETITEM on a %T", stack[len(stack)-1])
+			}
+			if !spend(16 * int64(len(items))) {
+				return fail("the pickle builds more values than its %d bytes justify", len(b))
 			}
 			for k := 0; k < len(items); k += 2 {
 				d.keys, d.vals = append(d.keys, items[k]), append(d.vals, items[k+1])
@@ -286,6 +342,9 @@ func unpickle(b []byte) (v any, err error) {
 			}
 			if len(stack) == 0 {
 				return fail("PUT on an empty stack")
+			}
+			if !spend(64) {
+				return fail("the pickle builds more values than its %d bytes justify", len(b))
 			}
 			memo[k] = stack[len(stack)-1]
 		case 'h', 'j': // BINGET, LONG_BINGET
@@ -345,7 +404,9 @@ func unpickle(b []byte) (v any, err error) {
 }
 
 // readSplitDict reads a torch.save'd split dict from the zip in r.
-func readSplitDict(r io.ReaderAt, size int64, shown string) (train, valid, test []int64, err error) {
+// graphs is the dataset's graph count: no set of ids can be longer, and
+// the pickle is bounded by it (pickleFor) and by maxPickle.
+func readSplitDict(r io.ReaderAt, size int64, shown string, graphs, maxPickle int64) (train, valid, test []int64, err error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, nil, nil, formatErr(shown, 0, 0, "not a torch.save zip (torch ≥ 1.6 writes one): %v", err)
@@ -364,7 +425,15 @@ func readSplitDict(r io.ReaderAt, size int64, shown string) (train, valid, test 
 		return nil, nil, nil, formatErr(shown, 0, 0, "no PREFIX/data.pkl: not a file torch.save wrote")
 	}
 	prefix := strings.TrimSuffix(pkl.Name, "data.pkl")
-	body, err := readZipEntry(pkl, maxPickle)
+	limit := min(maxPickle, pickleFor(graphs))
+	if int64(pkl.UncompressedSize64) > limit {
+		why := fmt.Sprintf("more than a split of %d graphs can need (%d bytes)", graphs, limit)
+		if limit == maxPickle {
+			why = fmt.Sprintf("more than the limit of %d bytes (shardconv convert --max-pickle raises it)", maxPickle)
+		}
+		return nil, nil, nil, formatErr(shown, 0, 0, "%s: a pickle of %d bytes, %s", pkl.Name, pkl.UncompressedSize64, why)
+	}
+	body, err := readZipEntry(pkl, uint64(limit))
 	if err != nil {
 		return nil, nil, nil, formatErr(shown, 0, 0, "%s: %v", pkl.Name, err)
 	}
@@ -384,7 +453,7 @@ func readSplitDict(r io.ReaderAt, size int64, shown string) (train, valid, test 
 		if dst == nil {
 			continue
 		}
-		ids, err := pyInts(d.vals[k], zr, prefix)
+		ids, err := pyInts(d.vals[k], zr, prefix, graphs)
 		if err != nil {
 			return nil, nil, nil, formatErr(shown, 0, 0, "%q: %v", ks, err)
 		}
@@ -423,9 +492,12 @@ func pyName(v any) string {
 }
 
 // pyInts reads ids from a NumPy array, a torch tensor or a list of ints.
-func pyInts(v any, zr *zip.Reader, prefix string) ([]int64, error) {
+func pyInts(v any, zr *zip.Reader, prefix string, graphs int64) ([]int64, error) {
 	switch x := v.(type) {
 	case *pyList:
+		if int64(len(x.items)) > graphs {
+			return nil, tooMany(int64(len(x.items)), graphs)
+		}
 		out := make([]int64, len(x.items))
 		for i, it := range x.items {
 			n, ok := it.(int64)
@@ -439,9 +511,9 @@ func pyInts(v any, zr *zip.Reader, prefix string) ([]int64, error) {
 		g, _ := x.fn.(pyGlobal)
 		switch {
 		case g.name == "_reconstruct" && strings.HasPrefix(g.module, "numpy"):
-			return numpyInts(x)
+			return numpyInts(x, graphs)
 		case g.module == "torch._utils" && g.name == "_rebuild_tensor_v2":
-			return tensorInts(x, zr, prefix)
+			return tensorInts(x, zr, prefix, graphs)
 		}
 	}
 	return nil, fmt.Errorf("a %s, not a NumPy array, a tensor or a list of ids", pyName(v))
@@ -449,7 +521,7 @@ func pyInts(v any, zr *zip.Reader, prefix string) ([]int64, error) {
 
 // numpyInts reads ndarray.__reduce__'s state: (version, shape, dtype,
 // fortran, raw bytes).
-func numpyInts(c *pyCall) ([]int64, error) {
+func numpyInts(c *pyCall, graphs int64) ([]int64, error) {
 	st, ok := c.state.(pyTuple)
 	if !ok || len(st) != 5 {
 		return nil, fmt.Errorf("a NumPy array without its (version, shape, dtype, order, data) state")
@@ -484,7 +556,7 @@ func numpyInts(c *pyCall) ([]int64, error) {
 	default:
 		return nil, fmt.Errorf("array data is a %s (an object array?)", pyName(st[4]))
 	}
-	return intsFrom(raw, code, order == ">")
+	return intsFrom(raw, code, order == ">", graphs)
 }
 
 // latin1 turns text whose runes are all below 256 back into the bytes
@@ -499,7 +571,15 @@ func latin1(s string) []byte {
 	return out
 }
 
-func intsFrom(raw []byte, code string, bigEndian bool) ([]int64, error) {
+// tooMany refuses a set of n ids where the dataset has graphs graphs.
+func tooMany(n, graphs int64) error {
+	return fmt.Errorf("%d ids, more than the dataset's %d graphs", n, graphs)
+}
+
+// intsFrom reads raw as ids of type code (at most graphs of them: no set
+// of ids is longer, and widening a byte array to int64 ids would
+// otherwise take eight times its bytes for nothing).
+func intsFrom(raw []byte, code string, bigEndian bool, graphs int64) ([]int64, error) {
 	size := 0
 	signed := true
 	switch code {
@@ -517,6 +597,9 @@ func intsFrom(raw []byte, code string, bigEndian bool) ([]int64, error) {
 	signed = code[0] == 'i'
 	if len(raw)%size != 0 {
 		return nil, fmt.Errorf("%d bytes of data for %d-byte ids", len(raw), size)
+	}
+	if n := int64(len(raw) / size); n > graphs {
+		return nil, tooMany(n, graphs)
 	}
 	var bo binary.ByteOrder = binary.LittleEndian
 	if bigEndian {
@@ -547,7 +630,7 @@ func intsFrom(raw []byte, code string, bigEndian bool) ([]int64, error) {
 // tensorInts reads _rebuild_tensor_v2(storage, offset, size, stride, ...)
 // whose storage is the persistent id ("storage", torch.XStorage, key,
 // location, numel), its bytes PREFIX/data/KEY in the zip.
-func tensorInts(c *pyCall, zr *zip.Reader, prefix string) ([]int64, error) {
+func tensorInts(c *pyCall, zr *zip.Reader, prefix string, graphs int64) ([]int64, error) {
 	if len(c.args) < 4 {
 		return nil, fmt.Errorf("a tensor without storage, offset, size and stride")
 	}
@@ -587,11 +670,16 @@ func tensorInts(c *pyCall, zr *zip.Reader, prefix string) ([]int64, error) {
 	if f == nil {
 		return nil, fmt.Errorf("storage %s/data/%s is missing", strings.TrimSuffix(prefix, "/"), key)
 	}
-	raw, err := readZipEntry(f, maxPickle)
+	// The storage before it is read: no more elements than graphs.
+	width := map[string]uint64{"i8": 8, "i4": 4, "i2": 2, "i1": 1, "u1": 1}[code]
+	if n := f.UncompressedSize64 / width; n > uint64(graphs) {
+		return nil, fmt.Errorf("storage %s holds %d ids, more than the dataset's %d graphs", f.Name, n, graphs)
+	}
+	raw, err := readZipEntry(f, uint64(graphs)*width)
 	if err != nil {
 		return nil, err
 	}
-	all, err := intsFrom(raw, code, false)
+	all, err := intsFrom(raw, code, false, graphs)
 	if err != nil {
 		return nil, err
 	}

@@ -30,10 +30,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -106,8 +108,8 @@ func formatErr(file string, line int64, detail string, args ...any) error {
 }
 
 // Open implements ingest.Format.
-func (Format) Open(f *ingest.Files, _ string, _ ingest.OpenOptions) (ingest.Dataset, error) {
-	d := &Dataset{files: f, name: datasetName(f)}
+func (Format) Open(f *ingest.Files, _ string, o ingest.OpenOptions) (ingest.Dataset, error) {
+	d := &Dataset{files: f, name: datasetName(f), limits: o.Limits.WithDefaults()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -135,6 +137,7 @@ func (Format) Open(f *ingest.Files, _ string, _ ingest.OpenOptions) (ingest.Data
 // Dataset is an opened set of Parquet tables.
 type Dataset struct {
 	files  *ingest.Files
+	limits ingest.Limits
 	name   string
 	tables []*table
 	nodes  []int32 // per graph
@@ -164,15 +167,24 @@ func (d *Dataset) openTable(entry string) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What the decoder holds is bounded as a decompressed stream is: a
+	// Parquet file's dictionary and run-length encodings turn a few
+	// kilobytes into gigabytes of values (7.6 KB of dictionary-encoded
+	// lists decoded to 2.7 GiB).
+	lim, in := d.files.Limit()
+	mem := &boundedAllocator{limit: lim.Bound(in), ratio: lim.Ratio, size: in}
 	var pf *file.Reader
-	err = guard(entry, 0, func() (err error) { pf, err = file.NewParquetReader(fh); return err })
+	err = guard(entry, 0, func() (err error) {
+		pf, err = file.NewParquetReader(fh, file.WithReadProps(parquet.NewReaderProperties(mem)))
+		return err
+	})
 	if err != nil {
 		fh.Close()
 		return nil, formatErr(entry, 0, "not a readable Parquet file: %v", err)
 	}
 	t := &table{shown: entry, close: func() error { pf.Close(); return fh.Close() }, rows: pf.NumRows(), leaves: map[string]int{}}
 	err = guard(entry, 0, func() (err error) {
-		t.fr, err = pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, memory.DefaultAllocator)
+		t.fr, err = pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, mem)
 		return err
 	})
 	if err != nil {
@@ -268,10 +280,48 @@ func (t *table) read(ctx context.Context, cols []string, fn func(rec arrow.Recor
 func guard(shown string, line int64, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if e, ok := r.(*overAllocation); ok {
+				err = formatErr(shown, line, "its values decode to more than %d bytes held at once, %d times the input's %d bytes (a decompression bomb, or a dataset that needs shardconv convert --max-expansion raised)",
+					e.limit, e.ratio, e.size)
+				return
+			}
 			err = formatErr(shown, line, "a damaged Parquet file (the decoder failed: %v)", r)
 		}
 	}()
 	return fn()
+}
+
+// boundedAllocator is the decoder's allocator: past limit bytes held at
+// once it panics with an *overAllocation, which guard turns into an error
+// naming the file (the decoder runs on guard's goroutine).
+type boundedAllocator struct {
+	held        atomic.Int64
+	limit       int64
+	ratio, size int64
+}
+
+type overAllocation struct{ limit, ratio, size int64 }
+
+func (a *boundedAllocator) charge(n int) {
+	if h := a.held.Add(int64(n)); h > a.limit && n > 0 {
+		a.held.Add(int64(-n))
+		panic(&overAllocation{limit: a.limit, ratio: a.ratio, size: a.size})
+	}
+}
+
+func (a *boundedAllocator) Allocate(size int) []byte {
+	a.charge(size)
+	return memory.DefaultAllocator.Allocate(size)
+}
+
+func (a *boundedAllocator) Reallocate(size int, b []byte) []byte {
+	a.charge(size - len(b))
+	return memory.DefaultAllocator.Reallocate(size, b)
+}
+
+func (a *boundedAllocator) Free(b []byte) {
+	a.held.Add(int64(-len(b)))
+	memory.DefaultAllocator.Free(b)
 }
 
 // column returns rec's column called name, or nil.
@@ -303,6 +353,9 @@ func (d *Dataset) scan() error {
 				n, err := nodeCount(counts, i)
 				if err != nil {
 					return formatErr(t.shown, line, "%s: %v", countCol, err)
+				}
+				if err := d.limits.CheckNodes(name, t.shown, line, 0, int64(len(d.nodes)), int64(n)); err != nil {
+					return err
 				}
 				d.nodes = append(d.nodes, n)
 				d.total += int64(n)
@@ -392,6 +445,9 @@ func (d *Dataset) peek(col string, c *ingest.Columns) error {
 				s, e := rows.ValueOffsets(i)
 				if e > s {
 					is, ie := inner.ValueOffsets(int(s))
+					if err := d.limits.CheckColumns(name, t.shown, row+int64(i)+1, ie-is); err != nil {
+						return err
+					}
 					c.Present, c.Width, c.Floats, c.Code = true, int(ie-is), !isInt, 1
 					return errFound
 				}
@@ -519,6 +575,9 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 						return formatErr(t.shown, line, "node_feat: %v", err)
 					}
 				}
+				if k := ei.pairLen(i); int64(k) > d.limits.MaxEdges {
+					return d.limits.CheckEdges(name, t.shown, line, 0, gi, int64(k))
+				}
 				src, dst, err = ei.pair(i, src[:0], dst[:0])
 				if err != nil {
 					return formatErr(t.shown, line, "edge_index: %v", err)
@@ -637,6 +696,20 @@ func newMatrix(a arrow.Array) (matrix, error) {
 	at, _, err := numbers(leaf)
 	m.at, m.nullAt = at, leaf.IsNull
 	return m, err
+}
+
+// pairLen is the number of sources edge_index row i lists (0 when it is
+// not two lists: pair says why).
+func (m matrix) pairLen(i int) int {
+	if m.rows.IsNull(i) {
+		return 0
+	}
+	s, e := m.rows.ValueOffsets(i)
+	if e-s != 2 {
+		return 0
+	}
+	a0, a1 := m.inner.ValueOffsets(int(s))
+	return int(a1 - a0)
 }
 
 // pair appends edge_index row i's two lists, sources and targets, to src

@@ -25,6 +25,7 @@ type Dataset struct {
 	ingest.Table
 	src       *Source
 	nodeGraph []int32 // graph of each global node
+	limits    ingest.Limits
 }
 
 var _ ingest.Dataset = (*Dataset)(nil)
@@ -38,7 +39,12 @@ func (d *Dataset) Close() error { return nil }
 
 // Load reads the indicator, graph labels and the chosen node features.
 func Load(src *Source, mode ingest.FeatureMode) (*Dataset, error) {
-	d := &Dataset{Table: ingest.Table{Name: src.Name}, src: src}
+	return LoadLimited(src, mode, ingest.DefaultLimits)
+}
+
+// LoadLimited is Load holding the dataset to lim (ingest.Limits).
+func LoadLimited(src *Source, mode ingest.FeatureMode, lim ingest.Limits) (*Dataset, error) {
+	d := &Dataset{Table: ingest.Table{Name: src.Name}, src: src, limits: lim.WithDefaults()}
 	if err := d.readIndicator(); err != nil {
 		return nil, err
 	}
@@ -120,6 +126,9 @@ func (d *Dataset) readIndicator() error {
 		if d.GraphStart[g+1]-d.GraphStart[g] > shard.MaxNodesPerGraph {
 			return formatErr(file, 0, 0, "graph %d has more than 2^31-1 nodes", g+1)
 		}
+		if err := d.limits.CheckNodes(name, file, d.GraphStart[g+1], 1, int64(g+1), d.GraphStart[g+1]-d.GraphStart[g]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -183,6 +192,9 @@ func (d *Dataset) readAttributes() error {
 			return err
 		}
 		fields := strings.Split(string(b), ",")
+		if err := d.limits.CheckColumns(name, file, l.Line, int64(len(fields))); err != nil {
+			return err
+		}
 		if dim == 0 {
 			dim = len(fields)
 			d.X = make([]float32, 0, int(d.NumNodes)*dim)

@@ -98,7 +98,7 @@ func (Format) Open(f *ingest.Files, dataset string, o ingest.OpenOptions) (inges
 	if mode == "" {
 		mode = ingest.FeaturesAuto
 	}
-	return Load(src, mode)
+	return LoadLimited(src, mode, o.Limits)
 }
 
 // Source is one TU dataset's files in a container.

@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 
 	// Library.
 	"aug":         {},
-	"epoch":       {"aug"},
+	"epoch":       {"aug", "internal/iox"},
 	"shard":       {"internal/arrowx", "internal/iox", "internal/jsonseal", "internal/version"},
 	"wire":        {"internal/arrowx", "internal/ipcframe"},
 	"loader":      {"aug", "epoch", "shard", "wire", "internal/arrowx"},
@@ -55,7 +55,7 @@ var allowed = map[string][]string{
 	"ingest/download": {"internal/iox"},
 
 	// Top floor.
-	"app":                       {"epoch", "loader", "shard", "wire"},
+	"app":                       {"epoch", "loader", "shard", "wire", "internal/iox"},
 	"cmd/augloader":             {"app", "client", "epoch", "loader", "materialize", "server", "shard", "wire", "internal/"},
 	"cmd/shardconv":             {"ingest", "ingest/", "shard", "internal/"},
 	"bench":                     {"*"},
