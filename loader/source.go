@@ -79,7 +79,6 @@ func (ds *dataset) checkSize(id int64, sg *shard.Graph) error {
 	return nil
 }
 
-
 // Source reads graphs of a served set as aug.Graphs and serves SubMix's
 // partners from it.
 type Source struct {

@@ -12,7 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-		"testing"
+	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -312,7 +312,7 @@ func TestAmplifiersBounded(t *testing.T) {
 		{"u1 feature array widened (deflated zeros)", func(t *testing.T) string {
 			return smallNpz(t, map[string]any{"node_feat.npy": func(w io.Writer) {
 				w.Write(npy("|u1", []int{5, 64 << 20}, false, nil))
-				zeros(5*64<<20)(w)
+				zeros(5 * 64 << 20)(w)
 			}})
 		}, nil, "raw/data.npz/node_feat.npy: inflates to 335544448 bytes: with the rest, more than 100 times the input's"},
 		{"u1 feature rows widened (deflated zeros)", func(t *testing.T) string {
