@@ -3,6 +3,12 @@ package loader_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -14,6 +20,7 @@ import (
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -139,4 +146,62 @@ func TestBudgetsHoldFixedEpochs(t *testing.T) {
 			t.Fatalf("epoch %d: %d batches", e, n)
 		}
 	}
+}
+
+// A graph-size index forged with its CRC recomputed (node counts moved
+// between graphs, largest degrees lowered: the totals the sealed manifest
+// checks still hold) is caught as each graph is first loaded, and the
+// stream fails naming the index: serve trusted it, cut batches by it, and
+// exceeded --node-budget in 16 of 48 batches while over_budget listed none.
+func TestForgedSizeIndexRefused(t *testing.T) {
+	src := fixture.SynthShards(t, "COLLAB", 60, 3)
+	dir := filepath.Join(t.TempDir(), "forged")
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, shard.GraphSizesName)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rec, trailer = 12, 56
+	body := b[:len(b)-trailer]
+	n := len(body) / rec
+	// Graphs 0 and 1 swap node counts, each keeping a degree its own
+	// count allows; every other graph claims a largest degree of 1.
+	n0, n1 := binary.LittleEndian.Uint32(body[0:]), binary.LittleEndian.Uint32(body[rec:])
+	if n0 == n1 {
+		t.Fatal("graphs 0 and 1 have the same node count: pick another seed")
+	}
+	binary.LittleEndian.PutUint32(body[0:], n1)
+	binary.LittleEndian.PutUint32(body[rec:], n0)
+	for i := range n {
+		if binary.LittleEndian.Uint32(body[i*rec+4:]) > 0 {
+			binary.LittleEndian.PutUint32(body[i*rec+8:], 1)
+		}
+	}
+	binary.LittleEndian.PutUint32(b[len(b)-trailer+16:], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{"none", "nodesam"} {
+		l := newLoader(t, dir, loader.Config{Schedule: mustSchedule(t, policy), Workers: 2, BatchSize: 8, NodeBudget: 400}, nil)
+		p, err := l.Plan(wire.Request{Epoch: 0, World: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Stream(context.Background(), p, func(arrow.RecordBatch) error { return nil })
+		if !errors.Is(err, loader.ErrSizes) || !strings.Contains(err.Error(), "graph-sizes.bin says graph") {
+			t.Fatalf("%s: the forged index was trusted: %v", policy, err)
+		}
+	}
+}
+
+func mustSchedule(t *testing.T, s string) *epoch.Schedule {
+	t.Helper()
+	sched, err := epoch.ParseSchedule(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sched
 }

@@ -242,3 +242,78 @@ func TestRepeatedListingsCompacted(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDamagedInput: an OGB folder (csv.gz, and npz stored and deflated)
+// with one file cut short and a byte flipped anywhere converts to
+// exactly the intact folder's shards or is refused, never to other data.
+func FuzzDamagedInput(f *testing.F) {
+	layouts := []string{}
+	wants := map[string]string{}
+	var files [][]string // per layout: its files
+	root := f.TempDir()
+	mk := func(name string, write func(dir string)) {
+		dir := filepath.Join(root, name, "ogbg-fuzz")
+		write(dir)
+		layouts = append(layouts, dir)
+		var fs []string
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				rel, _ := filepath.Rel(dir, p)
+				fs = append(fs, rel)
+			}
+			return nil
+		})
+		files = append(files, fs)
+	}
+	mk("csv", func(dir string) {
+		for name, body := range base() {
+			p := filepath.Join(dir, "raw", name+".csv.gz")
+			if strings.HasPrefix(name, "split/") {
+				p = filepath.Join(dir, name+".csv.gz")
+			}
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, gzipped(body), 0o644)
+		}
+	})
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		mk(fmt.Sprintf("npz%d", method), func(dir string) {
+			data, labels := baseNpz()
+			os.MkdirAll(filepath.Join(dir, "raw"), 0o755)
+			os.WriteFile(filepath.Join(dir, "raw", "data.npz"), npzBytes(data, method), 0o644)
+			os.WriteFile(filepath.Join(dir, "raw", "graph-label.npz"), npzBytes(map[string]npy{"graph_label": labels}, method), 0o644)
+		})
+	}
+	for i := range 12 {
+		f.Add(uint8(i), uint32(i*37), uint32(i*101), uint8(1<<(i%8)))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, cut, pos uint32, mask uint8) {
+		li := int(which) % len(layouts)
+		src := layouts[li]
+		want, ok := wants[src]
+		if !ok {
+			var err error
+			if want, err = outcome(t, src); err != nil {
+				t.Fatal(err)
+			}
+			wants[src] = want
+		}
+		dir := filepath.Join(t.TempDir(), "ogbg-fuzz")
+		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		rel := files[li][int(which/uint8(len(layouts)))%len(files[li])]
+		p := filepath.Join(dir, rel)
+		b, _ := os.ReadFile(p)
+		if n := int(cut) % (len(b) + 1); n < len(b) {
+			b = b[:n]
+		}
+		if len(b) > 0 {
+			b[int(pos)%len(b)] ^= mask
+		}
+		os.WriteFile(p, b, 0o644)
+		got, err := outcome(t, dir)
+		if err == nil && got != want {
+			t.Fatalf("%s damaged (cut %d, byte %d ^ %#x) converted to other data:\n%s\nwant\n%s", rel, cut, pos, mask, got, want)
+		}
+	})
+}

@@ -218,7 +218,11 @@ func (e *npyElems) next() (float64, error) {
 		case 4:
 			return float64(binary.LittleEndian.Uint32(b)), nil
 		}
-		return float64(binary.LittleEndian.Uint64(b)), nil
+		if v := binary.LittleEndian.Uint64(b); v >= 1<<53 {
+			return 0, formatErr(e.name, 0, 0, "integer %d is beyond 2^53, what a float64 holds exactly (two such labels would become one)", v)
+		} else {
+			return float64(v), nil
+		}
 	case 'i':
 		switch e.h.size {
 		case 1:
@@ -228,7 +232,11 @@ func (e *npyElems) next() (float64, error) {
 		case 4:
 			return float64(int32(binary.LittleEndian.Uint32(b))), nil
 		}
-		return float64(int64(binary.LittleEndian.Uint64(b))), nil
+		v := int64(binary.LittleEndian.Uint64(b))
+		if v >= 1<<53 || v <= -(1<<53) {
+			return 0, formatErr(e.name, 0, 0, "integer %d is beyond ±2^53, what a float64 holds exactly (two such labels would become one)", v)
+		}
+		return float64(v), nil
 	}
 	switch e.h.size {
 	case 2:
@@ -294,10 +302,16 @@ func (s *npySource) read(r *row, want int, missing bool) error {
 		for range s.per {
 			v, err := e.next()
 			if err != nil {
+				if fe, ok := err.(*ingest.FormatError); ok && fe.Line == 0 {
+					fe.Line, fe.Field = s.row, len(r.vals)+1
+				}
 				return err
 			}
 			if math.IsNaN(v) && !missing {
 				return ingest.Errorf(name, s.name, s.row, len(r.vals)+1, "nan in a feature column")
+			}
+			if math.IsInf(v, 0) {
+				return ingest.Errorf(name, s.name, s.row, len(r.vals)+1, "%v is not a finite number", v)
 			}
 			r.vals = append(r.vals, v)
 		}

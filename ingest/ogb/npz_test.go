@@ -288,6 +288,15 @@ func TestNpzBadInput(t *testing.T) {
 			d["node_feat"] = npy{">i8", []int{5, 2}, []float64{5, 1, 6, 0, 7, 1, 8, 0, 9, 1}, false}
 		}, "raw/data.npz/node_feat.npy: .npy header: element type \">i8\" is big-endian"},
 		{"missing array", func(d map[string]npy, _ *npy) { delete(d, "num_edges_list") }, "raw/data.npz: no num_edges_list array"},
+		{"counts differ", func(d map[string]npy, _ *npy) {
+			d["num_edges_list"] = npy{"<i8", []int{3}, []float64{2, 1, 0}, false}
+		}, "raw/data.npz/num_edges_list.npy: 3 graphs, raw/data.npz/num_nodes_list.npy has 2"},
+		{"labels past 2^53", func(_ map[string]npy, l *npy) {
+			*l = npy{"<i8", []int{2}, []float64{1 << 53, 1<<53 + 1}, false}
+		}, "raw/graph-label.npz/graph_label.npy:1: field 1: integer 9007199254740992 is beyond ±2^53"},
+		{"infinite target", func(_ map[string]npy, l *npy) {
+			*l = npy{"<f8", []int{2, 2}, []float64{1, 0, math.Inf(1), 1}, false}
+		}, "raw/graph-label.npz/graph_label.npy:2: field 1: +Inf is not a finite number"},
 		{"short array", func(d map[string]npy, _ *npy) {
 			a := d["node_feat"]
 			a.vals = a.vals[:7]

@@ -161,10 +161,10 @@ func (Format) Open(f *ingest.Files, dataset string, o ingest.OpenOptions) (inges
 		return nil, err
 	}
 	if len(d.nodes) != len(d.edges) {
-		return nil, formatErr(d.shown(fileEdgeCount), 0, 0, "%d graphs, %s has %d", len(d.edges), d.shown(fileNodeCount), len(d.nodes))
+		return nil, formatErr(d.named(fileEdgeCount), 0, 0, "%d graphs, %s has %d", len(d.edges), d.named(fileNodeCount), len(d.nodes))
 	}
 	if len(d.nodes) == 0 {
-		return nil, formatErr(d.shown(fileNodeCount), 0, 0, "no graphs")
+		return nil, formatErr(d.named(fileNodeCount), 0, 0, "no graphs")
 	}
 	for _, c := range d.nodes {
 		d.totalNodes += int64(c)
@@ -218,6 +218,18 @@ type Dataset struct {
 }
 
 func (d *Dataset) shown(file string) string { return d.prefix + file }
+
+// named is what stands for file (a csv.gz layout name) in this layout, as
+// errors name it: the file, or in the npz layout the array.
+func (d *Dataset) named(file string) string {
+	if !d.npz {
+		return d.shown(file)
+	}
+	if file == fileLabels {
+		return d.shown(fileLabelsNpz) + "/" + npzArrays[file] + ".npy"
+	}
+	return d.shown(fileData) + "/" + npzArrays[file] + ".npy"
+}
 
 // openNpz opens raw/data.npz and raw/graph-label.npz and lists their arrays.
 func (d *Dataset) openNpz() error {
@@ -509,7 +521,7 @@ func (d *Dataset) openLabels() error {
 		err := src.read(&r, want, true)
 		shown, line := src.where()
 		if err == io.EOF {
-			if g != len(d.nodes) && d.targets == 1 {
+			if g != len(d.nodes) && (d.targets == 1 || g == 0) {
 				return formatErr(shown, line, 0, "ends after %d rows; the count lists say %d graphs", g, len(d.nodes))
 			}
 			break
@@ -674,6 +686,10 @@ func (r *row) parse(file string, line int64, b []byte, want int, missing bool) e
 		}
 		v, isInt, ok := number(tok)
 		switch {
+		case ok && math.IsInf(v, 0):
+			return ingest.Errorf(name, file, line, field, "%q is not a finite number", tok)
+		case !ok && bigInteger(tok):
+			return ingest.Errorf(name, file, line, field, "integer %s is beyond ±2^53, what a float64 holds exactly (two such labels would become one)", tok)
 		case ok:
 		case missing && (len(tok) == 0 || strings.EqualFold(string(tok), "nan")):
 			v, isInt = math.NaN(), false
@@ -693,7 +709,27 @@ func (r *row) parse(file string, line int64, b []byte, want int, missing bool) e
 	return nil
 }
 
-// number parses an integer (fast) or a float token.
+// bigInteger reports whether tok is an integer too long for number to
+// take as one: its value beyond ±2^53.
+func bigInteger(tok []byte) bool {
+	t := tok
+	if len(t) > 0 && (t[0] == '-' || t[0] == '+') {
+		t = t[1:]
+	}
+	if len(t) <= 15 {
+		return false
+	}
+	for _, c := range t {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// number parses an integer (fast) or a float token. An integer token of
+// more than 15 digits is taken when a float64 holds it exactly (below
+// 2^53); beyond, not at all (bigInteger says why).
 func number(tok []byte) (float64, bool, bool) {
 	if len(tok) == 0 {
 		return 0, false, false
@@ -715,6 +751,13 @@ func number(tok []byte) (float64, bool, bool) {
 			}
 			return float64(v), true, true
 		}
+	}
+	if bigInteger(tok) {
+		v, err := strconv.ParseInt(string(tok), 10, 64)
+		if err != nil || v >= 1<<53 || v <= -(1<<53) {
+			return 0, false, false
+		}
+		return float64(v), true, true
 	}
 	f, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil || math.IsNaN(f) {
@@ -851,7 +894,11 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 			}
 			st.DirectedEntries++
 			u, v := edgesIn.r.vals[0], edgesIn.r.vals[1]
-			if !edgesIn.r.ints || u < 0 || v < 0 || u >= float64(n) || v >= float64(n) {
+			if !edgesIn.r.ints {
+				file, line := edgesIn.src.where()
+				return st, formatErr(file, line, 0, "edge (%v, %v): node ids are integers", u, v)
+			}
+			if u < 0 || v < 0 || u >= float64(n) || v >= float64(n) {
 				file, line := edgesIn.src.where()
 				return st, formatErr(file, line, 0, "edge (%v, %v) is not in graph %d's nodes 0..%d (node ids are local to each graph)", u, v, gi, n-1)
 			}

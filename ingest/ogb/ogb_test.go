@@ -125,6 +125,13 @@ func TestBadInput(t *testing.T) {
 		{"counts differ", func(f map[string]string) { f["num-edge-list"] = "2\n1\n0\n" }, "3 graphs, raw/num-node-list.csv.gz has 2"},
 		{"split range", func(f map[string]string) { f["split/s/test"] = "5\n" }, "raw/../split/s/test.csv.gz:1: field 1: graph 5 out of range 0..1"},
 		{"split overlap", func(f map[string]string) { f["split/s/test"] = "0\n" }, `split "s": 1 ids are in both the training and the test set`},
+		// Found from outside: each converted to other data, or failed
+		// naming no file.
+		{"infinite target", func(f map[string]string) { f["graph-label"] = "1,0\n,inf\n" }, `raw/graph-label.csv.gz:2: field 2: "inf" is not a finite number`},
+		{"empty label file", func(f map[string]string) { f["graph-label"] = "" }, "raw/graph-label.csv.gz: ends after 0 rows; the count lists say 2 graphs"},
+		{"float node id", func(f map[string]string) { f["edge"] = "0,1\n1,2.5\n0,1\n" }, "raw/edge.csv.gz:2: edge (1, 2.5): node ids are integers"},
+		{"labels past 2^53", func(f map[string]string) { f["graph-label"] = "9007199254740993\n9007199254740992\n" },
+			"raw/graph-label.csv.gz:1: field 1: integer 9007199254740993 is beyond ±2^53, what a float64 holds exactly"},
 		{"conflicting listing", func(f map[string]string) {
 			f["edge"] = "0,1\n1,0\n1,2\n"
 			f["edge-feat"] = "1,0\n2,0\n3,0\n"

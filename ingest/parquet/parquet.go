@@ -595,7 +595,10 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 				for k := range m {
 					st.DirectedEntries++
 					u, v := src[k], dst[k]
-					if u < 0 || v < 0 || u >= float64(n) || v >= float64(n) || u != math.Trunc(u) || v != math.Trunc(v) {
+					if u != math.Trunc(u) || v != math.Trunc(v) {
+						return formatErr(t.shown, line, "edge_index: edge %d (%v, %v): node ids are integers", k, u, v)
+					}
+					if u < 0 || v < 0 || u >= float64(n) || v >= float64(n) {
 						return formatErr(t.shown, line, "edge_index: edge %d (%v, %v) is not in the graph's nodes 0..%d", k, u, v, n-1)
 					}
 					if u == v {
@@ -658,6 +661,8 @@ func (d *Dataset) features(c *ingest.Columns, mx matrix, i, want int, codes *[]i
 			switch {
 			case mx.nullAt(int(j)) || math.IsNaN(v):
 				return fmt.Errorf("row %d, field %d: missing (null or nan)", k-s, j-is+1)
+			case math.IsInf(v, 0):
+				return fmt.Errorf("row %d, field %d: %v is not a finite number", k-s, j-is+1, v)
 			case c.Floats:
 				*floats = append(*floats, float32(v))
 			case v < 0 || v > math.MaxInt32-1:
@@ -820,6 +825,9 @@ func (r *rowVals) label(a arrow.Array, i int) error {
 		if err != nil {
 			return err
 		}
+		if err := exact(a, i); err != nil {
+			return err
+		}
 		r.vals, r.ints = append(r.vals, at(i)), isInt
 		return nil
 	}
@@ -842,7 +850,34 @@ func (r *rowVals) label(a arrow.Array, i int) error {
 			r.vals, r.ints = append(r.vals, math.NaN()), false
 			continue
 		}
+		if err := exact(vals, int(k)); err != nil {
+			return err
+		}
 		r.vals = append(r.vals, at(int(k)))
+	}
+	return nil
+}
+
+// exact refuses value i of a when a float64 cannot hold it: an integer
+// beyond ±2^53 (two such labels would become one class) or an infinity.
+func exact(a arrow.Array, i int) error {
+	switch x := a.(type) {
+	case *array.Int64:
+		if v := x.Value(i); v >= 1<<53 || v <= -(1<<53) {
+			return fmt.Errorf("integer %d is beyond ±2^53, what a float64 holds exactly (two such labels would become one)", v)
+		}
+	case *array.Uint64:
+		if v := x.Value(i); v >= 1<<53 {
+			return fmt.Errorf("integer %d is beyond 2^53, what a float64 holds exactly (two such labels would become one)", v)
+		}
+	case *array.Float64:
+		if math.IsInf(x.Value(i), 0) {
+			return fmt.Errorf("%v is not a finite number", x.Value(i))
+		}
+	case *array.Float32:
+		if math.IsInf(float64(x.Value(i)), 0) {
+			return fmt.Errorf("%v is not a finite number", x.Value(i))
+		}
 	}
 	return nil
 }

@@ -216,6 +216,7 @@ func TestBadInput(t *testing.T) {
 		{"edge rows", func(g []graph) { g[1].edgeAttr = nil }, "toy.parquet:2: edge_attr: 0 rows, want 1"},
 		{"negative code", func(g []graph) { g[0].edgeAttr[1][0] = -4 }, "toy.parquet:1: edge_attr: row 1, field 1: code -4 out of range"},
 		{"targets", func(g []graph) { g[1].y = []float64{1} }, "toy.parquet:2: y: 1 targets, the first row has 2"},
+		{"infinite target", func(g []graph) { g[1].y = []float64{math.Inf(-1), 1} }, "toy.parquet:2: y: -Inf is not a finite number"},
 		{"conflicting listings", func(g []graph) {
 			g[0].edges = [2][]int64{{0, 1, 1}, {1, 0, 2}}
 			g[0].edgeAttr = [][]int64{{1, 0}, {2, 0}, {2, 1}}

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
-from ._wire import ConnectionLost, ServerError, schema_info_of
+from ._wire import ConnectionLost, ServerError, check_schema, schema_info
 from .batch import Batch
 
 
@@ -40,7 +40,7 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
 
     def batches(stream):
         n = graphs = 0
-        trailer = info_of = None
+        trailer = info_of = schema = None
         try:
             for chunk in reader:
                 if chunk.data is None:  # the trailer
@@ -50,8 +50,17 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
                     raise ConnectionLost("protocol error: data after the Flight trailer")
                 n += 1
                 graphs += chunk.data.num_rows
-                if info_of is None:  # one schema a stream: parsed once
-                    info_of = schema_info_of(chunk.data.schema)
+                if info_of is None:  # one schema a stream: checked and parsed once
+                    # The protocol's schema, as the socket reader checks it:
+                    # a damaged or foreign Flight stream is refused, never
+                    # trained on.
+                    schema = chunk.data.schema
+                    info_of = schema_info(check_schema(schema))
+                elif not chunk.data.schema.equals(schema, check_metadata=True):
+                    raise ConnectionLost("protocol error: a Flight batch with another schema than the stream's")
+                # Buffer sizes against lengths, as on the socket: a damaged
+                # message must not give numpy a view past its buffer.
+                chunk.data.validate()
                 yield Batch.from_record_batch(chunk.data, info_of)
         except (fl.FlightError, pa.ArrowException) as e:
             raise flight_error(e) from e
