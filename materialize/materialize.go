@@ -324,12 +324,31 @@ func writeEpoch(ctx context.Context, l *loader.Loader, world int, e uint64, dir 
 		}
 	}
 	man := &EpochManifest{Epoch: e}
+	// Every rank's file is committed only once all are written, right
+	// before the manifest: a run stopped between two ranks (SIGTERM) leaves
+	// no stream file that looks complete in an epoch without a manifest.
+	var files []*iox.AtomicFile
+	defer func() {
+		for _, f := range files {
+			f.Abort() // a no-op once committed
+		}
+	}()
 	for rank := 0; rank < world; rank++ {
-		fi, err := writeRank(ctx, l, world, e, rank, dir)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("materialize: interrupted in epoch %d: %w", e, err)
+		}
+		fi, f, err := writeRank(ctx, l, world, e, rank, dir)
 		if err != nil {
 			return nil, err
 		}
+		files = append(files, f)
 		man.Files = append(man.Files, *fi)
+		afterRank(rank)
+	}
+	for i, f := range files {
+		if err := f.Commit(); err != nil {
+			return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, i, err)
+		}
 	}
 	if err := writeSealed(filepath.Join(dir, ManifestName), man); err != nil {
 		return nil, err
@@ -337,38 +356,47 @@ func writeEpoch(ctx context.Context, l *loader.Loader, world int, e uint64, dir 
 	return man, nil
 }
 
-func writeRank(ctx context.Context, l *loader.Loader, world int, e uint64, rank int, dir string) (*FileInfo, error) {
+// afterRank runs after each rank's file is written (a test's hook: the
+// losing order of a signal between two ranks).
+var afterRank = func(rank int) {}
+
+// writeRank writes a rank's stream into a temporary file the caller
+// commits (or aborts).
+func writeRank(ctx context.Context, l *loader.Loader, world int, e uint64, rank int, dir string) (*FileInfo, *iox.AtomicFile, error) {
 	p, err := l.Plan(wire.Request{Epoch: e, Rank: rank, World: world})
 	if err != nil {
-		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
+		return nil, nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
 	}
 	name := FileName(rank, world)
 	f, err := iox.CreateAtomic(filepath.Join(dir, name), 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("materialize: %w", err)
+		return nil, nil, fmt.Errorf("materialize: %w", err)
 	}
-	defer f.Abort() // a no-op once committed
+	fail := func(err error) (*FileInfo, *iox.AtomicFile, error) {
+		f.Abort()
+		return nil, nil, err
+	}
 	tw := &iox.CountingWriter{W: f, Hash: sha256.New()}
 	st, err := l.WriteStream(ctx, p, tw)
 	if err != nil {
-		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
+		return fail(fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err))
 	}
 	fi := &FileInfo{Rank: rank, File: name, OverBudget: p.OverBudget}
 	if fi.SchemaBytes, fi.SchemaSHA256, fi.Batches, err = scanStream(f.TempName()); err != nil {
-		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
+		return fail(fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err))
 	}
 	if len(fi.Batches) != st.Batches || len(fi.Batches) != len(p.Batches) {
-		return nil, fmt.Errorf("materialize: epoch %d rank %d: %d batches written, %d in the file", e, rank, st.Batches, len(fi.Batches))
+		return fail(fmt.Errorf("materialize: epoch %d rank %d: %d batches written, %d in the file", e, rank, st.Batches, len(fi.Batches)))
 	}
 	for i := range fi.Batches {
 		fi.Batches[i].Graphs = len(p.Batches[i])
 	}
 	fi.Bytes, fi.Graphs = tw.N, st.Graphs
 	fi.SHA256 = hex.EncodeToString(tw.Hash.Sum(nil))
-	if err := f.Commit(); err != nil {
-		return nil, fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err)
+	if err := f.Seal(); err != nil {
+		return fail(fmt.Errorf("materialize: epoch %d rank %d: %w", e, rank, err))
 	}
-	return fi, nil
+	return fi, f, nil
 }
 
 // scanStream walks an Arrow IPC stream file message by message and returns

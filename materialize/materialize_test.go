@@ -296,3 +296,32 @@ func TestViewsAndFolds(t *testing.T) {
 		t.Fatalf("a rerun with another policy: %v", err)
 	}
 }
+
+// A run stopped between two ranks of an epoch (SIGTERM's context,
+// cancelled right after rank 0's file is written: the losing order that
+// TestMaterializeSIGTERM met under load) leaves no stream file in an
+// epoch without a manifest; a rerun completes it.
+func TestStoppedBetweenRanks(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 40, 3)
+	out := t.TempDir()
+	l := newLoader(t, dir, settings{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer materialize.SetAfterRank(func(rank int) {
+		if rank == 0 {
+			cancel()
+		}
+	})()
+	err := materialize.Run(ctx, materialize.Options{Loader: l, Out: out, From: 0, To: 2, World: 2})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped run: %v", err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(out, materialize.EpochDir(0)))
+	for _, e := range ents {
+		t.Fatalf("the stopped epoch holds %s", e.Name())
+	}
+	materialize.SetAfterRank(func(int) {})
+	if err := run(t, l, out, 0, 2, 2, false); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, out, 2)
+}

@@ -71,8 +71,9 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 // Commit puts it in place, Abort removes it.
 type AtomicFile struct {
 	*os.File
-	path string
-	done bool
+	path   string
+	done   bool
+	sealed bool // synced and closed, not yet in place
 }
 
 // CreateAtomic starts writing path (created with perm).
@@ -99,7 +100,10 @@ func (f *AtomicFile) Commit() error {
 		return errors.New("iox: file already committed or aborted")
 	}
 	f.done = true
-	err := SyncClose(f.File)
+	var err error
+	if !f.sealed {
+		err = SyncClose(f.File)
+	}
 	if err == nil {
 		err = os.Rename(f.File.Name(), f.path)
 	}
@@ -110,13 +114,26 @@ func (f *AtomicFile) Commit() error {
 	return SyncDir(filepath.Dir(f.path))
 }
 
+// Seal fsyncs and closes the file, still under its temporary name: its
+// descriptor is given back while it waits for Commit (several files that
+// are put in place together).
+func (f *AtomicFile) Seal() error {
+	if f.done || f.sealed {
+		return errors.New("iox: file already sealed, committed or aborted")
+	}
+	f.sealed = true
+	return SyncClose(f.File)
+}
+
 // Abort closes and removes the temporary file; a no-op after Commit.
 func (f *AtomicFile) Abort() {
 	if f.done {
 		return
 	}
 	f.done = true
-	f.File.Close()
+	if !f.sealed {
+		f.File.Close()
+	}
 	os.Remove(f.File.Name())
 }
 
