@@ -4,8 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"encoding/binary"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,30 +15,13 @@ import (
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/convert"
 	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/shard"
 )
 
 // npyInt64 is an int64 array as numpy.save writes it.
 func npyInt64(shape []int, vals ...int64) []byte {
-	dims := make([]string, len(shape))
-	for i, d := range shape {
-		dims[i] = fmt.Sprint(d)
-	}
-	sh := strings.Join(dims, ", ")
-	if len(shape) == 1 {
-		sh += ","
-	}
-	hdr := fmt.Sprintf("{'descr': '<i8', 'fortran_order': False, 'shape': (%s), }", sh)
-	for (10+len(hdr)+1)%64 != 0 {
-		hdr += " "
-	}
-	hdr += "\n"
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
-	b.WriteString(hdr)
-	binary.Write(&b, binary.LittleEndian, vals)
-	return b.Bytes()
+	return testutil.Npy("<i8", shape, false, testutil.Int64s(vals...))
 }
 
 func writeNpz(t *testing.T, p string, arrays map[string][]byte) {

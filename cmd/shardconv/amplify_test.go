@@ -5,7 +5,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -33,39 +32,10 @@ import (
 // and the largest graph's real content, a few megabytes here.
 const convertBound = 192 << 20
 
-// npy is an .npy array: descr ('<i8', '|u1'), shape, fortran order, and
-// its data as given.
-func npy(descr string, shape []int, fortran bool, data []byte) []byte {
-	dims := make([]string, len(shape))
-	for i, d := range shape {
-		dims[i] = fmt.Sprint(d)
-	}
-	sh := strings.Join(dims, ", ")
-	if len(shape) == 1 {
-		sh += ","
-	}
-	order := "False"
-	if fortran {
-		order = "True"
-	}
-	hdr := fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }", descr, order, sh)
-	for (10+len(hdr)+1)%64 != 0 {
-		hdr += " "
-	}
-	hdr += "\n"
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
-	b.WriteString(hdr)
-	b.Write(data)
-	return b.Bytes()
-}
-
-func i64s(v ...int64) []byte {
-	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, v)
-	return b.Bytes()
-}
+var (
+	npy  = testutil.Npy
+	i64s = testutil.Int64s
+)
 
 // zipOf writes entries (name → bytes, or a func streaming them) deflated.
 func zipOf(t *testing.T, p string, entries map[string]any) {

@@ -3,51 +3,20 @@ package convert_test
 import (
 	"archive/zip"
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/convert"
-	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 )
 
-// converted is what converting in gave: the manifest's description of
-// the data (not the sources' hashes, which name the damaged bytes) and
-// every graph, or the error that refused it. A refused conversion leaves
-// nothing behind.
 func converted(t *testing.T, in string) (string, error) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "shards")
-	_, err := convert.Run(context.Background(), convert.Options{Input: in, Out: out})
-	if err != nil {
-		if _, serr := os.Stat(out); serr == nil {
-			t.Fatalf("a refused conversion left %s", out)
-		}
-		return "", err
-	}
-	defer os.RemoveAll(out)
-	r, err := shard.Open(context.Background(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	m := r.Manifest()
-	var b strings.Builder
-	fmt.Fprintln(&b, m.Dataset, m.Classes, m.LabelMap, m.Features, m.EdgeLabelDim, m.Stats)
-	for i := range r.NumGraphs() {
-		g, err := r.Graph(int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "%+v\n", g)
-	}
-	return b.String(), nil
+	return fixture.Converted(t, in, convert.Options{})
 }
 
 // A TU dataset in a compressed archive cut short anywhere is refused (or,

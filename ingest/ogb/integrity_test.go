@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -16,34 +15,13 @@ import (
 
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/convert"
-	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 )
 
-// outcome is what a conversion gave: its graphs and the manifest's
-// description of them (not the sources' hashes, which name the damaged
-// bytes), or the error that refused it.
+// outcome is what converting in gave (fixture.Converted).
 func outcome(t *testing.T, in string) (string, error) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "shards")
-	_, err := convert.Run(context.Background(), convert.Options{Input: in, Out: out})
-	if err != nil {
-		if _, serr := os.Stat(out); serr == nil {
-			t.Fatalf("a refused conversion left %s", out)
-		}
-		return "", err
-	}
-	m, err := shard.ReadManifest(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc := fmt.Sprint(m.Classes, m.LabelMap, m.Task, m.NodeFeatures, m.EdgeFeatures, m.Stats, len(m.Shards))
-	desc += "\n" + strings.Join(graphs(t, out), "\n")
-	for _, e := range []string{"split-s.json"} {
-		b, _ := os.ReadFile(filepath.Join(out, e))
-		desc += "\n" + string(b)
-	}
-	os.RemoveAll(out)
-	return desc, nil
+	return fixture.Converted(t, in, convert.Options{})
 }
 
 // A csv.gz cut short anywhere (a download that stopped) is refused: every

@@ -15,6 +15,7 @@ import (
 
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/convert"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -28,17 +29,9 @@ type npy struct {
 }
 
 func (a npy) bytes() []byte {
-	shape := ""
-	for _, d := range a.shape {
-		shape += fmt.Sprintf("%d, ", d)
-	}
-	if len(a.shape) > 1 {
-		shape = strings.TrimSuffix(shape, ", ")
-	}
-	order := "False"
+	order := a.fortran
 	vals := a.vals
 	if a.fortran {
-		order = "True"
 		r, c := a.shape[0], a.shape[1]
 		vals = make([]float64, len(a.vals))
 		for i := range r {
@@ -47,15 +40,7 @@ func (a npy) bytes() []byte {
 			}
 		}
 	}
-	hdr := fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }", a.descr, order, shape)
-	for (10+len(hdr)+1)%64 != 0 {
-		hdr += " "
-	}
-	hdr += "\n"
 	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
-	b.WriteString(hdr)
 	bo := binary.ByteOrder(binary.LittleEndian)
 	if a.descr[0] == '>' {
 		bo = binary.BigEndian
@@ -74,7 +59,7 @@ func (a npy) bytes() []byte {
 			binary.Write(&b, bo, v)
 		}
 	}
-	return b.Bytes()
+	return testutil.Npy(a.descr, a.shape, order, b.Bytes())
 }
 
 // writeNpz writes arrays (name → array) as a compressed .npz, as
