@@ -150,7 +150,10 @@ func New(name string, params map[string]string, partners Partners) (Op, error) {
 	}
 	for k := range params {
 		if !slices.Contains(s.Params, k) {
-			return nil, fmt.Errorf("aug: %s takes no parameter %q", s.Name, k)
+			if len(s.Params) == 0 {
+				return nil, fmt.Errorf("aug: %s takes no parameters (%q given)", s.Name, k)
+			}
+			return nil, fmt.Errorf("aug: %s takes no parameter %q: its parameters are %s (e.g. %s:%s=…)", s.Name, k, strings.Join(s.Params, ", "), s.Name, s.Params[0])
 		}
 	}
 	return s.build(params, partners)

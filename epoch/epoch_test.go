@@ -156,6 +156,7 @@ func TestScheduleGrammar(t *testing.T) {
 		{"submix:self_loops=maybe", "not true or false"},
 		{"submix-base:self_loops=true", "takes"},
 		{"nodesam:p=0.4", "takes no parameter"},
+		{"submix:q=0.4", `submix takes no parameter "q": its parameters are p, self_loops (e.g. submix:p=…)`},
 		{"nodesam:0.5,none", "give every policy"},
 		{"nodesam:-1", "positive weight"},
 		{"5..2|none", "end must be an epoch after"},

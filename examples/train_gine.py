@@ -15,6 +15,11 @@ skips missing targets (NaN): BCE with logits for binary tasks, L1 for
 regression. The metric is OGB's Evaluator (ROC-AUC for one binary target,
 AP for several, MAE for regression through PCQM4Mv2Evaluator, whose metric
 is MAE), on the valid and test sets, at the epoch of the best valid score.
+
+Needs torch, and ogb for its Evaluator: pip install ogb (in a venv over
+Debian's python3-torch, whose NumPy is 1.x: pip install ogb "numpy<2"
+"pandas<3", since ogb's newest pandas would pull NumPy 2, which that torch
+cannot load).
 """
 from __future__ import annotations
 
@@ -104,7 +109,11 @@ def masked_loss(pred, y, task):
 def evaluator(task, targets):
     """OGB's Evaluator for the task: (name of the metric, fn(y_true, y_pred) -> float, higher is better)."""
     sys.modules.setdefault("outdated", None)  # import ogb would ask the network for a newer version
-    from ogb.graphproppred import Evaluator
+    try:
+        from ogb.graphproppred import Evaluator
+    except ImportError as e:
+        sys.exit(f"train_gine.py needs ogb for its Evaluator ({e}): pip install ogb "
+                 '(over Debian\'s python3-torch: pip install ogb "numpy<2" "pandas<3")')
     if task == "binary" and targets == 1:
         ev = Evaluator("ogbg-molhiv")
         return "rocauc", lambda yt, yp: ev.eval({"y_true": yt, "y_pred": yp})["rocauc"], True

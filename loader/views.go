@@ -125,6 +125,9 @@ func (v *Views) pick(name string) (*View, error) {
 		return nil, &wire.Error{Code: wire.CodeOutOfRange, Message: fmt.Sprintf("a view is required: this daemon serves several views (%s) and none is the default; name one (view=NAME, and fold=N for a per-fold view)",
 			strings.Join(v.Names(), ", "))}
 	}
+	if names := v.Names(); len(names) == 1 && names[0] == "" {
+		return nil, &wire.Error{Code: wire.CodeOutOfRange, Message: fmt.Sprintf("no view %q: this daemon serves no named views, only its one served set (ask without a view, or start it with --view %s=...)", name, name)}
+	}
 	return nil, &wire.Error{Code: wire.CodeOutOfRange, Message: fmt.Sprintf("no view %q: this daemon serves %s", name, strings.Join(v.Names(), ", "))}
 }
 

@@ -5,9 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/jsonseal"
@@ -104,6 +109,9 @@ func readManifest(dir string) (*Manifest, string, error) {
 	path := filepath.Join(dir, ManifestName)
 	f, err := iox.OpenRegular(path)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, "", notShards(dir, err)
+		}
 		return nil, "", fmt.Errorf("shard: %w", err)
 	}
 	defer f.Close()
@@ -120,6 +128,27 @@ func readManifest(dir string) (*Manifest, string, error) {
 	}
 	sum := sha256.Sum256(data)
 	return m, hex.EncodeToString(sum[:]), nil
+}
+
+// notShards says why dir, which has no manifest.json, is not a shard
+// folder, and what to run: the folder is missing (a typo), or it holds a
+// dataset that was never converted.
+func notShards(dir string, err error) error {
+	st, serr := os.Stat(dir)
+	switch {
+	case serr != nil:
+		return fmt.Errorf("shard: %s: no such folder (a shard folder is what shardconv convert -i DATASET -o %s writes)", dir, dir)
+	case !st.IsDir():
+		return fmt.Errorf("shard: %s is a file, not a shard folder: convert it first (shardconv convert -i %s -o %s.shards)", dir, dir, strings.TrimSuffix(dir, filepath.Ext(dir)))
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, "_A.txt") || n == "raw" || strings.HasSuffix(n, ".parquet") || strings.HasSuffix(n, ".zip") || strings.HasSuffix(n, ".txt") {
+			return fmt.Errorf("shard: %s holds a dataset, not shards (no %s): convert it first: shardconv convert -i %s -o %s.shards", dir, ManifestName, dir, filepath.Clean(dir))
+		}
+	}
+	return fmt.Errorf("shard: %s is not a shard folder: %w (shardconv convert writes one)", dir, err)
 }
 
 // ParseManifest decodes and validates a manifest. It never panics on any

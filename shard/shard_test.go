@@ -230,3 +230,24 @@ func crc(b []byte) string {
 	}
 	return string(out)
 }
+
+// A path given as a shard folder that is not one says what it is and what
+// to run: a typo (no such folder), a dataset never converted, a file.
+func TestNotAShardFolder(t *testing.T) {
+	tmp := t.TempDir()
+	ds := filepath.Join(tmp, "collab-tu")
+	os.MkdirAll(ds, 0o755)
+	os.WriteFile(filepath.Join(ds, "COLLAB_A.txt"), []byte("1, 2\n"), 0o644)
+	file := filepath.Join(tmp, "MUTAG.zip")
+	os.WriteFile(file, []byte("PK"), 0o644)
+	for _, c := range []struct{ dir, want string }{
+		{filepath.Join(tmp, "colab.shards"), "colab.shards: no such folder (a shard folder is what shardconv convert -i DATASET -o"},
+		{ds, "collab-tu holds a dataset, not shards (no manifest.json): convert it first: shardconv convert -i " + ds + " -o " + ds + ".shards"},
+		{file, "MUTAG.zip is a file, not a shard folder: convert it first (shardconv convert -i " + file},
+	} {
+		_, err := shard.Open(context.Background(), c.dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.dir, err, c.want)
+		}
+	}
+}

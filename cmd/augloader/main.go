@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,8 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -158,9 +161,27 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve Flight over TLS with this certificate (PEM; with --tls-key; the address is then grpc+tls://)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
 			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
+			&cli.BoolFlag{Name: "exit-when-stdin-closes", Usage: "stop, as on SIGTERM, when standard input reaches its end: a launcher that holds a pipe to it (augloader.Daemon does) takes the daemon with it however it ends, SIGKILL included"},
+			&cli.StringFlag{Name: "remove-on-exit", Usage: "remove this folder when the daemon exits: the one a launcher made for the socket and log (its name must start with augloader-)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
 			log := logger()
+			if dir := c.String("remove-on-exit"); dir != "" {
+				if !strings.HasPrefix(filepath.Base(filepath.Clean(dir)), "augloader-") {
+					return fmt.Errorf("--remove-on-exit %s: only a folder whose name starts with augloader- (a launcher's own) is removed", dir)
+				}
+				defer os.RemoveAll(dir)
+			}
+			if c.Bool("exit-when-stdin-closes") {
+				ctx, cancel := context.WithCancel(c.Context)
+				defer cancel()
+				go func() {
+					io.Copy(io.Discard, os.Stdin)
+					log.Info("standard input closed (the launcher ended): stopping")
+					cancel()
+				}()
+				c.Context = ctx
+			}
 			mode, err := strconv.ParseUint(c.String("socket-mode"), 8, 32)
 			if err != nil {
 				return fmt.Errorf("--socket-mode %q: %w", c.String("socket-mode"), err)

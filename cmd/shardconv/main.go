@@ -181,6 +181,39 @@ func describeV3(m *shard.Manifest) string {
 	return strings.Join(parts, ", ")
 }
 
+// describeTask says a format 3 set's task: "2 classes [0 1]", "binary
+// targets ×128 (41% missing)", "regression targets ×1".
+func describeTask(m *shard.Manifest) string {
+	if m.Task.Kind == shard.TaskClass {
+		return fmt.Sprintf("classes ×%d %v", m.Classes, m.LabelMap)
+	}
+	missing := ""
+	if n := m.Stats.Graphs * int64(m.Task.Targets); n > 0 {
+		missing = fmt.Sprintf(" (%d of %d missing)", m.Task.Missing, n)
+	}
+	return fmt.Sprintf("%s targets ×%d%s", m.Task.Kind, m.Task.Targets, missing)
+}
+
+// describeColumns lists a format 3 set's node or edge columns with their
+// vocabularies: "9 categorical (1-byte codes): atomic_num 119, …; 3 floats".
+func describeColumns(c *shard.Columns) string {
+	if c == nil {
+		return "none"
+	}
+	var parts []string
+	if n := c.Cols(); n > 0 {
+		cols := make([]string, n)
+		for i, col := range c.Categorical {
+			cols[i] = fmt.Sprintf("%s %d", col.Name, col.Vocab)
+		}
+		parts = append(parts, fmt.Sprintf("%d categorical (%d-byte codes; name and vocabulary): %s", n, c.Width, strings.Join(cols, ", ")))
+	}
+	if c.Dense > 0 {
+		parts = append(parts, fmt.Sprintf("%d floats", c.Dense))
+	}
+	return strings.Join(parts, "; ")
+}
+
 func verifyCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
@@ -216,7 +249,15 @@ type statsJSON struct {
 	SelfLoopsDropped      int64             `json:"self_loops_dropped"`
 	DuplicateEdgesDropped int64             `json:"duplicate_edges_dropped"`
 	DirectedEntries       int64             `json:"directed_entries"`
-	AsymmetricEdges       int64             `json:"asymmetric_edges"`
+	// AsymmetricEdges counts TU edges listed one way only (an oddity of
+	// the file); a molecule or OGB set (format 3) lists each bond once by
+	// convention and its reverse is added, so it says EdgesListedOneWay.
+	AsymmetricEdges   *int64 `json:"asymmetric_edges,omitempty"`
+	EdgesListedOneWay *int64 `json:"edges_listed_one_way,omitempty"`
+	// Format 3: the task and the feature columns.
+	Task         *shard.Task    `json:"task,omitempty"`
+	NodeFeatures *shard.Columns `json:"node_features,omitempty"`
+	EdgeFeatures *shard.Columns `json:"edge_features,omitempty"`
 	IsolatedNodes         int64             `json:"isolated_nodes"`
 	MaxNodes              int64             `json:"max_nodes"`
 	MaxEdges              int64             `json:"max_edges"`
@@ -243,8 +284,15 @@ func statsCmd() *cli.Command {
 				Dataset: m.Dataset, Graphs: m.Stats.Graphs, Nodes: m.Stats.Nodes, Edges: m.Stats.Edges,
 				Classes: m.Classes, FeatureKind: m.Features.Kind, FeatureDim: m.Features.Dim,
 				SelfLoopsDropped: m.Stats.SelfLoopsDropped, DuplicateEdgesDropped: m.Stats.DuplicateEdgesDropped,
-				DirectedEntries: m.Stats.DirectedEntries, AsymmetricEdges: m.Stats.AsymmetricEdges, IsolatedNodes: m.Stats.IsolatedNodes,
+				DirectedEntries: m.Stats.DirectedEntries, IsolatedNodes: m.Stats.IsolatedNodes,
 				MaxNodes: m.Stats.MaxNodes, MaxEdges: m.Stats.MaxEdges, Shards: len(m.Shards), LabelMap: m.LabelMap,
+				Task: m.Task, NodeFeatures: m.NodeFeatures, EdgeFeatures: m.EdgeFeatures,
+			}
+			oneWay := m.Stats.AsymmetricEdges
+			if m.Task != nil {
+				s.EdgesListedOneWay = &oneWay
+			} else {
+				s.AsymmetricEdges = &oneWay
 			}
 			for _, sh := range m.Shards {
 				s.Bytes += sh.Bytes
@@ -253,8 +301,18 @@ func statsCmd() *cli.Command {
 				enc := json.NewEncoder(os.Stdout)
 				return enc.Encode(s)
 			}
-			fmt.Printf("dataset      %s\ngraphs       %d\nnodes        %d\nedges        %d (undirected)\nclasses      %d %v\nfeatures     %s, dim %d\nself-loops   %d dropped\nduplicates   %d dropped\nshards       %d, %d bytes\n",
-				s.Dataset, s.Graphs, s.Nodes, s.Edges, s.Classes, s.LabelMap, s.FeatureKind, s.FeatureDim,
+			fmt.Printf("dataset      %s\ngraphs       %d\nnodes        %d\n", s.Dataset, s.Graphs, s.Nodes)
+			if m.Task == nil {
+				fmt.Printf("edges        %d (undirected)\nclasses      %d %v\nfeatures     %s, dim %d\n",
+					s.Edges, s.Classes, s.LabelMap, s.FeatureKind, s.FeatureDim)
+			} else {
+				// A molecule or OGB set: its task and columns, what a model
+				// is built from (classes and one feature dim say nothing).
+				fmt.Printf("edges        %d (undirected; %d listed one way, their reverse added as OGB's loader does)\n", s.Edges, oneWay)
+				fmt.Printf("task         %s\n", describeTask(m))
+				fmt.Printf("node columns %s\nedge columns %s\n", describeColumns(m.NodeFeatures), describeColumns(m.EdgeFeatures))
+			}
+			fmt.Printf("self-loops   %d dropped\nduplicates   %d dropped\nshards       %d, %d bytes\n",
 				s.SelfLoopsDropped, s.DuplicateEdgesDropped, s.Shards, s.Bytes)
 			return nil
 		},

@@ -322,3 +322,34 @@ func TestVerifyRefusesFIFO(t *testing.T) {
 		os.WriteFile(p, body, 0o644)
 	}
 }
+
+// A molecule set describes itself: its task, its node and edge columns
+// with their vocabularies, and no false asymmetry count (stats printed
+// "classes 0 []" and "features columns, dim 0", and --json counted every
+// bond asymmetric: OGB lists each bond once, by convention).
+func TestStatsDescribesMolecules(t *testing.T) {
+	dir := testutil.Testdata(t, "golden", "tinymol.shards")
+	out, e, code := run(t, "stats", dir)
+	if code != 0 {
+		t.Fatal(e)
+	}
+	for _, want := range []string{"task         regression targets ×2 (2 of 6 missing)",
+		"node columns 2 categorical (1-byte codes; name and vocabulary): node_feat_0 10, node_feat_1 2",
+		"edge columns 2 categorical (2-byte codes; name and vocabulary): edge_feat_0 301, edge_feat_1 2",
+		"5 listed one way, their reverse added"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stats lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "classes      0") {
+		t.Errorf("stats of a regression set prints classes:\n%s", out)
+	}
+	js, _, _ := run(t, "stats", "--json", dir)
+	var st map[string]any
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st["asymmetric_edges"]; ok || st["edges_listed_one_way"] != 5.0 || st["task"] == nil || st["node_features"] == nil {
+		t.Fatalf("stats --json: %s", js)
+	}
+}

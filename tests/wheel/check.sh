@@ -35,22 +35,26 @@ for arch in x86_64 aarch64; do
   done
 done
 
-# 2. The host's wheel alone, in a fresh venv, without Go or the checkout.
+# 2. The host's wheel alone, as the README installs it, without constraint
+# files: into a plain venv (the newest pyarrow and NumPy 2), and into a
+# --system-site-packages venv over Debian's python3-torch and NumPy 1.x
+# with the numpy1 extra; each converts and serves an epoch, without Go or
+# the checkout. Over Debian's torch without the extra, pip picks a pyarrow
+# that needs NumPy 2: `import augloader` says in one line what to install.
 host=$(uname -m)
 whl=$(ls dist/augloader-"$version"-py3-none-*_"$host".whl | head -1)
-"$PYBASE" -m venv "$tmp/venv"
-"$tmp/venv/bin/pip" install -q --disable-pip-version-check -c tests/requirements.txt "$whl"
-mkdir "$tmp/work"
-cd "$tmp/work"
 # Only the venv's scripts on PATH: no go, no checkout bin/.
-clean=(env -i HOME="$HOME" TMPDIR="${TMPDIR:-/tmp}" PATH="$tmp/venv/bin" LANG=C.UTF-8)
-if "${clean[@]}" sh -c 'command -v go' >/dev/null 2>&1; then fail "go is still on the test's PATH"; fi
-"${clean[@]}" shardconv synth --like COLLAB --graphs 120 --seed 3 --out tu
-"${clean[@]}" shardconv convert -i tu -o tu.shards
-"${clean[@]}" python -I - "$version" "$tmp/venv/bin" "$root" <<'PY'
+run_in() { local v=$1; shift; env -i HOME="$HOME" TMPDIR="${TMPDIR:-/tmp}" PATH="$v/bin" LANG=C.UTF-8 "$@"; }
+serve_epoch() {
+  local v=$1 what=$2
+  if run_in "$v" sh -c 'command -v go' >/dev/null 2>&1; then fail "go is still on the test's PATH"; fi
+  rm -rf "$tmp/work" && mkdir "$tmp/work" && cd "$tmp/work"
+  run_in "$v" shardconv synth --like COLLAB --graphs 120 --seed 3 --out tu
+  run_in "$v" shardconv convert -q -i tu -o tu.shards
+  run_in "$v" python -I - "$version" "$v/bin" "$root" "$what" <<'PY'
 import os, subprocess, sys
-version, scripts, root = sys.argv[1:]
-import augloader
+version, scripts, root, what = sys.argv[1:]
+import augloader, numpy, pyarrow
 from augloader.daemon import find_binary
 assert not augloader.__file__.startswith(root), f"augloader imported from the checkout: {augloader.__file__}"
 assert augloader.__version__ == version, (augloader.__version__, version)
@@ -69,9 +73,39 @@ with augloader.Daemon("tu.shards", policy="nodesam", seed=5, workers=2) as d:
         graphs += b.num_graphs
         assert b.edge_index.shape[0] == 2
 assert graphs == 120, graphs
-print(f"wheel-test: the wheel alone: {augloader.__file__}, version {version}, a NodeSam epoch of {graphs} graphs read")
+if what == "debian":
+    import torch
+    from augloader.torch import to_tensors
+    with augloader.Daemon("tu.shards", policy="none") as d:
+        t = to_tensors(next(iter(d.client().epoch(0))), "cpu")
+    assert t["edge_index"].dtype == torch.int64
+    what += f" torch {torch.__version__}"
+print(f"wheel-test: the wheel alone ({what}: pyarrow {pyarrow.__version__}, numpy {numpy.__version__}): "
+      f"{augloader.__file__}, version {version}, a NodeSam epoch of {graphs} graphs read")
 PY
-cd "$root"
+  cd "$root"
+}
+pip_q=(install -q --disable-pip-version-check)
+"$PYBASE" -m venv "$tmp/venv"
+"$tmp/venv/bin/pip" "${pip_q[@]}" "$whl"
+serve_epoch "$tmp/venv" plain
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch, numpy, sys; sys.exit(int(numpy.__version__.split(".")[0]) >= 2)' 2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages "$tmp/deb"
+  "$tmp/deb/bin/pip" "${pip_q[@]}" "$whl[numpy1]"
+  serve_epoch "$tmp/deb" debian
+  /usr/bin/python3 -m venv --system-site-packages "$tmp/deb-noextra"
+  "$tmp/deb-noextra/bin/pip" "${pip_q[@]}" "$whl"
+  if out=$(run_in "$tmp/deb-noextra" python -I -c 'import augloader' 2>&1); then
+    echo "wheel-test: over Debian's torch without the extra, pip chose a pyarrow that runs on NumPy 1.x (fine)"
+  else
+    echo "$out" | tail -1 | grep -q "pip install 'pyarrow<22'" || fail "import augloader over NumPy 1.x without the extra did not say what to install: $out"
+    echo "wheel-test: over Debian's torch without the numpy1 extra: $(echo "$out" | tail -1)"
+  fi
+elif [ "${CI:-}" = true ]; then
+  fail "Debian's python3-torch (NumPy 1.x) is missing: .ci/run installs it"
+else
+  echo "wheel-test: no Debian python3-torch with NumPy 1.x here: the venv over it is not tried"
+fi
 
 # 3. pip install clients/python: with Go it builds the binaries in; without
 # Go it stops and says what to do.

@@ -39,9 +39,29 @@ from __future__ import annotations
 from typing import Iterator, Optional
 from urllib.parse import parse_qs, urlparse
 
-from . import _flight, _socket
-from ._wire import ConnectionLost, ServerError
-from .batch import Batch
+
+def _check_pyarrow_numpy() -> None:
+    """One line that says what to install, where pyarrow would fail to
+    import: pyarrow 22 and later need NumPy 2, and Debian's python3-torch
+    (a venv made with --system-site-packages over it) brings NumPy 1.x."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pa, np = version("pyarrow"), version("numpy")
+    except PackageNotFoundError:
+        return
+    major = lambda v: int(v.split(".")[0]) if v.split(".")[0].isdigit() else 0  # noqa: E731
+    if major(pa) >= 22 and major(np) < 2:
+        raise ImportError(f"augloader: pyarrow {pa} needs NumPy 2 and NumPy {np} is installed (Debian's python3-torch "
+                          f"brings NumPy 1.x): pip install 'pyarrow<22', or install augloader with the numpy1 extra "
+                          f"(pip install 'augloader-….whl[numpy1]')")
+
+
+_check_pyarrow_numpy()
+
+from . import _flight, _socket  # noqa: E402
+from ._wire import ConnectionLost, ServerError  # noqa: E402
+from .batch import Batch  # noqa: E402
 
 __all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream", "Daemon", "DaemonError",
            "write_shards", "ConvertError"]

@@ -304,6 +304,16 @@ def open_stream(path: str, req: dict, timeout, digest: bool, make_stream, shm_ri
     sock.settimeout(timeout)
     try:
         sock.connect(path)
+    except FileNotFoundError:
+        fail()
+        raise ConnectionLost(f"cannot connect to {path}: no such socket (is `augloader serve --socket {path}` running?)") from None
+    except ConnectionRefusedError:
+        fail()
+        raise ConnectionLost(f"cannot connect to {path}: nothing listens there (the daemon stopped, or a stale socket file)") from None
+    except OSError as e:
+        fail()
+        raise ConnectionLost(f"cannot connect to {path}: {e}") from e
+    try:
         send_request(sock, req, ring)
         f = SocketReader(sock)
         status, info = _wire.read_frame(f, _wire.MAGIC_RESPONSE)

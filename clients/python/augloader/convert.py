@@ -178,5 +178,16 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
             cmd.insert(2, "-q")
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
         if p.returncode != 0:
-            raise ConvertError(p.stderr.strip() or f"shardconv exited with status {p.returncode}")
+            raise ConvertError(_in_terms_of_the_dataset(p.stderr.strip(), path) or f"shardconv exited with status {p.returncode}")
     return out
+
+
+def _in_terms_of_the_dataset(msg: str, table: pathlib.Path) -> str:
+    """The converter's message about the temporary table, said of the
+    graphs given: row N of the table is graph N-1 of the dataset."""
+    import re
+
+    for name in (str(table), table.name):  # a bare file is named by its base name
+        msg = re.sub(r"(?<![\w/.-])" + re.escape(name) + r":(\d+):", lambda m: f"graph {int(m.group(1)) - 1} (dataset index):", msg)
+        msg = msg.replace(name, "the graphs given")
+    return msg

@@ -10,6 +10,13 @@ The daemon is ready when it says so (a JSON line on its standard output,
 once every endpoint listens), not when a file appears; its errors (a bad
 flag, a missing shard folder, a crash) are raised as :class:`DaemonError`
 with its log. On exit it gets SIGTERM, and a non-zero exit status raises.
+
+The daemon dies with this process however it ends (SIGKILL, the OOM
+killer, ``docker stop``): it holds a pipe to the daemon's standard input,
+and the daemon stops when it closes and removes its temporary folder
+(``--exit-when-stdin-closes``, ``--remove-on-exit``). Streams still open
+when it stops get half a second to finish (``--drain 500ms``; pass
+``args=["--drain", "5s"]`` for more).
 """
 from __future__ import annotations
 
@@ -119,7 +126,13 @@ class Daemon:
             cmd += ["--batch-size", str(batch_size)]
         if flight:
             cmd += ["--flight", flight if isinstance(flight, str) else "grpc://127.0.0.1:0"]
-        self.cmd = cmd + [str(a) for a in args]
+        args = [str(a) for a in args]
+        # Whoever launched the daemon owns it: it ends when this process
+        # does (the stdin pipe), and takes its folder with it.
+        cmd += ["--exit-when-stdin-closes", "--remove-on-exit", self._tmp.name]
+        if not any(a == "--drain" or a.startswith("--drain=") for a in args):
+            cmd += ["--drain", "500ms"]
+        self.cmd = cmd + args
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
         self.ready: dict = {}
         self.proc: Optional[subprocess.Popen] = None
@@ -153,14 +166,23 @@ class Daemon:
         if self._final_log is not None:
             return self._final_log
         self._log.flush()
-        with open(self._log.name) as f:
-            return f.read()
+        # By descriptor and offset (pread): the daemon removes the folder
+        # when it exits, and shares this file's offset.
+        fd, out, off = self._log.fileno(), [], 0
+        while True:
+            b = os.pread(fd, 1 << 20, off)
+            if not b:
+                return b"".join(out).decode(errors="replace")
+            out.append(b)
+            off += len(b)
 
     def client(self, **kw) -> Client:
         return connect(self.url, **kw)
 
     def start(self) -> "Daemon":
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL, text=True)
+        # stdin: a pipe this process holds open for its life (never
+        # written); the daemon stops when it closes.
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.PIPE, text=True)
         # A Daemon dropped without stop (a failed test, a forgotten
         # handle) still takes its process with it, at collection or exit.
         weakref.finalize(self, _kill, self.proc)
@@ -209,8 +231,9 @@ class Daemon:
                 if check:
                     raise DaemonError(f"augloader serve ignored SIGTERM for {self.stop_timeout:.0f} s", self.log)
         rc = self.proc.returncode
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        for pipe in (self.proc.stdout, self.proc.stdin):
+            if pipe:
+                pipe.close()
         if check and rc != 0:
             raise DaemonError(f"augloader serve exited with status {rc}", self.log)
         return rc
@@ -224,4 +247,7 @@ class Daemon:
         finally:
             self._final_log = self.log
             self._log.close()
-            self._tmp.cleanup()
+            try:
+                self._tmp.cleanup()
+            except FileNotFoundError:
+                pass  # the daemon removed it (--remove-on-exit)
