@@ -255,15 +255,15 @@ type statsJSON struct {
 	AsymmetricEdges   *int64 `json:"asymmetric_edges,omitempty"`
 	EdgesListedOneWay *int64 `json:"edges_listed_one_way,omitempty"`
 	// Format 3: the task and the feature columns.
-	Task         *shard.Task    `json:"task,omitempty"`
-	NodeFeatures *shard.Columns `json:"node_features,omitempty"`
-	EdgeFeatures *shard.Columns `json:"edge_features,omitempty"`
-	IsolatedNodes         int64             `json:"isolated_nodes"`
-	MaxNodes              int64             `json:"max_nodes"`
-	MaxEdges              int64             `json:"max_edges"`
-	Shards                int               `json:"shards"`
-	Bytes                 int64             `json:"bytes"`
-	LabelMap              []string          `json:"label_map"`
+	Task          *shard.Task    `json:"task,omitempty"`
+	NodeFeatures  *shard.Columns `json:"node_features,omitempty"`
+	EdgeFeatures  *shard.Columns `json:"edge_features,omitempty"`
+	IsolatedNodes int64          `json:"isolated_nodes"`
+	MaxNodes      int64          `json:"max_nodes"`
+	MaxEdges      int64          `json:"max_edges"`
+	Shards        int            `json:"shards"`
+	Bytes         int64          `json:"bytes"`
+	LabelMap      []string       `json:"label_map"`
 }
 
 func statsCmd() *cli.Command {
