@@ -40,13 +40,17 @@ venv: $(VENV)/.stamp
 
 # Everything CI checks: vet, the race-enabled suite, the large real datasets
 # without -race (too slow under it), and the pyarrow interop tests.
+# Each go test line ends with a summary of what ran and what was skipped
+# and why (internal/testkit/testsummary: a package whose every test
+# skipped printed "ok" like any other); pytest lists its skips (-rs).
+GOTEST = bash -c 'set -o pipefail; $(GO) test -json "$$@" | $(GO) run ./internal/testkit/testsummary' gotest
 test: venv
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GOTEST) -race -count=1 ./...
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
-	$(GO) test -count=1 -run 'TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold' ./ingest/convert/ ./aug/ ./server/ ./loader/
+	$(GOTEST) -count=1 -run 'TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold' ./ingest/convert/ ./aug/ ./server/ ./loader/
 	$(GO) build -o $(BIN)/ ./cmd/...
-	$(PY) -m pytest -q tests/interop clients/python/tests bench/peers
+	$(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers
 
 race:
 	$(GO) test -race -count=1 ./...

@@ -215,7 +215,7 @@ func ParseViewSpec(s string) (ViewSpec, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
 	name = strings.TrimSpace(name)
 	if !ok || name == "" {
-		return ViewSpec{}, fmt.Errorf("--view %q: want NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] or NAME=SPLITFILE:training|test[:POLICY]", s)
+		return ViewSpec{}, fmt.Errorf("--view %q: want NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] or NAME=SPLITFILE:training|valid|test[:POLICY]", s)
 	}
 	if !loader.ValidViewName(name) {
 		return ViewSpec{}, fmt.Errorf("--view %q: the name %q: use at most %d letters, digits, '_', '-' or '.', not starting with '.'", s, name, wire.MaxViewName)

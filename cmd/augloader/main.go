@@ -84,7 +84,7 @@ var loaderFlags = []cli.Flag{
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
 	&cli.StringFlag{Name: "memory-budget", Value: cliutil.FormatSize(app.DefaultMemoryBudget), Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
-	&cli.StringSliceFlag{Name: "view", Usage: "a named view, repeatable: NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] (one per --folds file) or NAME=SPLITFILE:training|test[:POLICY]; a request names its view and fold (NAME: letters, digits, _ - .)"},
+	&cli.StringSliceFlag{Name: "view", Usage: "a named view, repeatable: NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] (one per --folds file) or NAME=SPLITFILE:training|valid|test[:POLICY] (an OGB split's sets: training, valid, test); a request names its view and fold (NAME: letters, digits, _ - .)"},
 	&cli.StringFlag{Name: "views", Usage: "read view specs from this file (one a line, # comments)"},
 	&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-NN.json ({fold} views), as augloader split writes them: fold N is the file numbered N"},
 	&cli.StringFlag{Name: "ppr-cache", Value: cliutil.FormatSize(app.DefaultPPRCache), Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},

@@ -94,11 +94,13 @@ class Daemon:
     epochs ``augloader materialize`` wrote to ``materialized``).
 
     views: view specs (``NAME=all[:POLICY]``, ``NAME={fold}:training|test[:POLICY]``,
-    ``NAME=SPLITFILE:training|test[:POLICY]``); folds: the folder of
+    ``NAME=SPLITFILE:training|valid|test[:POLICY]``); folds: the folder of
     ``fold-*.json`` split files ``{fold}`` views use; policy: the schedule
     of views that give none; flight: also serve Arrow Flight on a free
     loopback port (or on this ``grpc://HOST:PORT``); args: any other
-    ``serve`` flags.
+    ``serve`` flags, as a list, e.g. ``args=["--cache-limit", "2GiB",
+    "--shuffle", "window:4", "--memory-budget", "512MiB"]`` (``augloader
+    serve --help`` lists them).
     """
 
     def __init__(self, shards=None, *, materialized=None, views: Sequence[str] = (), folds=None,

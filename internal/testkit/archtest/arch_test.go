@@ -55,16 +55,17 @@ var allowed = map[string][]string{
 	"ingest/download": {"internal/iox"},
 
 	// Top floor.
-	"app":                       {"epoch", "loader", "shard", "wire", "internal/iox"},
-	"cmd/augloader":             {"app", "client", "epoch", "loader", "materialize", "server", "shard", "wire", "internal/"},
-	"cmd/shardconv":             {"ingest", "ingest/", "shard", "internal/"},
-	"bench":                     {"*"},
-	"bench/shuffle":             {"epoch", "shard"},
-	"internal/testkit/fixture":  {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard"},
-	"internal/testkit/testutil": {"aug"},
-	"internal/testkit":          {},
-	"internal/testkit/archtest": {},
-	"internal/testkit/docstest": {},
+	"app":                          {"epoch", "loader", "shard", "wire", "internal/iox"},
+	"cmd/augloader":                {"app", "client", "epoch", "loader", "materialize", "server", "shard", "wire", "internal/"},
+	"cmd/shardconv":                {"ingest", "ingest/", "shard", "internal/"},
+	"bench":                        {"*"},
+	"bench/shuffle":                {"epoch", "shard"},
+	"internal/testkit/fixture":     {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard"},
+	"internal/testkit/testutil":    {"aug"},
+	"internal/testkit":             {},
+	"internal/testkit/archtest":    {},
+	"internal/testkit/docstest":    {},
+	"internal/testkit/testsummary": {},
 }
 
 type pkg struct {
