@@ -172,7 +172,7 @@ def main(argv=None):
         task, targets = first.task, (first.y.shape[1] if first.y.ndim == 2 else 1)
         if task == "class":
             sys.exit("train_gine.py: this example trains binary and regression targets; the set has classes")
-        model = GINE(first.node_vocab, first.x.shape[1] if first.x is not None else 0,
+        model = GINE(first.node_vocab, first.x_float.shape[1] if first.x_float is not None else 0,
                      first.edge_vocab, first.edge_x.shape[1] if first.edge_x is not None else 0,
                      targets, dim=args.dim, layers=args.layers)
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)

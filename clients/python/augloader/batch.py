@@ -34,7 +34,7 @@ class Batch:
     x_node: Optional[np.ndarray]    # int32 [K] categorical features: node of each (code, weight)
     x_code: Optional[np.ndarray]    # int32 [K]
     x_weight: Optional[np.ndarray]  # float32 [K]
-    x: Optional[np.ndarray]         # float32 [N, dim] dense features
+    x_float: Optional[np.ndarray]   # float32 [N, dim] the float node block, as received (PyG's x is the ``x`` property)
     y: np.ndarray            # int32 [B] (class task) or float32 [B, T] targets, NaN where missing
     y_mix: Optional[np.ndarray]  # int32 [B] (class task)
     y_q: Optional[np.ndarray]    # float32 [B]: soft label q·onehot(y) + (1-q)·onehot(y_mix)
@@ -55,6 +55,7 @@ class Batch:
     # The record batch message's SHA-256 (hex), when the stream was read
     # with digest=True over the socket.
     digest: Optional[str] = field(default=None, repr=False)
+    _x: Optional[np.ndarray] = field(default=None, repr=False)
     _edge_index: Optional[np.ndarray] = field(default=None, repr=False)
     _policy: Optional[list] = field(default=None, repr=False)
 
@@ -89,18 +90,55 @@ class Batch:
             return self.edge_cat.astype(np.int64)
         return self.edge_x
 
+    @property
+    def x(self) -> np.ndarray:
+        """PyG's x, for every kind of set (built once, on first use): the
+        categorical node columns as int64 [N, F] (a molecule's atoms,
+        AtomEncoder's input) when the nodes have any, else the float block
+        [N, D], else the one-hot features [N, feature_dim] (dense_x())."""
+        if self._x is None:
+            self._x = self.x_cat.astype(np.int64) if self.x_cat is not None else self.dense_x()
+        return self._x
+
     def node_x(self) -> np.ndarray:
-        """PyG's x: the categorical node columns as int64 [N, F]
-        (AtomEncoder's input) when the nodes have any, else the float
-        block, else the one-hot features (dense_x)."""
+        """The ``x`` property (what earlier releases called it)."""
+        return self.x
+
+    @property
+    def num_node_features(self) -> int:
+        """x's width, without building x (PyG's name): the categorical
+        columns (each embedded by its vocabulary, node_vocab), the float
+        block's width, or the one-hot feature_dim."""
         if self.x_cat is not None:
-            return self.x_cat.astype(np.int64)
-        return self.dense_x()
+            return self.x_cat.shape[1]
+        if self.x_float is not None:
+            return self.x_float.shape[1]
+        return self.feature_dim
+
+    @property
+    def num_edge_features(self) -> int:
+        """edge_attr's width: categorical edge columns (edge_vocab), else
+        float edge features, else 0 (PyG's name)."""
+        if self.edge_cat is not None:
+            return self.edge_cat.shape[1]
+        return 0 if self.edge_x is None else self.edge_x.shape[1]
+
+    @property
+    def num_targets(self) -> int:
+        """T, the targets of a binary or regression task (0 for a class task)."""
+        return 0 if self.task == "class" else self.y.shape[1]
+
+    @property
+    def num_outputs(self) -> int:
+        """What a model's head outputs, for every kind of set: num_classes
+        for a class task, num_targets for binary or regression targets."""
+        return self.num_classes if self.task == "class" else self.num_targets
 
     def dense_x(self) -> np.ndarray:
-        """Node features as a dense float32 matrix [N, dim]."""
-        if self.x is not None:
-            return self.x
+        """Node features as a dense float32 matrix [N, dim]: the float
+        block, or the one-hot features (their mixes for merged nodes)."""
+        if self.x_float is not None:
+            return self.x_float
         n = int(self.ptr[-1])
         if self.x_code is None:  # no node features
             return np.zeros((n, 0), dtype=np.float32)
@@ -215,7 +253,7 @@ class Batch:
             x_node=values("x_node", np.int32) if sparse else None,
             x_code=values("x_code", np.int32) if sparse else None,
             x_weight=values("x_weight", np.float32) if sparse else None,
-            x=values("x", np.float32).reshape(n, -1) if dense else None,
+            x_float=values("x", np.float32).reshape(n, -1) if dense else None,
             y=y,
             y_mix=y_mix,
             y_q=y_q,

@@ -193,10 +193,10 @@ def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: boo
     out = {}
     if b.x_cat is not None:
         x = _codes(b.x_cat, dev, nb)
-        if b.x is not None:
-            out["x_dense"] = _to(_view(np.ascontiguousarray(b.x)), dev, nb)
-    elif b.x is not None:
-        x = _to(_view(np.ascontiguousarray(b.x)), dev, nb)
+        if b.x_float is not None:
+            out["x_dense"] = _to(_view(np.ascontiguousarray(b.x_float)), dev, nb)
+    elif b.x_float is not None:
+        x = _to(_view(np.ascontiguousarray(b.x_float)), dev, nb)
     elif b.x_code is None:
         x = torch.zeros((n, 0), dtype=torch.float32, device=dev)
     else:

@@ -315,3 +315,22 @@ def test_write_shards_bad_graphs_named(bins, tmp_path, case, breaks, message):
         augloader.write_shards(graphs, tmp_path / "toy.shards", shardconv=str(bins / "shardconv"))
     assert message in str(e.value) and "toy.parquet" not in str(e.value), str(e.value)
     assert not (tmp_path / "toy.shards").exists()
+
+
+def test_batches_give_pyg_x_and_model_sizes_for_every_kind_of_set(daemon, synth_shards):
+    """PyG's x under the name users reach for (b.x was None when nodes have
+    codes, PyG's x being a method then), and the sizes a model is built
+    from for a molecule set too (feature_dim and num_classes were 0)."""
+    from conftest import ROOT
+
+    mol = daemon("--shards", ROOT / "testdata" / "golden" / "tinymol.shards", "--policy", "none")
+    b = next(iter(augloader.connect(mol.unix).epoch(0, batch_size=8)))
+    assert b.x.dtype == np.int64 and b.x.shape == (int(b.ptr[-1]), 2)
+    np.testing.assert_array_equal(b.x, b.x_cat.astype(np.int64))
+    assert b.num_node_features == 2 and b.node_vocab == (10, 2)
+    assert b.num_edge_features == 2 and b.edge_attr.shape[1] == 2
+    assert b.task == "regression" and b.num_targets == 2 and b.num_outputs == 2
+    tu = daemon("--shards", synth_shards, "--policy", "none")
+    b = next(iter(augloader.connect(tu.unix).epoch(0)))
+    assert b.x.dtype == np.float32 and b.x.shape == (int(b.ptr[-1]), b.feature_dim) == (int(b.ptr[-1]), b.num_node_features)
+    assert b.num_outputs == b.num_classes == 3 and b.num_targets == 0 and b.num_edge_features == 0
