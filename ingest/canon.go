@@ -171,17 +171,24 @@ func (c *Canon) presortedAs(n int32, keys []Entry, s Entry, size int) bool {
 // ordered by (u, v), entries of one pair in their input order, as the
 // counting passes do.
 func (c *Canon) sortByComparison(keys []Entry, labels []int32, withL bool) {
-	idx := make([]int32, len(keys))
-	for i := range idx {
-		idx[i] = int32(i)
-	}
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(keys[a]>>1, keys[b]>>1) })
-	for i, j := range idx {
+	for i, j := range pairOrder(keys) {
 		c.sorted[i] = keys[j]
 		if withL {
 			c.sortedL[i] = labels[j]
 		}
 	}
+}
+
+// pairOrder is the order of keys by undirected pair (u, v), the entries
+// of one pair in their input order: what both passes of the counting sort
+// give, by a comparison sort, in memory proportional to the entries.
+func pairOrder(keys []Entry) []int32 {
+	idx := make([]int32, len(keys))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(keys[a]>>1, keys[b]>>1) })
+	return idx
 }
 
 func (c *Canon) countingPass(n int32, src []Entry, srcL []int32, dst []Entry, dstL []int32, shift uint, withL bool) {
@@ -286,11 +293,7 @@ var CompactMin = 1 << 20
 // would have from every listing. The slices are compacted in place.
 func CompactListings(keys []Entry, line []int32, codes []int32, nCodes int, x []float32, nX int, st *Stats,
 	conflict func(u, v, row, firstRow int32) error) ([]Entry, []int32, []int32, []float32, error) {
-	idx := make([]int32, len(keys))
-	for i := range idx {
-		idx[i] = int32(i)
-	}
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(keys[a]>>1, keys[b]>>1) })
+	idx := pairOrder(keys)
 	keep := make([]bool, len(keys))
 	for g := 0; g < len(idx); {
 		first, pair := idx[g], keys[idx[g]]>>1

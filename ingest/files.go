@@ -104,8 +104,6 @@ func (o FilesOptions) expansion() Expansion {
 	return o.MaxExpansion
 }
 
-func (o FilesOptions) ctxErr() error { return ctxErr(o.Context) }
-
 // Listing bounds: a folder is listed this deep and no further, and an
 // input holds at most MaxEntries files (a home folder given by mistake is
 // refused, not walked).
@@ -263,8 +261,8 @@ func (f *Files) openZip(p string) error {
 // streaming pass, writing the entries o.Wanted takes into a spool folder
 // under their own paths. Nothing of the archive is held in memory; the
 // spool is removed by Close. The compressed stream is read to its end
-// (its trailer's checks made), and the spool may hold at most
-// o.MaxExpansion times the archive's bytes (Expansion).
+// (its trailer's checks made), and what it inflates to is charged to the
+// input's Expansion bound.
 func (f *Files) openTar(p, kind string, o FilesOptions) error {
 	fh, err := os.Open(p)
 	if err != nil {
@@ -300,7 +298,7 @@ func (f *Files) openTar(p, kind string, o FilesOptions) error {
 	end := &endReader{r: guard}
 	tr := tar.NewReader(end)
 	for {
-		if err := o.ctxErr(); err != nil {
+		if err := ctxErr(f.ctx); err != nil {
 			return err
 		}
 		h, err := tr.Next()
@@ -336,7 +334,7 @@ func (f *Files) openTar(p, kind string, o FilesOptions) error {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 			return fmt.Errorf("ingest: spool: %w", err)
 		}
-		if err := spool(o.Context, dst, tr); err != nil {
+		if err := spool(f.ctx, dst, tr); err != nil {
 			var fe *FormatError
 			if errors.As(err, &fe) || errors.Is(err, context.Canceled) {
 				return err
@@ -511,32 +509,25 @@ func spool(ctx context.Context, dst string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
-	var werr error
-	for {
-		if err := ctxErr(ctx); err != nil {
-			werr = err
-			break
-		}
-		n, err := r.Read(buf)
-		if n > 0 {
-			if _, err := fh.Write(buf[:n]); err != nil {
-				werr = err
-				break
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			werr = err
-			break
-		}
+	_, err = io.Copy(fh, ctxReader{ctx, r})
+	if cerr := fh.Close(); err == nil {
+		err = cerr
 	}
-	if cerr := fh.Close(); werr == nil {
-		werr = cerr
+	return err
+}
+
+// ctxReader reads r until ctx is done (nil: never): a long copy stops at
+// its next read once SIGTERM cancels the context.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := ctxErr(c.ctx); err != nil {
+		return 0, err
 	}
-	return werr
+	return c.r.Read(p)
 }
 
 func ctxErr(ctx context.Context) error {
@@ -680,13 +671,12 @@ func (f *Files) Complete(ctx context.Context) error {
 		}
 	}
 	f.mu.Unlock()
-	buf := make([]byte, 1<<16)
 	for _, st := range todo {
 		rc, err := st.open()
 		if err != nil {
 			return err
 		}
-		err = drain(ctx, rc, buf)
+		_, err = io.Copy(io.Discard, ctxReader{ctx, rc})
 		rc.Close()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -699,22 +689,6 @@ func (f *Files) Complete(ctx context.Context) error {
 		f.mu.Unlock()
 	}
 	return nil
-}
-
-// drain reads r to its end, checking ctx between blocks.
-func drain(ctx context.Context, r io.Reader, buf []byte) error {
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		_, err := r.Read(buf)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 // checkedReader marks its stream checked when a read returns io.EOF, and

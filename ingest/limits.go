@@ -1,6 +1,9 @@
 package ingest
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Limits bound what an input may make a reader hold, so that memory
 // follows the data and not what a file declares: a graph's node count
@@ -58,24 +61,24 @@ func (l Limits) WithDefaults() Limits {
 // CheckNodes refuses a graph of more than MaxNodes nodes, naming the
 // file, its line (or row) and field.
 func (l Limits) CheckNodes(format, file string, line int64, field int, graph int64, n int64) error {
-	if n > l.WithDefaults().MaxNodes {
-		return Errorf(format, file, line, field, "graph %d declares %d nodes, more than the limit of %d (shardconv convert --max-graph-nodes raises it)", graph, n, l.WithDefaults().MaxNodes)
+	if limit := l.WithDefaults().MaxNodes; n > limit {
+		return Errorf(format, file, line, field, "graph %d declares %d nodes, more than the limit of %d (shardconv convert --max-graph-nodes raises it)", graph, n, limit)
 	}
 	return nil
 }
 
 // CheckEdges refuses a graph of more than MaxEdges edge listings.
 func (l Limits) CheckEdges(format, file string, line int64, field int, graph int64, m int64) error {
-	if m > l.WithDefaults().MaxEdges {
-		return Errorf(format, file, line, field, "graph %d lists %d edges, more than the limit of %d (shardconv convert --max-graph-edges raises it)", graph, m, l.WithDefaults().MaxEdges)
+	if limit := l.WithDefaults().MaxEdges; m > limit {
+		return Errorf(format, file, line, field, "graph %d lists %d edges, more than the limit of %d (shardconv convert --max-graph-edges raises it)", graph, m, limit)
 	}
 	return nil
 }
 
 // CheckColumns refuses a feature file of more than MaxColumns columns.
 func (l Limits) CheckColumns(format, file string, line int64, cols int64) error {
-	if cols > int64(l.WithDefaults().MaxColumns) {
-		return Errorf(format, file, line, 0, "%d feature columns, more than the limit of %d (shardconv convert --max-columns raises it)", cols, l.WithDefaults().MaxColumns)
+	if limit := int64(l.WithDefaults().MaxColumns); cols > limit {
+		return Errorf(format, file, line, 0, "%d feature columns, more than the limit of %d (shardconv convert --max-columns raises it)", cols, limit)
 	}
 	return nil
 }
@@ -84,4 +87,27 @@ func (l Limits) CheckColumns(format, file string, line int64, cols int64) error 
 func (l Limits) String() string {
 	l = l.WithDefaults()
 	return fmt.Sprintf("nodes %d, edges %d, columns %d, pickle %d bytes, expansion %d×", l.MaxNodes, l.MaxEdges, l.MaxColumns, l.MaxPickle, l.Expansion.Ratio)
+}
+
+// ExactInt refuses an integer a float64 cannot hold exactly (beyond
+// ±2^53): readers carry values as float64, and two such labels would
+// become one class.
+func ExactInt(v int64) error {
+	if v >= 1<<53 || v <= -(1<<53) {
+		return BeyondFloat64(strconv.FormatInt(v, 10))
+	}
+	return nil
+}
+
+// ExactUint is ExactInt for an unsigned value.
+func ExactUint(v uint64) error {
+	if v >= 1<<53 {
+		return BeyondFloat64(strconv.FormatUint(v, 10))
+	}
+	return nil
+}
+
+// BeyondFloat64 is ExactInt's error for the integer written as digits.
+func BeyondFloat64(digits string) error {
+	return fmt.Errorf("integer %s is beyond ±2^53, what a float64 holds exactly (two such labels would become one)", digits)
 }

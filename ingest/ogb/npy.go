@@ -218,11 +218,11 @@ func (e *npyElems) next() (float64, error) {
 		case 4:
 			return float64(binary.LittleEndian.Uint32(b)), nil
 		}
-		if v := binary.LittleEndian.Uint64(b); v >= 1<<53 {
-			return 0, formatErr(e.name, 0, 0, "integer %d is beyond 2^53, what a float64 holds exactly (two such labels would become one)", v)
-		} else {
-			return float64(v), nil
+		v := binary.LittleEndian.Uint64(b)
+		if err := ingest.ExactUint(v); err != nil {
+			return 0, formatErr(e.name, 0, 0, "%v", err)
 		}
+		return float64(v), nil
 	case 'i':
 		switch e.h.size {
 		case 1:
@@ -233,8 +233,8 @@ func (e *npyElems) next() (float64, error) {
 			return float64(int32(binary.LittleEndian.Uint32(b))), nil
 		}
 		v := int64(binary.LittleEndian.Uint64(b))
-		if v >= 1<<53 || v <= -(1<<53) {
-			return 0, formatErr(e.name, 0, 0, "integer %d is beyond ±2^53, what a float64 holds exactly (two such labels would become one)", v)
+		if err := ingest.ExactInt(v); err != nil {
+			return 0, formatErr(e.name, 0, 0, "%v", err)
 		}
 		return float64(v), nil
 	}

@@ -225,10 +225,15 @@ func (d *Dataset) named(file string) string {
 	if !d.npz {
 		return d.shown(file)
 	}
-	if file == fileLabels {
-		return d.shown(fileLabelsNpz) + "/" + npzArrays[file] + ".npy"
+	return d.arrayName(npzArrays[file])
+}
+
+// arrayName names array arr of the npz layout in errors: inside its zip.
+func (d *Dataset) arrayName(arr string) string {
+	if arr == npzArrays[fileLabels] {
+		return d.shown(fileLabelsNpz) + "/" + arr + ".npy"
 	}
-	return d.shown(fileData) + "/" + npzArrays[file] + ".npy"
+	return d.shown(fileData) + "/" + arr + ".npy"
 }
 
 // openNpz opens raw/data.npz and raw/graph-label.npz and lists their arrays.
@@ -311,10 +316,7 @@ func (d *Dataset) npy(arr string, transposed bool) (*npySource, error) {
 	if f == nil {
 		return nil, formatErr(d.shown(fileData), 0, 0, "no %s array", arr)
 	}
-	s := &npySource{name: d.shown(fileData) + "/" + f.Name}
-	if arr == npzArrays[fileLabels] {
-		s.name = d.shown(fileLabelsNpz) + "/" + f.Name
-	}
+	s := &npySource{name: d.arrayName(arr)}
 	key := "npz:" + s.name
 	open := func() (io.ReadCloser, error) {
 		rc, err := d.files.GuardZipEntry(f, s.name)
@@ -323,41 +325,58 @@ func (d *Dataset) npy(arr string, transposed bool) (*npySource, error) {
 		}
 		return rc, nil
 	}
-	// The header, from a stream of its own.
-	rc, err := d.files.Track(key, s.name, open)
+	// stream opens the entry at element skip, past the header of hdrLen
+	// bytes.
+	stream := func(skip, hdrLen int64) (*bufio.Reader, error) {
+		rc, err := d.files.Track(key, s.name, open)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, rc)
+		br := bufio.NewReaderSize(rc, 1<<16)
+		if _, err := br.Discard(int(hdrLen + skip*int64(s.h.size))); err != nil {
+			return nil, formatErr(s.name, 0, 0, "the array ends before its shape %s says: %v", s.h, err)
+		}
+		return br, nil
+	}
+	// The first stream reads the header, and then the first element.
+	first, err := stream(0, 0)
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
-	br := bufio.NewReaderSize(rc, 4096)
-	h, err := readNpyHeader(br, s.name)
-	rc.Close()
+	h, err := readNpyHeader(first, s.name)
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
-	hdrLen := h.hdrLen
 	s.h = h
 	rows, cols := h.rows(), int64(h.cols())
+	fail := func(err error) (*npySource, error) {
+		s.Close()
+		return nil, err
+	}
 	if transposed {
 		if len(h.shape) != 2 || h.shape[0] != 2 {
-			return nil, formatErr(s.name, 0, 0, "shape %s, want (2, E)", h)
+			return fail(formatErr(s.name, 0, 0, "shape %s, want (2, E)", h))
 		}
 		rows, cols = h.shape[1], 2
 		h.fortran = !h.fortran // rows of the transpose run along the file's columns
 	} else if err := d.limits.CheckColumns(name, s.name, 0, cols); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	// The shape against the entry's size, before anything is read: an
+	// The shape against the entry's size, before any element is read: an
 	// array that declares more than it holds is refused here, one that
 	// holds more than it declares too.
 	if rows > 0 && cols > (math.MaxInt64/16)/rows {
-		return nil, formatErr(s.name, 0, 0, "shape %s is too large", h)
+		return fail(formatErr(s.name, 0, 0, "shape %s is too large", h))
 	}
-	want := hdrLen + rows*cols*int64(h.size)
+	want := h.hdrLen + rows*cols*int64(h.size)
 	switch got := int64(f.UncompressedSize64); {
 	case got < want:
-		return nil, formatErr(s.name, 0, 0, "the array ends before its shape says: %d bytes, its shape %s of %d-byte elements needs %d", got, h, h.size, want)
+		return fail(formatErr(s.name, 0, 0, "the array ends before its shape says: %d bytes, its shape %s of %d-byte elements needs %d", got, h, h.size, want))
 	case got > want:
-		return nil, formatErr(s.name, 0, 0, "%d bytes past the array's shape %s", got-want, h)
+		return fail(formatErr(s.name, 0, 0, "%d bytes past the array's shape %s", got-want, h))
 	}
 	s.rows, s.per = rows, int(cols)
 	starts := []int64{0}
@@ -368,42 +387,30 @@ func (d *Dataset) npy(arr string, transposed bool) (*npySource, error) {
 		}
 	}
 	if len(starts) <= 2 {
-		for _, skip := range starts {
-			rc, err := d.files.Track(key, s.name, open)
+		s.streams = append(s.streams, &npyElems{h: h, br: first, name: s.name})
+		if len(starts) == 2 {
+			br, err := stream(starts[1], h.hdrLen)
 			if err != nil {
-				s.Close()
-				return nil, err
-			}
-			s.closers = append(s.closers, rc)
-			br := bufio.NewReaderSize(rc, 1<<16)
-			if _, err := br.Discard(int(hdrLen + skip*int64(h.size))); err != nil {
-				s.Close()
-				return nil, formatErr(s.name, 0, 0, "the array ends before its shape %s says: %v", h, err)
+				return fail(err)
 			}
 			s.streams = append(s.streams, &npyElems{h: h, br: br, name: s.name})
 		}
 		return s, nil
 	}
-	// Many columns: inflate once into a checked temporary file.
+	// Many columns: inflate once into a checked temporary file (the
+	// first stream, past its header, copied to its end), each column then
+	// read from it with a small buffer.
 	tmp, err := d.files.TempFile()
 	if err != nil {
-		return nil, formatErr(s.name, 0, 0, "temporary file: %v", err)
+		return fail(formatErr(s.name, 0, 0, "temporary file: %v", err))
 	}
 	s.closers = append(s.closers, tmp)
-	rc, err = d.files.Track(key, s.name, open)
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	_, err = io.Copy(tmp, rc)
-	rc.Close()
-	if err != nil {
-		s.Close()
-		return nil, formatErr(s.name, 0, 0, "read: %v", err)
+	if _, err := io.Copy(tmp, first); err != nil {
+		return fail(formatErr(s.name, 0, 0, "read: %v", err))
 	}
 	colBytes := rows * int64(h.size)
 	for _, skip := range starts {
-		sr := io.NewSectionReader(tmp, hdrLen+skip*int64(h.size), colBytes)
+		sr := io.NewSectionReader(tmp, skip*int64(h.size), colBytes)
 		s.streams = append(s.streams, &npyElems{h: h, br: bufio.NewReaderSize(sr, int(min(colBytes, 1<<16))), name: s.name, checked: true})
 	}
 	return s, nil
@@ -689,7 +696,7 @@ func (r *row) parse(file string, line int64, b []byte, want int, missing bool) e
 		case ok && math.IsInf(v, 0):
 			return ingest.Errorf(name, file, line, field, "%q is not a finite number", tok)
 		case !ok && bigInteger(tok):
-			return ingest.Errorf(name, file, line, field, "integer %s is beyond ±2^53, what a float64 holds exactly (two such labels would become one)", tok)
+			return ingest.Errorf(name, file, line, field, "%v", ingest.BeyondFloat64(string(tok)))
 		case ok:
 		case missing && (len(tok) == 0 || strings.EqualFold(string(tok), "nan")):
 			v, isInt = math.NaN(), false
@@ -879,12 +886,12 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 			nCodes, nX = 0, 0
 		}
 		// Row i of ecodes and ex is listing i's features (self-loops
-		// dropped with theirs); lines[i] its row in the edge files.
-		conflict := func(edgeFile string, lastLine int64) func(u, v, r, r0 int32) error {
-			line := func(r int32) int64 { return lastLine - int64(m-1) + int64(r) }
+		// dropped with theirs); lines[i] its row among the graph's, which
+		// the edge files hold from line firstLine on.
+		conflict := func(edgeFile string, firstLine int64) func(u, v, r, r0 int32) error {
 			return func(u, v, r, r0 int32) error {
-				return formatErr(edgeFile, line(r), 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
-					gi, u, v, line(r0))
+				return formatErr(edgeFile, firstLine+int64(r), 0, "graph %d: edge (%d, %d) has other features than on line %d, where it is listed first: an undirected edge has one set of features",
+					gi, u, v, firstLine+int64(r0))
 			}
 		}
 		compactAt := ingest.CompactMin
@@ -926,7 +933,7 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 					file, line = edgeIn.src.where()
 				}
 				var err error
-				keys, lines, ecodes, ex, err = ingest.CompactListings(keys, lines, ecodes, nCodes, ex, nX, &st, conflict(file, line-int64(k)+int64(m-1)))
+				keys, lines, ecodes, ex, err = ingest.CompactListings(keys, lines, ecodes, nCodes, ex, nX, &st, conflict(file, line-int64(k)))
 				if err != nil {
 					return st, err
 				}
@@ -941,7 +948,7 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 		g.Edges = append(g.Edges, edges...)
 		if edgeIn != nil {
 			file, line := edgeIn.src.where()
-			line0 := conflict(file, line)
+			line0 := conflict(file, line-int64(m-1))
 			err := ingest.EdgeFeatures(&g, keys, rows, first, ecodes, nCodes, ex, nX, func(u, v, r, r0 int32) error {
 				return line0(u, v, lines[r], lines[r0])
 			})

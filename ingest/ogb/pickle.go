@@ -69,10 +69,22 @@ func unpickle(b []byte) (v any, err error) {
 	fail := func(detail string, args ...any) (any, error) {
 		return nil, fmt.Errorf("pickle byte %d: "+detail, append([]any{i}, args...)...)
 	}
-	// spend charges n bytes of values to the budget.
+	// spend charges n bytes of values to the budget; tooBig is the error
+	// once it is spent.
 	spend := func(n int64) bool {
 		budget -= n
 		return budget >= 0
+	}
+	tooBig := func() (any, error) {
+		return fail("the pickle builds more values than its %d bytes justify (a flood of opcodes?)", len(b))
+	}
+	// markFail is the error of an opcode whose popMark failed: the budget
+	// spent on the items it would copy, or no MARK.
+	markFail := func(detail string) (any, error) {
+		if budget < 0 {
+			return tooBig()
+		}
+		return fail(detail)
 	}
 	pop := func() (any, bool) {
 		if len(stack) == 0 {
@@ -109,7 +121,7 @@ func unpickle(b []byte) (v any, err error) {
 		op := b[i]
 		i++
 		if !spend(16) { // every opcode pushes at most one value
-			return fail("the pickle builds more values than its %d bytes justify (a flood of opcodes?)", len(b))
+			return tooBig()
 		}
 		// A value popped below the innermost mark invalidates it (a POP
 		// or a reduce across a MARK): the marks follow the stack.
@@ -207,7 +219,7 @@ func unpickle(b []byte) (v any, err error) {
 				return fail("truncated string")
 			}
 			if !spend(int64(n)) {
-				return fail("the pickle builds more values than its %d bytes justify", len(b))
+				return tooBig()
 			}
 			if op == 'B' || op == 'C' || op == 0x8e {
 				stack = append(stack, append([]byte(nil), b[i:i+n]...))
@@ -243,14 +255,14 @@ func unpickle(b []byte) (v any, err error) {
 				return fail("TUPLE%d on a short stack", n)
 			}
 			if !spend(48 + 16*int64(n)) {
-				return fail("the pickle builds more values than its %d bytes justify", len(b))
+				return tooBig()
 			}
 			t := append(pyTuple(nil), stack[len(stack)-n:]...)
 			stack = append(stack[:len(stack)-n], t)
 		case 't':
 			items, ok := popMark()
 			if !ok {
-				return fail("TUPLE without MARK")
+				return markFail("TUPLE without MARK")
 			}
 			stack = append(stack, pyTuple(items))
 		case ']':
@@ -258,7 +270,7 @@ func unpickle(b []byte) (v any, err error) {
 		case 'l':
 			items, ok := popMark()
 			if !ok {
-				return fail("LIST without MARK")
+				return markFail("LIST without MARK")
 			}
 			stack = append(stack, &pyList{items: items})
 		case '}':
@@ -266,7 +278,7 @@ func unpickle(b []byte) (v any, err error) {
 		case 'd':
 			items, ok := popMark()
 			if !ok || len(items)%2 != 0 {
-				return fail("DICT without MARK or with an odd count")
+				return markFail("DICT without MARK or with an odd count")
 			}
 			d := &pyDict{}
 			for k := 0; k < len(items); k += 2 {
@@ -284,7 +296,7 @@ func unpickle(b []byte) (v any, err error) {
 			} else if items0, ok := popMark(); ok {
 				items = items0
 			} else {
-				return fail("APPENDS without MARK")
+				return markFail("APPENDS without MARK")
 			}
 			if len(stack) == 0 {
 				return fail("APPEND without a list")
@@ -294,7 +306,7 @@ func unpickle(b []byte) (v any, err error) {
 				return fail("APPEND to a %T", stack[len(stack)-1])
 			}
 			if !spend(16 * int64(len(items))) {
-				return fail("the pickle builds more values than its %d bytes justify", len(b))
+				return tooBig()
 			}
 			l.items = append(l.items, items...)
 		case 's', 'u': // SETITEM, SETITEMS
@@ -308,7 +320,7 @@ func unpickle(b []byte) (v any, err error) {
 			} else if items0, ok := popMark(); ok && len(items0)%2 == 0 {
 				items = items0
 			} else {
-				return fail("SETITEMS without MARK or with an odd count")
+				return markFail("SETITEMS without MARK or with an odd count")
 			}
 			if len(stack) == 0 {
 				return fail("SETITEM without a dict")
@@ -318,7 +330,7 @@ func unpickle(b []byte) (v any, err error) {
 				return fail("SETITEM on a %T", stack[len(stack)-1])
 			}
 			if !spend(16 * int64(len(items))) {
-				return fail("the pickle builds more values than its %d bytes justify", len(b))
+				return tooBig()
 			}
 			for k := 0; k < len(items); k += 2 {
 				d.keys, d.vals = append(d.keys, items[k]), append(d.vals, items[k+1])
@@ -344,7 +356,7 @@ func unpickle(b []byte) (v any, err error) {
 				return fail("PUT on an empty stack")
 			}
 			if !spend(64) {
-				return fail("the pickle builds more values than its %d bytes justify", len(b))
+				return tooBig()
 			}
 			memo[k] = stack[len(stack)-1]
 		case 'h', 'j': // BINGET, LONG_BINGET

@@ -575,8 +575,8 @@ func (d *Dataset) Graphs(ctx context.Context, _ ingest.ReadOptions, fn func(*sha
 						return formatErr(t.shown, line, "node_feat: %v", err)
 					}
 				}
-				if k := ei.pairLen(i); int64(k) > d.limits.MaxEdges {
-					return d.limits.CheckEdges(name, t.shown, line, 0, gi, int64(k))
+				if err := d.limits.CheckEdges(name, t.shown, line, 0, gi, int64(ei.pairLen(i))); err != nil {
+					return err
 				}
 				src, dst, err = ei.pair(i, src[:0], dst[:0])
 				if err != nil {
@@ -863,13 +863,9 @@ func (r *rowVals) label(a arrow.Array, i int) error {
 func exact(a arrow.Array, i int) error {
 	switch x := a.(type) {
 	case *array.Int64:
-		if v := x.Value(i); v >= 1<<53 || v <= -(1<<53) {
-			return fmt.Errorf("integer %d is beyond ±2^53, what a float64 holds exactly (two such labels would become one)", v)
-		}
+		return ingest.ExactInt(x.Value(i))
 	case *array.Uint64:
-		if v := x.Value(i); v >= 1<<53 {
-			return fmt.Errorf("integer %d is beyond 2^53, what a float64 holds exactly (two such labels would become one)", v)
-		}
+		return ingest.ExactUint(x.Value(i))
 	case *array.Float64:
 		if math.IsInf(x.Value(i), 0) {
 			return fmt.Errorf("%v is not a finite number", x.Value(i))
