@@ -428,7 +428,7 @@ func (b *Built) build(ctx context.Context, o LoaderOptions, specs []ViewSpec) er
 				sz := l.Source().Size(ids[0])
 				b.Notes = append(b.Notes, fmt.Sprintf("%s: graph %d (%d nodes, %d edges) needs about %s of working memory to augment with %s, "+
 					"more than --memory-budget allows (%s); requests whose batches hold it are refused (%d such graphs in all): raise --memory-budget, or leave them out",
-					viewLabel(v.Name, i, len(sets)), ids[0], sz.Nodes, sz.Edges, mib(need), op, mib(max(mem.Limit(), 64<<20)), len(ids)))
+					viewLabel(v.Name, i, len(sets)), ids[0], sz.Nodes, sz.Edges, mib(need), op, mib(mem.WorkLimit()), len(ids)))
 			}
 			w.Folds = append(w.Folds, l)
 		}

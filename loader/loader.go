@@ -269,7 +269,7 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab)}
 	lay := l.src.Layout()
 	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
-	limit := max(l.cfg.Memory.Limit(), minWorkLimit)
+	limit := l.cfg.Memory.WorkLimit()
 	for bi := req.StartBatch; bi < len(batches) && (req.Count == 0 || len(p.Batches) < req.Count); bi += req.Stride {
 		b := batches[bi]
 		if len(b) == 1 && budget.Over(bounds[bi][0].Nodes, bounds[bi][0].Edges) {
@@ -304,8 +304,7 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 }
 
 // Oversize lists the served graphs whose working memory under some op of
-// the schedule exceeds what one graph may take (the memory budget, at
-// least 64 MiB): requests whose batches hold one are refused (Plan). The
+// the schedule exceeds what one graph may take (Memory.WorkLimit): requests whose batches hold one are refused (Plan). The
 // daemon says so at start. need is the first one's working memory, op the
 // op that needs it.
 func (l *Loader) Oversize() (ids []int64, need int64, op string) {
@@ -313,7 +312,7 @@ func (l *Loader) Oversize() (ids []int64, need int64, op string) {
 	if err != nil {
 		return nil, 0, ""
 	}
-	limit := max(l.cfg.Memory.Limit(), minWorkLimit)
+	limit := l.cfg.Memory.WorkLimit()
 	for _, id := range l.src.served {
 		for _, o := range ops {
 			if w := l.src.Work(o, id); w > limit {
@@ -662,11 +661,6 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	st.WorkerBusy, st.WorkerIdle = time.Duration(busy.Load()), time.Duration(idle.Load())
 	return st, err
 }
-
-// minWorkLimit is the working memory one graph may always take, whatever
-// the budget (a stream's next batch is built whatever the budget holds; a
-// budget of a few KiB throttles streams, it does not refuse graphs).
-const minWorkLimit = 64 << 20
 
 // retainWork is the most working memory a worker keeps between batches:
 // a batch whose largest graph needs more drops its buffers after it.

@@ -39,6 +39,15 @@ func NewMemory(limit int64) *Memory {
 // Limit is the budget in bytes.
 func (m *Memory) Limit() int64 { return m.limit }
 
+// WorkLimit is the most working memory one graph's augmentation may take
+// under this budget: the budget, and never less than 64 MiB (a stream's
+// next batch is built whatever the budget holds; a budget of a few KiB
+// throttles streams, it does not refuse graphs). A request whose batches
+// hold a graph that needs more is refused (Loader.Plan).
+func (m *Memory) WorkLimit() int64 { return max(m.limit, minWorkLimit) }
+
+const minWorkLimit = 64 << 20
+
 // Held is the bytes batches hold now; Peak the most they held at once.
 func (m *Memory) Held() int64 { return m.held.Load() }
 

@@ -153,16 +153,7 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 // describeV3 says a format 3 set's task and feature columns: "binary
 // targets ×128 (41% missing), node columns 9 (1 byte), edge columns 3".
 func describeV3(m *shard.Manifest) string {
-	var parts []string
-	if m.Task.Kind == shard.TaskClass {
-		parts = append(parts, fmt.Sprintf("%d classes", m.Classes))
-	} else {
-		missing := ""
-		if n := m.Stats.Graphs * int64(m.Task.Targets); m.Task.Missing > 0 && n > 0 {
-			missing = fmt.Sprintf(" (%.0f%% missing)", 100*float64(m.Task.Missing)/float64(n))
-		}
-		parts = append(parts, fmt.Sprintf("%s targets ×%d%s", m.Task.Kind, m.Task.Targets, missing))
-	}
+	parts := []string{describeTask(m)}
 	for _, c := range []struct {
 		what string
 		cols *shard.Columns
@@ -181,15 +172,15 @@ func describeV3(m *shard.Manifest) string {
 	return strings.Join(parts, ", ")
 }
 
-// describeTask says a format 3 set's task: "2 classes [0 1]", "binary
-// targets ×128 (41% missing)", "regression targets ×1".
+// describeTask says a format 3 set's task: "2 classes", "binary targets
+// ×128 (41% missing)", "regression targets ×1".
 func describeTask(m *shard.Manifest) string {
 	if m.Task.Kind == shard.TaskClass {
-		return fmt.Sprintf("classes ×%d %v", m.Classes, m.LabelMap)
+		return fmt.Sprintf("%d classes", m.Classes)
 	}
 	missing := ""
-	if n := m.Stats.Graphs * int64(m.Task.Targets); n > 0 {
-		missing = fmt.Sprintf(" (%d of %d missing)", m.Task.Missing, n)
+	if n := m.Stats.Graphs * int64(m.Task.Targets); m.Task.Missing > 0 && n > 0 {
+		missing = fmt.Sprintf(" (%.0f%% missing)", 100*float64(m.Task.Missing)/float64(n))
 	}
 	return fmt.Sprintf("%s targets ×%d%s", m.Task.Kind, m.Task.Targets, missing)
 }
@@ -309,7 +300,11 @@ func statsCmd() *cli.Command {
 				// A molecule or OGB set: its task and columns, what a model
 				// is built from (classes and one feature dim say nothing).
 				fmt.Printf("edges        %d (undirected; %d listed one way, their reverse added as OGB's loader does)\n", s.Edges, oneWay)
-				fmt.Printf("task         %s\n", describeTask(m))
+				task := describeTask(m)
+				if m.Task.Kind == shard.TaskClass {
+					task += fmt.Sprintf(" %v", m.LabelMap)
+				}
+				fmt.Printf("task         %s\n", task)
 				fmt.Printf("node columns %s\nedge columns %s\n", describeColumns(m.NodeFeatures), describeColumns(m.EdgeFeatures))
 			}
 			fmt.Printf("self-loops   %d dropped\nduplicates   %d dropped\nshards       %d, %d bytes\n",

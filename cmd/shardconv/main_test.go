@@ -333,7 +333,7 @@ func TestStatsDescribesMolecules(t *testing.T) {
 	if code != 0 {
 		t.Fatal(e)
 	}
-	for _, want := range []string{"task         regression targets ×2 (2 of 6 missing)",
+	for _, want := range []string{"task         regression targets ×2 (33% missing)",
 		"node columns 2 categorical (1-byte codes; name and vocabulary): node_feat_0 10, node_feat_1 2",
 		"edge columns 2 categorical (2-byte codes; name and vocabulary): edge_feat_0 301, edge_feat_1 2",
 		"5 listed one way, their reverse added"} {
