@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/bytesize"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/shard"
@@ -95,12 +96,14 @@ type LoaderOptions struct {
 	Folds string
 	// AugmentTest allows an augmenting schedule on a test set.
 	AugmentTest bool
-	// CacheLimit bounds the decoded shards and NodeSam indexes held
-	// (shard.WithCacheLimit); 0 reads every shard at start and keeps it.
+	// CacheLimit bounds the decoded pages (a shard file's record batches)
+	// and NodeSam indexes held (shard.WithCacheLimit); 0 reads every shard
+	// at start and keeps it.
 	CacheLimit int64
-	// Shuffle is "global", "window:N", or empty: global unless the set
-	// does not fit CacheLimit, then a window sized to fill about a quarter
-	// of it (a note says which).
+	// Shuffle is "global", "window:N" (N pages), "window:SIZE" (pages
+	// filling SIZE decoded), or empty: global unless the set does not fit
+	// CacheLimit, then a window of pages filling about a quarter of it (a
+	// note says which).
 	Shuffle string
 }
 
@@ -161,7 +164,7 @@ func (o *LoaderOptions) Validate() error {
 		bad("--cache-limit %d bytes: want at least 16MiB (or 0: hold every shard)", o.CacheLimit)
 	}
 	if _, err := epoch.ParseShuffle(o.Shuffle); err != nil {
-		bad("--shuffle %q: want global or window:N (N ≥ 1 shards)", o.Shuffle)
+		bad("--shuffle %q: want global, window:N (N ≥ 1 pages, a shard file's record batches) or window:SIZE (e.g. 64MiB of pages)", o.Shuffle)
 	}
 	if o.Policy != "" && o.ScheduleFile != "" {
 		bad("--policy and --schedule: give one (both say the schedule of views that name none)")
@@ -461,42 +464,89 @@ func pick(sp *epoch.Split, set string) []int64 {
 // (aug.Index: CSR both ways and triangle lists), for the cache estimate.
 const indexBytesPerEdge = 24
 
+// ErrCacheLimit: a --cache-limit too small for the set's largest page.
+var ErrCacheLimit = errors.New("app: cache limit too small")
+
 // cachePlan returns the shuffle given, or the default, and whether NodeSam
-// indexes are kept. Without a cache limit: global, indexes as asked.
-// Under one, the set's decoded size is estimated from the manifest
-// (shard.Manifest.DecodedBytes, no shard read): the default shuffle is global while the
-// shards fit the limit, else windows of as many shards as fill about a
-// quarter of it; indexes are kept only while the shards and their
-// indexes all fit, since a shard read again would rebuild its graphs'
-// indexes, which costs more than the draws they save.
+// indexes are kept. Without a cache limit: global, indexes as asked, a
+// window by size resolved against the pages' decoded sizes. Under one,
+// every page's decoded size is estimated from the manifest and the
+// graph-size index (shard.Reader.PageBytes, no shard read): a limit that
+// cannot hold the largest page is refused, naming what it needs; the
+// default shuffle is global while the set fits the limit, else windows of
+// as many pages as fill about a quarter of it; indexes are kept only
+// while the set and its indexes all fit, since a page read again would
+// rebuild its graphs' indexes, which costs more than the draws they save.
 func (o LoaderOptions) cachePlan(r *shard.Reader, notes *[]string) (sh epoch.Shuffle, noIndex bool, err error) {
 	sh, err = epoch.ParseShuffle(o.Shuffle)
-	if err != nil || o.CacheLimit == 0 {
+	if err != nil || (sh.Bytes == 0 && o.CacheLimit == 0) {
 		return sh, o.NoIndex, err
 	}
+	pages := r.PageBytes()
+	var decoded, largest int64
+	widest := 0
+	for p, b := range pages {
+		decoded += b
+		if b > largest {
+			largest, widest = b, p
+		}
+	}
+	if sh.Bytes > 0 {
+		sh.Window = int(max(1, sh.Bytes/max(largest, 1)))
+		*notes = append(*notes, fmt.Sprintf("--shuffle window:%s: windows of %d pages (the largest page takes about %s decoded)",
+			bytesize.Format(sh.Bytes), sh.Window, mib(largest)))
+	}
+	if o.CacheLimit == 0 {
+		return sh, o.NoIndex, nil
+	}
+	if largest > o.CacheLimit {
+		first, n := r.PageGraphs(widest)
+		return sh, false, fmt.Errorf("%w: --cache-limit %s cannot hold page %d (graphs %d..%d of %s), about %s decoded: give --cache-limit %s or more, or convert with a smaller --shard-size",
+			ErrCacheLimit, mib(o.CacheLimit), widest, first, first+n-1, r.Manifest().Shards[r.ShardOf(first)].File, mib(largest), mib(2*largest))
+	}
 	man := r.Manifest()
-	var decoded, indexes, largest int64
-	for i, s := range man.Shards {
-		est := man.DecodedBytes(i)
-		decoded += est
+	var indexes int64
+	for _, s := range man.Shards {
 		indexes += indexBytesPerEdge * s.Edges
-		largest = max(largest, est)
 	}
 	noIndex = o.NoIndex
 	if !noIndex && decoded+indexes > o.CacheLimit {
 		noIndex = true
-		*notes = append(*notes, fmt.Sprintf("NodeSam indexes are not kept: the shards with them (about %s) do not fit --cache-limit %s, "+
-			"and a shard read again would rebuild them at more cost than the draws they save (the bytes are the same)",
+		*notes = append(*notes, fmt.Sprintf("NodeSam indexes are not kept: the set with them (about %s) does not fit --cache-limit %s, "+
+			"and a page read again would rebuild them at more cost than the draws they save (the bytes are the same)",
 			mib(decoded+indexes), mib(o.CacheLimit)))
 	}
-	if o.Shuffle != "" || decoded <= o.CacheLimit {
+	if sh.Window > 0 && int64(sh.Window)*largest > o.CacheLimit {
+		*notes = append(*notes, fmt.Sprintf("--shuffle %s: a window of up to %d pages of about %s each may not fit --cache-limit %s: "+
+			"its pages are then read more than once an epoch (augloader_shard_cache_loads_total); the bytes are the same",
+			sh, sh.Window, mib(largest), mib(o.CacheLimit)))
+	}
+	if o.Shuffle != "" {
 		return sh, noIndex, nil
 	}
-	sh.Window = int(max(1, o.CacheLimit/4/max(largest, 1)))
-	*notes = append(*notes, fmt.Sprintf("--shuffle %s: the shards (about %s decoded) do not fit --cache-limit %s, so the "+
-		"epoch is drawn in windows of %d shards (give --shuffle global to keep one permutation of the whole set: slower, same memory)",
-		sh, mib(decoded), mib(o.CacheLimit), sh.Window))
+	if sh = DefaultShuffle(pages, o.CacheLimit); !sh.Windowed() {
+		return sh, noIndex, nil
+	}
+	*notes = append(*notes, fmt.Sprintf("--shuffle %s: the set (about %s decoded) does not fit --cache-limit %s, so the "+
+		"epoch is drawn in windows of %d pages (record batches of about %s at most; give --shuffle global to keep one permutation of the whole set: slower, same memory)",
+		sh, mib(decoded), mib(o.CacheLimit), sh.Window, mib(largest)))
 	return sh, noIndex, nil
+}
+
+// DefaultShuffle is the shuffle a daemon draws when --shuffle is not given,
+// from its pages' estimated decoded sizes (shard.Reader.PageBytes) and its
+// cache limit: global without a limit or while the set fits it, else
+// windows of as many pages as fill about a quarter of it (at least one).
+func DefaultShuffle(pageBytes []int64, limit int64) epoch.Shuffle {
+	var decoded, largest int64
+	for _, b := range pageBytes {
+		decoded += b
+		largest = max(largest, b)
+	}
+	if limit == 0 || decoded <= limit {
+		return epoch.Shuffle{}
+	}
+	return epoch.Shuffle{Window: int(max(1, limit/4/max(largest, 1)))}
 }
 
 // mib spells n bytes in MiB.

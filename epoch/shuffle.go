@@ -8,46 +8,73 @@ import (
 	"strings"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/bytesize"
 )
 
 // Shuffle says how an epoch's order of the served graphs is drawn.
 //
 // Global (Window 0) is one uniform permutation of the whole set
-// (Permutation). Window N > 0 reads the shards a few at a time: the order
-// of the shard blocks (a block is the served graphs of one shard) is a
-// permutation drawn from (seed, epoch), and the graphs are permuted within
-// each window of N consecutive blocks of that order, so an epoch needs
-// only N blocks' data at once. Both are pure functions of (seed, epoch,
-// served set, block of each graph).
+// (Permutation). Window N > 0 reads the set a few pages (a shard file's
+// record batches, shard.Reader.PageOf) at a time: the order of the page
+// blocks (a block is the served graphs of one page) is a permutation
+// drawn from (seed, epoch), and the graphs are permuted within each window
+// of N consecutive blocks of that order, so an epoch needs only N pages'
+// data at once. Both are pure functions of (seed, epoch, served set, block
+// of each graph). Bytes > 0 is a window given by size ("window:64MiB"),
+// not yet turned into a page count (the daemon does that from the
+// manifest, Window = Bytes / the largest page's decoded size).
 type Shuffle struct {
 	Window int
+	Bytes  int64
 }
 
 // ErrShuffle: a shuffle that cannot be parsed.
 var ErrShuffle = errors.New("epoch: bad shuffle")
 
-// ParseShuffle reads "global" or "window:N" (N ≥ 1 blocks).
+// Until version 0.1.0 a window's blocks were whole shard files, spelled
+// "window:N" in the identity. Blocks are pages now; the identity spells
+// the shuffle pageWindow + N, so a client never mixes the two orders.
+const pageWindow = "page-window:"
+
+// ParseShuffle reads "global", "window:N" (N ≥ 1 pages), "window:SIZE"
+// (pages filling SIZE decoded, e.g. 64MiB) or "page-window:N" (as String
+// spells window:N).
 func ParseShuffle(s string) (Shuffle, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "global" {
 		return Shuffle{}, nil
 	}
-	if n, ok := strings.CutPrefix(s, "window:"); ok {
-		w, err := strconv.Atoi(n)
-		if err == nil && w >= 1 {
+	n, ok := strings.CutPrefix(s, "window:")
+	if !ok {
+		n, ok = strings.CutPrefix(s, pageWindow)
+	}
+	if ok {
+		if bytesize.HasUnit(n) && strings.HasPrefix(s, "window:") {
+			if b, err := bytesize.Parse(n); err == nil && b > 0 {
+				return Shuffle{Bytes: b}, nil
+			}
+		} else if w, err := strconv.Atoi(n); err == nil && w >= 1 {
 			return Shuffle{Window: w}, nil
 		}
 	}
-	return Shuffle{}, fmt.Errorf("%w %q: want global or window:N (N ≥ 1 shard blocks)", ErrShuffle, s)
+	return Shuffle{}, fmt.Errorf("%w %q: want global, window:N (N ≥ 1 pages, a shard file's record batches) or window:SIZE (e.g. 64MiB of pages)", ErrShuffle, s)
 }
 
-// String is the shuffle as ParseShuffle reads it.
+// String is the shuffle as ParseShuffle reads it, and as the identity
+// carries it: "global", "page-window:N", or "window:SIZE" while a size is
+// not resolved.
 func (s Shuffle) String() string {
-	if s.Window == 0 {
-		return "global"
+	switch {
+	case s.Window > 0:
+		return pageWindow + strconv.Itoa(s.Window)
+	case s.Bytes > 0:
+		return "window:" + bytesize.Format(s.Bytes)
 	}
-	return "window:" + strconv.Itoa(s.Window)
+	return "global"
 }
+
+// Windowed reports whether the shuffle reads the set in windows.
+func (s Shuffle) Windowed() bool { return s.Window > 0 || s.Bytes > 0 }
 
 // Windowed is the order of one epoch under a windowed shuffle: Perm is
 // the permutation of the served ids, and window w is Perm[Starts[w]:Starts[w+1]].
@@ -71,7 +98,7 @@ func (w *Windowed) WindowOf(pos int) int {
 }
 
 // WindowPermutation orders served for epoch e under window: block(id) is
-// the shard block of graph id, in 0..blocks-1. The served ids of each
+// the block (page) of graph id, in 0..blocks-1. The served ids of each
 // block keep their served order before the window's shuffle, so the
 // result depends on the served set, not on how it was listed beyond
 // that.

@@ -20,9 +20,18 @@ func TestParseShuffle(t *testing.T) {
 		{"window:-2", Shuffle{}, true},
 		{"window:", Shuffle{}, true},
 		{"windows:4", Shuffle{}, true},
+		{"page-window:3", Shuffle{Window: 3}, false},
+		{"window:64MiB", Shuffle{Bytes: 64 << 20}, false},
+		{"window:1.5GB", Shuffle{Bytes: 1_500_000_000}, false},
+		{"window:0MiB", Shuffle{}, true},
+		{"window:64parsecs", Shuffle{}, true},
+		{"page-window:64MiB", Shuffle{}, true},
 		{"local", Shuffle{}, true},
 	} {
 		got, err := ParseShuffle(tc.in)
+		if got.Windowed() != (tc.want != Shuffle{}) {
+			t.Errorf("%v.Windowed() = %v", got, got.Windowed())
+		}
 		if (err != nil) != tc.err || got != tc.want {
 			t.Errorf("ParseShuffle(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.err)
 		}
@@ -34,6 +43,18 @@ func TestParseShuffle(t *testing.T) {
 				t.Errorf("%v does not round-trip through %q", got, got.String())
 			}
 		}
+	}
+}
+
+// A window's blocks were shard files until they became pages: the
+// identity spells the page window apart from the old "window:N", so a
+// client never mixes daemons of the two orders.
+func TestShuffleIdentitySpelling(t *testing.T) {
+	if got := (Shuffle{Window: 4}).String(); got != "page-window:4" {
+		t.Errorf("window of 4 pages spelled %q", got)
+	}
+	if got := (Shuffle{}).String(); got != "global" {
+		t.Errorf("global spelled %q", got)
 	}
 }
 

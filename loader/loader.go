@@ -55,7 +55,7 @@ type Config struct {
 	// NoIndex.
 	PPRCache int64
 	// Shuffle draws each pass's order: global (the zero value) or windows
-	// of shard blocks (epoch.Shuffle), SubMix then drawing its partner
+	// of page blocks (epoch.Shuffle), SubMix then drawing its partner
 	// from the target's window.
 	Shuffle epoch.Shuffle
 }
@@ -113,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Shuffle.Window < 0 {
 		errs = append(errs, fmt.Errorf("loader: shuffle window %d is negative", c.Shuffle.Window))
+	}
+	if c.Shuffle.Window == 0 && c.Shuffle.Bytes > 0 {
+		errs = append(errs, fmt.Errorf("loader: shuffle %s: a window by size must be turned into pages first (app.LoaderOptions does)", c.Shuffle))
 	}
 	return errors.Join(errs...)
 }
@@ -338,7 +341,7 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 	var pp *passPolicy
 	if w := l.cfg.Shuffle.Window; w > 0 {
 		r := l.src.ds.r
-		win, err := epoch.WindowPermutation(l.cfg.Seed, pass, l.src.served, r.NumShards(), w, r.ShardOf)
+		win, err := epoch.WindowPermutation(l.cfg.Seed, pass, l.src.served, r.NumPages(), w, r.PageOf)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -506,26 +509,26 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	var wake atomic.Pointer[context.CancelFunc]
 	g, gctx := errgroup.WithContext(ctx)
 	r := l.src.ds.r
-	// Under a cache limit, the shards of the batch 2·window ahead are read
+	// Under a cache limit, the pages of the batch 2·window ahead are read
 	// while this one is built (shard.Reader.Prefetch: only into room), and
-	// a shard no later batch of the stream needs is cooled once the last
+	// a page no later batch of the stream needs is cooled once the last
 	// batch needing it is sent, so a prefetch may take its room.
-	ahead, lastShard := 2*window, -1
+	ahead, lastPage := 2*window, -1
 	var coolAt [][]int
 	if r.Lazy() {
-		last := make([]int, r.NumShards())
+		last := make([]int, r.NumPages())
 		for i := range last {
 			last[i] = -1
 		}
 		for b, items := range p.Batches {
 			for _, it := range items {
-				last[r.ShardOf(it.Graph)] = b
+				last[r.PageOf(it.Graph)] = b
 			}
 		}
 		coolAt = make([][]int, nb)
-		for si, b := range last {
+		for pg, b := range last {
 			if b >= 0 {
-				coolAt[b] = append(coolAt[b], si)
+				coolAt[b] = append(coolAt[b], pg)
 			}
 		}
 	}
@@ -534,9 +537,9 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 		for b := 0; b < nb; b++ {
 			if r.Lazy() && b+ahead < nb {
 				for _, it := range p.Batches[b+ahead] {
-					if si := r.ShardOf(it.Graph); si != lastShard {
-						r.Prefetch(si)
-						lastShard = si
+					if pg := r.PageOf(it.Graph); pg != lastPage {
+						r.Prefetch(pg)
+						lastPage = pg
 					}
 				}
 			}
@@ -581,7 +584,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 				if col == nil {
 					col = new(collator)
 				}
-				rec, err := w.build(col, p.Batches[b])
+				rec, err := w.build(gctx, col, p.Batches[b])
 				waiting = time.Now()
 				busy.Add(int64(waiting.Sub(t0)))
 				unchanged := w.scratch.TakeUnchanged()
@@ -627,8 +630,8 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			}
 			l.collators.Put(r.col) // the sink is done with its buffers
 			if coolAt != nil {
-				for _, si := range coolAt[b] {
-					l.src.ds.r.Cool(si)
+				for _, pg := range coolAt[b] {
+					l.src.ds.r.Cool(pg)
 				}
 			}
 			mem.release(held[b])
@@ -679,8 +682,10 @@ func newWorker(l *Loader, p *Plan) *worker { return &worker{l: l, p: p} }
 // build augments and collates one batch. A panic inside an augmentation is
 // recovered into a *GraphError naming the graph; one anywhere else in the
 // batch into an error naming the batch's first graph, so a bug fails one
-// request and never the daemon.
-func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch, err error) {
+// request and never the daemon. A done ctx stops it between graphs (a
+// graph may wait for its page to be read: a batch of a thrashing cache
+// takes seconds, and a shutdown must not).
+func (w *worker) build(ctx context.Context, col *collator, items []epoch.Item) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			rec, err = nil, fmt.Errorf("loader: batch starting at graph %d: panic: %v", items[0].Graph, p)
@@ -689,6 +694,9 @@ func (w *worker) build(col *collator, items []epoch.Item) (rec arrow.RecordBatch
 	col.reset(&w.l.src.ds.lay, w.p.nodeWidth, w.p.edgeWidth)
 	seed := w.l.cfg.Seed
 	for _, it := range items {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		op := w.p.policy(it.Pass).Choose(seed, it.Pass, it.Graph)
 		fused, err := w.augment(op, it.Graph, seed, it.Pass, col)
 		if err != nil {

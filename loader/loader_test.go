@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -406,7 +407,7 @@ func TestCacheLimitSameBytes(t *testing.T) {
 // window, and a resumed request is the tail of the full stream.
 func TestWindowedShuffle(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 300, 2, 128<<10)
-	cfg := loader.Config{Workers: 2, Seed: 5, BatchSize: 8, Shuffle: epoch.Shuffle{Window: 1}}
+	cfg := loader.Config{Workers: 2, Seed: 5, BatchSize: 8, Shuffle: epoch.Shuffle{Window: 3}}
 	l := fixture.Loader(t, dir, nil, "submix:p=0.5", cfg)
 	r, err := shard.Open(context.Background(), dir)
 	if err != nil {
@@ -419,15 +420,15 @@ func TestWindowedShuffle(t *testing.T) {
 	}
 	mixed := 0
 	if _, err := l.Stream(context.Background(), p, func(rec arrow.RecordBatch) error {
-		// With one shard a window, every graph of a batch comes from the
-		// same shard, or the batch straddles two windows.
+		// With three pages a window, every graph of a batch comes from
+		// three pages, or six when the batch straddles two windows.
 		ids := rec.Column(rec.Schema().FieldIndices("graph_id")[0]).(*array.Int64).Int64Values()
-		shards := map[int]bool{}
+		pages := map[int]bool{}
 		for _, id := range ids {
-			shards[r.ShardOf(id)] = true
+			pages[r.PageOf(id)] = true
 		}
-		if len(shards) > 2 {
-			t.Errorf("a batch of a window:1 epoch draws from %d shards", len(shards))
+		if len(pages) > 6 {
+			t.Errorf("a batch of a window:3 epoch draws from %d pages", len(pages))
 		}
 		mixed++
 		return nil
@@ -438,7 +439,7 @@ func TestWindowedShuffle(t *testing.T) {
 		t.Fatal("no batch")
 	}
 	// Every partner drawn is another graph of the target's window.
-	win, err := epoch.WindowPermutation(5, 1, l.Source().Served(), r.NumShards(), 1, r.ShardOf)
+	win, err := epoch.WindowPermutation(5, 1, l.Source().Served(), r.NumPages(), 3, r.PageOf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,8 +452,8 @@ func TestWindowedShuffle(t *testing.T) {
 				if err := loader.WindowPartner(l.Source(), win, target, rng, &into); err != nil {
 					t.Fatal(err)
 				}
-				if into.ID == target || r.ShardOf(into.ID) != r.ShardOf(target) {
-					t.Fatalf("graph %d (shard %d) got partner %d (shard %d) outside its window", target, r.ShardOf(target), into.ID, r.ShardOf(into.ID))
+				if into.ID == target || !slices.Contains(part, into.ID) {
+					t.Fatalf("graph %d (page %d) got partner %d (page %d) outside its window", target, r.PageOf(target), into.ID, r.PageOf(into.ID))
 				}
 			}
 		}

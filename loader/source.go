@@ -145,15 +145,15 @@ func NewSourceContext(ctx context.Context, r *shard.Reader, served []int64) (*So
 		}
 	}
 	if r.Lazy() {
-		// The indexes of a shard's graphs are charged to it and dropped
+		// The indexes of a page's graphs are charged to it and dropped
 		// with it: the cache limit bounds them too.
-		r.OnEvict(func(shard int) {
+		r.OnEvict(func(page int) {
 			idx := ds.index.Load()
 			if idx == nil {
 				return
 			}
-			info := man.Shards[shard]
-			for id := info.FirstGraph; id < info.FirstGraph+info.NumGraphs; id++ {
+			first, n := r.PageGraphs(page)
+			for id := first; id < first+n; id++ {
 				(*idx)[id].Store(nil)
 			}
 		})
@@ -350,7 +350,7 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 			built := aug.BuildIndex(g)
 			built.EnablePPR(s.ds.ppr.Load())
 			if slot.CompareAndSwap(nil, built) && lazy {
-				s.ds.r.Charge(s.ds.r.ShardOf(id), built.Bytes())
+				s.ds.r.Charge(s.ds.r.PageOf(id), built.Bytes())
 			}
 			ix = slot.Load()
 		}

@@ -62,6 +62,7 @@ type CacheStats struct {
 	Loads, Evictions  int64
 	Resident          int
 	Prefetches        int64
+	Scans             int64
 }
 
 // SetShardCache makes /metrics report the shard cache of a reader with a
@@ -154,13 +155,14 @@ func (m *Metrics) WriteText(w io.Writer) {
 	}
 	if m.cache != nil {
 		st := m.cache()
-		count("augloader_shard_cache_bytes", "Bytes of decoded shards and their NodeSam indexes held (--cache-limit).", "gauge", st.Used)
+		count("augloader_shard_cache_bytes", "Bytes of decoded pages (record batches) and their NodeSam indexes held (--cache-limit).", "gauge", st.Used)
 		count("augloader_shard_cache_limit_bytes", "The shard cache's limit (--cache-limit).", "gauge", st.Limit)
-		count("augloader_shard_cache_peak_bytes", "The most the shard cache held, shards pinned past the limit included.", "gauge", st.Peak)
-		count("augloader_shard_cache_resident_shards", "Shards decoded and held.", "gauge", int64(st.Resident))
-		count("augloader_shard_cache_loads_total", "Shards read, checked and decoded (a load after an eviction counts again).", "counter", st.Loads)
-		count("augloader_shard_cache_evictions_total", "Shards dropped to stay within the limit.", "counter", st.Evictions)
-		count("augloader_shard_cache_prefetches_total", "Shards read ahead of the batches that need them.", "counter", st.Prefetches)
+		count("augloader_shard_cache_peak_bytes", "The most the shard cache held, pages pinned past the limit included.", "gauge", st.Peak)
+		count("augloader_shard_cache_resident_pages", "Pages (record batches) decoded and held.", "gauge", int64(st.Resident))
+		count("augloader_shard_cache_loads_total", "Pages read by offset, checked and decoded (a load after an eviction counts again).", "counter", st.Loads)
+		count("augloader_shard_cache_evictions_total", "Pages dropped to stay within the limit.", "counter", st.Evictions)
+		count("augloader_shard_cache_prefetches_total", "Pages read ahead of the batches that need them.", "counter", st.Prefetches)
+		count("augloader_shard_cache_scans_total", "Shard files read through to check them and index their pages (once each).", "counter", st.Scans)
 	}
 	codes := make([]string, 0, len(m.rejected))
 	for c := range m.rejected {

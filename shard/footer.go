@@ -96,3 +96,36 @@ func checkFields(buf []byte, t *flatbuffers.Table, fieldsSlot, metaSlot flatbuff
 	}
 	return nil
 }
+
+// checkSchemaMessage bounds the vectors of a framed schema message (the
+// one that opens a shard file, read when its pages are) as checkFooter
+// bounds the footer's, before arrow-go decodes it.
+func checkSchemaMessage(msg []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("schema message: %v", p)
+		}
+	}()
+	if len(msg) < 8 || binary.LittleEndian.Uint32(msg) != 0xFFFFFFFF {
+		return errors.New("schema message: no continuation marker")
+	}
+	n := int(int32(binary.LittleEndian.Uint32(msg[4:])))
+	if n <= 0 || n > len(msg)-8 {
+		return fmt.Errorf("schema message: length %d out of range", n)
+	}
+	buf := msg[8 : 8+n]
+	// Message: version (4), header_type (6), header (8), bodyLength (10),
+	// custom_metadata (12); header type 1 is a Schema.
+	m := table(buf, flatbuffers.GetUOffsetT(buf))
+	if o := m.Offset(6); o == 0 || m.GetByte(m.Pos+flatbuffers.UOffsetT(o)) != 1 {
+		return errors.New("schema message: not a schema")
+	}
+	if err := checkVector(buf, m, 12, 4); err != nil {
+		return err
+	}
+	o := m.Offset(8)
+	if o == 0 {
+		return errors.New("schema message: no schema")
+	}
+	return checkSchemaTable(buf, table(buf, m.Indirect(m.Pos+flatbuffers.UOffsetT(o))), 0)
+}

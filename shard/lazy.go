@@ -2,20 +2,25 @@ package shard
 
 import (
 	"fmt"
-	"sort"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/augloader/augloader/internal/iox"
 )
 
-// WithCacheLimit makes Open read only the manifest: shards are then read,
-// checked and decoded when a graph of theirs is first pinned (Pin), kept
-// while pinned, and the least recently needed unpinned ones dropped
-// whenever the decoded bytes (with what users charged to them, Charge)
-// pass limit bytes. Graph is then refused; Pin works in both modes.
-// limit 0 (the default) decodes every shard at Open.
+// WithCacheLimit makes Open read only the manifest: pages (a shard file's
+// record batches, pages.go) are then read by offset, checked and decoded
+// when a graph of theirs is first pinned (Pin), kept while pinned, and the
+// least recently needed unpinned ones dropped whenever the decoded bytes
+// (with what users charged to them, Charge) pass limit bytes. A shard file
+// is read through once, the first time a page of it is needed, to check
+// it against the manifest's CRC-32C and note each page's; a page is
+// checked against its own on every read. Graph is then refused; Pin works
+// in both modes. limit 0 (the default) decodes every shard at Open.
 func WithCacheLimit(limit int64) Option { return func(c *readerConfig) { c.cacheLimit = limit } }
 
 // lazy is a Reader's state under a cache limit.
@@ -24,50 +29,68 @@ type lazy struct {
 	mem   memory.Allocator
 
 	mu    sync.Mutex
-	slots []lazySlot
+	slots []pageSlot
 	used  int64
-	tick  uint64
-	// onEvict is told which shard was dropped (under mu).
-	onEvict func(shard int)
+	// The loaded pages no one pins, least recently released first: cold
+	// ones (Cool) and warm ones, so a drop takes O(1) whatever the page
+	// count. coldHeld is what the cold list holds; resident counts the
+	// loaded pages.
+	warm, cold pageList
+	coldHeld   int64
+	resident   int
+	// onEvict is told which page was dropped (under mu).
+	onEvict func(page int)
 
-	loads, evictions atomic.Int64
-	peak             atomic.Int64
+	loads, evictions, scans atomic.Int64
+	peak                    atomic.Int64
 
-	// Decoded and file bytes of every load so far: the ratio estimates an
-	// unread shard's decoded size for Prefetch.
-	decoded, filed int64
-	prefetching    int
-	prefetches     atomic.Int64
+	// est is each page's estimated decoded size (Reader.PageBytes, on
+	// first use); decoded and estimated sum the actual and estimated
+	// bytes of every load so far, to correct it.
+	estOnce            sync.Once
+	est                []int64
+	decoded, estimated int64
+	prefetching        int
+	prefetches         atomic.Int64
+
+	// index[si] is shard si's scan, made once on first need.
+	index []shardScan
+	bufs  sync.Pool // *[]byte: page reads
 }
 
-// maxPrefetch bounds the shards read ahead at once.
+type shardScan struct {
+	mu sync.Mutex
+	ix *shardIndex
+}
+
+// maxPrefetch bounds the pages read ahead at once.
 const maxPrefetch = 2
 
-// Prefetch starts reading shard si on a goroutine of its own when it is
+// Prefetch starts reading page p on a goroutine of its own when it is
 // neither held nor being read and the cache has room for it without
-// dropping anything (its decoded size estimated from the shards read so
-// far): the loader calls it for the shards of batches ahead, so a window's
-// shards are read while the one before is augmented. Errors are left to
-// the Pin that needs the shard.
-func (r *Reader) Prefetch(si int) {
+// dropping anything warm (its decoded size estimated): the loader calls
+// it for the pages of batches ahead, so a window's pages are read while
+// the one before is augmented. Errors are left to the Pin that needs the
+// page.
+func (r *Reader) Prefetch(p int) {
 	l := r.lazy
-	if l == nil || si < 0 || si >= len(l.slots) {
+	if l == nil || p < 0 || p >= len(l.slots) {
 		return
 	}
+	l.estOnce.Do(func() { l.est = r.PageBytes() })
 	l.mu.Lock()
-	s := &l.slots[si]
-	file := r.man.Shards[si].Bytes
-	est := 4 * file
-	if l.filed > 0 {
-		est = int64(float64(file) * float64(l.decoded) / float64(l.filed))
+	s := &l.slots[p]
+	est := l.est[p]
+	if l.estimated > 0 {
+		est = int64(float64(est) * float64(l.decoded) / float64(l.estimated))
 	}
-	if s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used-l.coldBytes()+est > l.limit {
+	if s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used-l.coldHeld+est > l.limit {
 		l.mu.Unlock()
 		return
 	}
-	// Room is made from cold shards only: a warm one may be needed next.
+	// Room is made from cold pages only: a warm one may be needed next.
 	for l.used+est > l.limit {
-		if !l.evictOne(r, true) {
+		if !l.evictOne(true) {
 			break
 		}
 	}
@@ -75,8 +98,8 @@ func (r *Reader) Prefetch(si int) {
 	l.mu.Unlock()
 	l.prefetches.Add(1)
 	go func() {
-		if _, err := r.acquire(si); err == nil {
-			r.unpin(si)
+		if _, err := r.acquire(p); err == nil {
+			r.unpin(p)
 		}
 		l.mu.Lock()
 		l.prefetching--
@@ -84,61 +107,115 @@ func (r *Reader) Prefetch(si int) {
 	}()
 }
 
-type lazySlot struct {
+type pageSlot struct {
 	ready   chan struct{} // set while loading or loaded; closed once loaded
 	loaded  bool
-	batches []batch
-	first   []int64 // first graph id of each batch
-	recs    []arrow.RecordBatch
-	bytes   int64 // decoded (and mapped) bytes
+	batch   batch
+	rec     arrow.RecordBatch
+	bytes   int64 // decoded bytes
 	charged int64 // what users attached (Charge)
 	pins    int
-	last    uint64
 	// cold: a user said no batch ahead needs it (Cool); dropped first,
 	// and dropped to make room for a Prefetch.
 	cold bool
+	// The page's place in the warm or cold list while loaded and unpinned
+	// (list nil otherwise).
+	list       *pageList
+	prev, next int32
+}
+
+// pageList is a doubly linked list of pages threaded through their slots.
+type pageList struct{ head, tail int32 }
+
+func newPageList() pageList { return pageList{-1, -1} }
+
+// push appends page p.
+func (l *lazy) push(list *pageList, p int) {
+	s := &l.slots[p]
+	s.list, s.prev, s.next = list, list.tail, -1
+	if list.tail >= 0 {
+		l.slots[list.tail].next = int32(p)
+	} else {
+		list.head = int32(p)
+	}
+	list.tail = int32(p)
+	if list == &l.cold {
+		l.coldHeld += s.bytes + s.charged
+	}
+}
+
+// unlink takes page p out of its list, if any.
+func (l *lazy) unlink(p int) {
+	s := &l.slots[p]
+	list := s.list
+	if list == nil {
+		return
+	}
+	if s.prev >= 0 {
+		l.slots[s.prev].next = s.next
+	} else {
+		list.head = s.next
+	}
+	if s.next >= 0 {
+		l.slots[s.next].prev = s.prev
+	} else {
+		list.tail = s.prev
+	}
+	if list == &l.cold {
+		l.coldHeld -= s.bytes + s.charged
+	}
+	s.list, s.prev, s.next = nil, -1, -1
 }
 
 // CacheStats describe a lazy Reader's cache.
 type CacheStats struct {
 	Limit, Used, Peak int64
-	Loads, Evictions  int64
-	Resident          int
+	// Loads counts pages read and decoded (again after an eviction),
+	// Evictions pages dropped, Resident the pages held.
+	Loads, Evictions int64
+	Resident         int
 	// Prefetches counts the reads Prefetch started.
 	Prefetches int64
+	// Scans counts shard files read through to index their pages (once
+	// each, the first time a page of theirs is needed).
+	Scans int64
 }
 
-// countingAlloc counts the bytes a shard's decoding allocates.
+// countingAlloc counts the bytes a page's decoding holds.
 type countingAlloc struct {
 	memory.Allocator
-	n int64
+	n atomic.Int64
 }
 
 func (a *countingAlloc) Allocate(size int) []byte {
-	a.n += int64(size)
+	a.n.Add(int64(size))
 	return a.Allocator.Allocate(size)
 }
 
 func (a *countingAlloc) Reallocate(size int, b []byte) []byte {
-	a.n += int64(size - len(b))
+	a.n.Add(int64(size - len(b)))
 	return a.Allocator.Reallocate(size, b)
 }
 
-func (r *Reader) openLazy(cfg readerConfig) {
-	r.lazy = &lazy{limit: cfg.cacheLimit, mem: cfg.mem, slots: make([]lazySlot, len(r.man.Shards))}
+// Free uncounts what decoding dropped (a compressed body once inflated).
+func (a *countingAlloc) Free(b []byte) {
+	a.n.Add(-int64(len(b)))
+	a.Allocator.Free(b)
 }
 
-// Lazy reports whether the reader holds shards on demand (WithCacheLimit).
+func (r *Reader) openLazy(cfg readerConfig) {
+	r.lazy = &lazy{limit: cfg.cacheLimit, mem: cfg.mem, slots: make([]pageSlot, r.NumPages()),
+		index: make([]shardScan, len(r.man.Shards)), warm: newPageList(), cold: newPageList()}
+}
+
+// Lazy reports whether the reader holds pages on demand (WithCacheLimit).
 func (r *Reader) Lazy() bool { return r.lazy != nil }
 
 // NumShards is the number of shard files.
 func (r *Reader) NumShards() int { return len(r.man.Shards) }
 
 // ShardOf returns the shard holding graph id (ids must be in range).
-func (r *Reader) ShardOf(id int64) int {
-	sh := r.man.Shards
-	return sort.Search(len(sh), func(i int) bool { return sh[i].FirstGraph > id }) - 1
-}
+func (r *Reader) ShardOf(id int64) int { return int(r.pages.shard[r.PageOf(id)]) }
 
 // Pin returns graph id and a release to call once its slices are no
 // longer read; the slices stay valid until then. Without a cache limit the
@@ -151,38 +228,40 @@ func (r *Reader) Pin(id int64) (Graph, func(), error) {
 	if id < 0 || id >= r.man.Stats.Graphs {
 		return Graph{}, nil, fmt.Errorf("%w: id %d of %d", ErrNotFound, id, r.man.Stats.Graphs)
 	}
-	si := r.ShardOf(id)
-	s, err := r.acquire(si)
+	p := r.PageOf(id)
+	s, err := r.acquire(p)
 	if err != nil {
 		return Graph{}, nil, err
 	}
-	bi := sort.Search(len(s.first), func(i int) bool { return s.first[i] > id }) - 1
-	g := r.graphOf(&s.batches[bi], int(id-s.first[bi]))
-	return g, func() { r.unpin(si) }, nil
+	g := r.graphOf(&s.batch, int(id-r.pages.first[p]))
+	return g, func() { r.unpin(p) }, nil
 }
 
-// OnEvict sets what is told when a shard is dropped (the loader drops the
+// OnEvict sets what is told when a page is dropped (the loader drops the
 // indexes it charged to it). Call before serving.
-func (r *Reader) OnEvict(fn func(shard int)) {
+func (r *Reader) OnEvict(fn func(page int)) {
 	if r.lazy != nil {
 		r.lazy.onEvict = fn
 	}
 }
 
-// Charge adds n bytes that a user keeps for a pinned shard's graphs (the
-// loader's NodeSam indexes) to the shard's share of the limit; they are
-// forgotten when the shard is dropped (OnEvict).
-func (r *Reader) Charge(shard int, n int64) {
+// Charge adds n bytes that a user keeps for a pinned page's graphs (the
+// loader's NodeSam indexes) to the page's share of the limit; they are
+// forgotten when the page is dropped (OnEvict).
+func (r *Reader) Charge(page int, n int64) {
 	l := r.lazy
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
-	if s := &l.slots[shard]; s.loaded {
+	if s := &l.slots[page]; s.loaded {
 		s.charged += n
 		l.used += n
+		if s.list == &l.cold {
+			l.coldHeld += n
+		}
 		l.notePeak()
-		l.evictLocked(r)
+		l.evictLocked()
 	}
 	l.mu.Unlock()
 }
@@ -195,14 +274,8 @@ func (r *Reader) Stats() CacheStats {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := CacheStats{Limit: l.limit, Used: l.used, Peak: l.peak.Load(), Loads: l.loads.Load(), Evictions: l.evictions.Load(),
-		Prefetches: l.prefetches.Load()}
-	for i := range l.slots {
-		if l.slots[i].loaded {
-			st.Resident++
-		}
-	}
-	return st
+	return CacheStats{Limit: l.limit, Used: l.used, Peak: l.peak.Load(), Loads: l.loads.Load(), Evictions: l.evictions.Load(),
+		Resident: l.resident, Prefetches: l.prefetches.Load(), Scans: l.scans.Load()}
 }
 
 func (l *lazy) notePeak() {
@@ -211,18 +284,60 @@ func (l *lazy) notePeak() {
 	}
 }
 
-// acquire pins shard si, loading it when absent (one loader at a time
-// per shard: the others wait for it).
-func (r *Reader) acquire(si int) (*lazySlot, error) {
+// shardIndex returns shard si's page index, scanning the file the first
+// time (one scan per shard at a time; the others wait for it).
+func (r *Reader) shardIndex(si int) (*shardIndex, error) {
+	sc := &r.lazy.index[si]
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.ix == nil {
+		ix, err := scanShard(r.dir, r.man, si)
+		if err != nil {
+			return nil, err
+		}
+		sc.ix = ix
+		r.lazy.scans.Add(1)
+	}
+	return sc.ix, nil
+}
+
+// loadPage reads, checks and decodes page p.
+func (r *Reader) loadPage(p int, mem memory.Allocator) (batch, arrow.RecordBatch, error) {
+	si := int(r.pages.shard[p])
+	ix, err := r.shardIndex(si)
+	if err != nil {
+		return batch{}, nil, err
+	}
+	info := &r.man.Shards[si]
+	pi := p - r.pages.starts[si]
+	f, err := iox.OpenRegular(filepath.Join(r.dir, info.File))
+	if err != nil {
+		return batch{}, nil, fmt.Errorf("shard: %w", err)
+	}
+	defer f.Close()
+	bp, _ := r.lazy.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer r.lazy.bufs.Put(bp)
+	*bp, err = readPage(f, info, pi, ix.pages[pi], *bp)
+	if err != nil {
+		return batch{}, nil, err
+	}
+	return decodePage(ix, *bp, r.man, info, pi, r.pages.first[p], mem)
+}
+
+// acquire pins page p, loading it when absent (one loader at a time per
+// page: the others wait for it).
+func (r *Reader) acquire(p int) (*pageSlot, error) {
 	l := r.lazy
 	l.mu.Lock()
 	for {
-		s := &l.slots[si]
+		s := &l.slots[p]
 		if s.loaded {
+			l.unlink(p)
 			s.pins++
 			s.cold = false
-			l.tick++
-			s.last = l.tick
 			l.mu.Unlock()
 			return s, nil
 		}
@@ -237,7 +352,8 @@ func (r *Reader) acquire(si int) (*lazySlot, error) {
 		s.ready = ch
 		l.mu.Unlock()
 		alloc := &countingAlloc{Allocator: l.mem}
-		batches, recs, err := loadShard(r.dir, r.man, si, alloc, false)
+		b, rec, err := r.loadPage(p, alloc)
+		l.estOnce.Do(func() { l.est = r.PageBytes() })
 		l.mu.Lock()
 		close(ch)
 		if err != nil {
@@ -245,70 +361,62 @@ func (r *Reader) acquire(si int) (*lazySlot, error) {
 			l.mu.Unlock()
 			return nil, err
 		}
-		s.batches, s.recs, s.loaded = batches, recs, true
-		s.first = s.first[:0]
-		next := r.man.Shards[si].FirstGraph
-		for _, b := range batches {
-			s.first = append(s.first, next)
-			next += int64(len(b.ids))
-		}
-		s.bytes = alloc.n
-		if r.man.Compression == CompressNone {
-			s.bytes += r.man.Shards[si].Bytes // the buffers are views of the file's bytes
-		}
+		s.batch, s.rec, s.loaded = b, rec, true
+		s.bytes = alloc.n.Load()
 		l.used += s.bytes
 		l.decoded += s.bytes
-		l.filed += r.man.Shards[si].Bytes
+		l.estimated += l.est[p]
 		l.loads.Add(1)
+		l.resident++
 		s.pins++
-		l.tick++
-		s.last = l.tick
+		s.prev, s.next = -1, -1
 		l.notePeak()
-		l.evictLocked(r)
+		l.evictLocked()
 		l.mu.Unlock()
 		return s, nil
 	}
 }
 
-func (r *Reader) unpin(si int) {
+func (r *Reader) unpin(p int) {
 	l := r.lazy
 	l.mu.Lock()
-	l.slots[si].pins--
-	l.evictLocked(r)
+	s := &l.slots[p]
+	if s.pins--; s.pins == 0 {
+		if s.cold {
+			l.push(&l.cold, p)
+		} else {
+			l.push(&l.warm, p)
+		}
+	}
+	l.evictLocked()
 	l.mu.Unlock()
 }
 
-// evictLocked drops unpinned shards, cold ones first then the least
+// evictLocked drops unpinned pages, cold ones first then the least
 // recently needed, while the cache is over its limit (everything resident
 // pinned: over the limit until a release).
-func (l *lazy) evictLocked(r *Reader) {
-	for l.used > l.limit && l.evictOne(r, false) {
+func (l *lazy) evictLocked() {
+	for l.used > l.limit && l.evictOne(false) {
 	}
 }
 
-// evictOne drops one unpinned shard (only a cold one when coldOnly):
-// cold before warm, then the least recently needed. It reports whether
-// there was one.
-func (l *lazy) evictOne(r *Reader, coldOnly bool) bool {
-	victim := -1
-	for i := range l.slots {
-		s := &l.slots[i]
-		if !s.loaded || s.pins > 0 || (coldOnly && !s.cold) {
-			continue
-		}
-		if v := &l.slots[max(victim, 0)]; victim < 0 || (s.cold && !v.cold) || (s.cold == v.cold && s.last < v.last) {
-			victim = i
-		}
+// evictOne drops one unpinned page (only a cold one when coldOnly): cold
+// before warm, each the least recently released first. It reports
+// whether there was one.
+func (l *lazy) evictOne(coldOnly bool) bool {
+	victim := int(l.cold.head)
+	if victim < 0 && !coldOnly {
+		victim = int(l.warm.head)
 	}
 	if victim < 0 {
 		return false
 	}
+	l.unlink(victim)
 	s := &l.slots[victim]
-	for _, rec := range s.recs {
-		rec.Release()
-	}
+	s.rec.Release()
 	l.used -= s.bytes + s.charged
-	*s = lazySlot{first: s.first[:0]}
+	l.resident--
+	*s = pageSlot{}
 	l.evictions.Add(1)
 	if l.onEvict != nil {
 		l.onEvict(victim)
@@ -316,28 +424,21 @@ func (l *lazy) evictOne(r *Reader, coldOnly bool) bool {
 	return true
 }
 
-// coldBytes is what the unpinned cold shards hold.
-func (l *lazy) coldBytes() int64 {
-	var n int64
-	for i := range l.slots {
-		if s := &l.slots[i]; s.loaded && s.cold && s.pins == 0 {
-			n += s.bytes + s.charged
-		}
-	}
-	return n
-}
-
-// Cool says no batch ahead needs shard si (the loader, once the last
-// batch of a stream needing it is sent): it is dropped before any other,
-// and to make room for a Prefetch. A later Pin makes it warm again.
-func (r *Reader) Cool(si int) {
+// Cool says no batch ahead needs page p (the loader, once the last batch
+// of a stream needing it is sent): it is dropped before any other, and to
+// make room for a Prefetch. A later Pin makes it warm again.
+func (r *Reader) Cool(p int) {
 	l := r.lazy
-	if l == nil || si < 0 || si >= len(l.slots) {
+	if l == nil || p < 0 || p >= len(l.slots) {
 		return
 	}
 	l.mu.Lock()
-	if s := &l.slots[si]; s.loaded {
+	if s := &l.slots[p]; s.loaded && !s.cold {
 		s.cold = true
+		if s.list == &l.warm {
+			l.unlink(p)
+			l.push(&l.cold, p)
+		}
 	}
 	l.mu.Unlock()
 }
@@ -346,12 +447,13 @@ func (l *lazy) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range l.slots {
-		for _, rec := range l.slots[i].recs {
-			rec.Release()
+		if l.slots[i].rec != nil {
+			l.slots[i].rec.Release()
 		}
-		l.slots[i] = lazySlot{}
+		l.slots[i] = pageSlot{}
 	}
-	l.used = 0
+	l.used, l.coldHeld, l.resident = 0, 0, 0
+	l.warm, l.cold = newPageList(), newPageList()
 }
 
 // DecodedBytes estimates shard i's decoded size from the manifest's
@@ -360,7 +462,13 @@ func (l *lazy) close() {
 // cache limit it sizes windows before any shard is read.
 func (m *Manifest) DecodedBytes(i int) int64 {
 	s := m.Shards[i]
-	perNode, perEdge, perGraph := int64(0), int64(8), int64(48)
+	perNode, perEdge, perGraph := m.decodedPer()
+	return s.Nodes*perNode + s.Edges*perEdge + s.NumGraphs*perGraph
+}
+
+// decodedPer is what a node, an undirected edge and a graph take decoded.
+func (m *Manifest) decodedPer() (perNode, perEdge, perGraph int64) {
+	perNode, perEdge, perGraph = 0, 8, 48
 	if m.FormatVersion >= FormatV3 {
 		for _, c := range []*Columns{m.NodeFeatures, m.EdgeFeatures} {
 			per := int64(c.Cols()*c.widthOr1() + 4*c.DenseDim())
@@ -384,7 +492,7 @@ func (m *Manifest) DecodedBytes(i int) int64 {
 			perEdge += 4
 		}
 	}
-	return s.Nodes*perNode + s.Edges*perEdge + s.NumGraphs*perGraph
+	return perNode, perEdge, perGraph
 }
 
 // widthOr1 is the stored code width (1 when unset).

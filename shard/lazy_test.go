@@ -23,9 +23,9 @@ import (
 
 func TestMain(m *testing.M) { fixture.Main(m) }
 
-// decodedShard0 is what decoding shard 0 of dir takes: a reader that
-// keeps everything, after one pin.
-func decodedShard0(t *testing.T, dir string) int64 {
+// decodedPage0 is what decoding page 0 of dir takes: a reader that keeps
+// everything, after one pin.
+func decodedPage0(t *testing.T, dir string) int64 {
 	t.Helper()
 	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
 	if err != nil {
@@ -58,7 +58,7 @@ func TestCacheLimit(t *testing.T) {
 	for _, s := range man.Shards {
 		largest = max(largest, s.Bytes)
 	}
-	decoded := decodedShard0(t, dir)
+	decoded := decodedPage0(t, dir)
 	// Room for three shards of the set's many.
 	limit := 3 * decoded
 	lazy, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(limit))
@@ -272,8 +272,8 @@ func FuzzGraphSizes(f *testing.F) {
 	})
 }
 
-// Prefetch reads a shard ahead into room, and reads nothing when the cache
-// has none: a later Pin finds the shard held.
+// Prefetch reads a page ahead into room, and reads nothing when the cache
+// has none: a later Pin finds the page held.
 func TestPrefetch(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
 	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<30))
@@ -284,17 +284,19 @@ func TestPrefetch(t *testing.T) {
 	r.Prefetch(2)
 	for deadline := time.Now().Add(10 * time.Second); r.Stats().Resident != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the prefetched shard never arrived: %+v", r.Stats())
+			t.Fatalf("the prefetched page never arrived: %+v", r.Stats())
 		}
 	}
-	first := r.Manifest().Shards[2].FirstGraph
-	_, release, err := r.Pin(first)
-	if err != nil {
-		t.Fatal(err)
+	first, n := r.PageGraphs(2)
+	for id := first; id < first+n; id++ {
+		_, release, err := r.Pin(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
 	}
-	release()
-	if st := r.Stats(); st.Loads != 1 || st.Prefetches != 1 {
-		t.Fatalf("the pin read the prefetched shard again: %+v", st)
+	if st := r.Stats(); st.Loads != 1 || st.Prefetches != 1 || st.Scans != 1 {
+		t.Fatalf("the pins read the prefetched page again: %+v", st)
 	}
 	tight, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1))
 	if err != nil {
@@ -307,19 +309,35 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
-// A cooled shard is dropped first, and to make room for a prefetch; a pin
+// A cooled page is dropped first, and to make room for a prefetch; a pin
 // warms it again.
 func TestCool(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
-	one := decodedShard0(t, dir)
-	// Room for about two shards: 0 and 1 held, then 0 cooled.
-	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(2*one+one/2))
+	probe, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size [3]int64 // of pages 0..2 decoded
+	for p := range size {
+		before := probe.Stats().Used
+		first, _ := probe.PageGraphs(p)
+		_, rel, err := probe.Pin(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+		size[p] = probe.Stats().Used - before
+	}
+	probe.Close()
+	// Room for pages 0 and 1 and half of 2: 0 and 1 held, then 0 cooled.
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(size[0]+size[1]+size[2]/2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for _, si := range []int{0, 1} {
-		_, rel, err := r.Pin(r.Manifest().Shards[si].FirstGraph)
+	for _, p := range []int{0, 1} {
+		first, _ := r.PageGraphs(p)
+		_, rel, err := r.Pin(first)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,7 +346,7 @@ func TestCool(t *testing.T) {
 	r.Prefetch(2)
 	time.Sleep(50 * time.Millisecond)
 	if st := r.Stats(); st.Prefetches != 0 {
-		t.Fatalf("prefetched over warm shards: %+v", st)
+		t.Fatalf("prefetched over warm pages: %+v", st)
 	}
 	r.Cool(0)
 	r.Prefetch(2)
@@ -339,22 +357,25 @@ func TestCool(t *testing.T) {
 	}
 	st := r.Stats()
 	if st.Evictions != 1 || st.Resident != 2 {
-		t.Fatalf("want shard 0 dropped for shard 2: %+v", st)
+		t.Fatalf("want page 0 dropped for page 2: %+v", st)
 	}
-	// Shard 1 is still held: a pin reads nothing.
-	_, rel, err := r.Pin(r.Manifest().Shards[1].FirstGraph)
+	// Page 1 is still held: a pin reads nothing.
+	first, _ := r.PageGraphs(1)
+	_, rel, err := r.Pin(first)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rel()
 	if r.Stats().Loads != 3 {
-		t.Fatalf("shard 1 was dropped instead of the cold shard 0: %+v", r.Stats())
+		t.Fatalf("page 1 was dropped instead of the cold page 0: %+v", r.Stats())
 	}
 }
 
-// The manifest's estimate of a shard's decoded size is within a quarter of
-// what decoding it takes, for format 2 (one-hot TU) and format 3 (float
-// edge features, no node features).
+// The estimate of a page's decoded size (from the manifest and the
+// graph-size index) is within a quarter of what decoding it takes, for
+// format 2 (one-hot TU) and format 3 (float edge features, no node
+// features); without the index, the shard's estimate is spread over its
+// pages by graph count.
 func TestDecodedBytesEstimate(t *testing.T) {
 	ppa := filepath.Join(t.TempDir(), "ppa")
 	spec, _ := synth.LikePPA("ogbg-ppa")
@@ -366,13 +387,154 @@ func TestDecodedBytesEstimate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10), ppaShards} {
-		man, err := shard.ReadManifest(dir)
+		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, est := decodedShard0(t, dir), man.DecodedBytes(0)
+		pages := r.PageBytes()
+		r.Close()
+		got, est := decodedPage0(t, dir), pages[0]
 		if ratio := float64(est) / float64(got); ratio < 0.75 || ratio > 1.25 {
 			t.Errorf("%s: estimate %d bytes, decoded %d (%.2f×)", dir, est, got, ratio)
 		}
+		man, _ := shard.ReadManifest(dir)
+		var sum int64
+		for _, b := range pages[:len(man.Shards[0].Batches)] {
+			sum += b
+		}
+		if shardEst := man.DecodedBytes(0); float64(sum) < 0.75*float64(shardEst) || float64(sum) > 1.25*float64(shardEst) {
+			t.Errorf("%s: shard 0's pages estimated at %d bytes together, the shard at %d", dir, sum, shardEst)
+		}
 	}
+}
+
+// copyDir copies a fixture's shard folder so a test may damage it.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "shards")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// Under a cache limit every byte a page is decoded from is checked: a
+// shard damaged before its first read fails its file checksum (the scan
+// that indexes its pages), and one damaged after fails the page's own
+// checksum when that page is read again; the other pages are served.
+func TestPagesChecked(t *testing.T) {
+	src := fixture.SynthShardsSized(t, "COLLAB", 2000, 3, 64<<20)
+	man, err := shard.ReadManifest(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Shards) != 1 || len(man.Shards[0].Batches) < 3 {
+		t.Fatalf("want one shard of several pages, got %d shards, %v", len(man.Shards), man.Shards[0].Batches)
+	}
+	file := man.Shards[0].File
+	flip := func(dir string, at int64) {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(dir, file), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var b [1]byte
+		if _, err := f.ReadAt(b[:], at); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x10
+		if _, err := f.WriteAt(b[:], at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mid := man.Shards[0].Bytes / 2
+
+	t.Run("before the first read", func(t *testing.T) {
+		dir := copyDir(t, src)
+		flip(dir, mid)
+		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		_, _, err = r.Pin(0)
+		var ce *shard.CorruptionError
+		if !errors.As(err, &ce) || ce.File != file || ce.Field != "checksum" {
+			t.Fatalf("pin of a damaged shard: %v", err)
+		}
+	})
+	t.Run("after the first read", func(t *testing.T) {
+		dir := copyDir(t, src)
+		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(16<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		pin := func(id int64) error {
+			_, rel, err := r.Pin(id)
+			if err == nil {
+				rel()
+			}
+			return err
+		}
+		if err := pin(0); err != nil {
+			t.Fatal(err)
+		}
+		// A byte in a page past the first changes; each page is then read
+		// (page 0 again once the others have taken its room).
+		flip(dir, mid)
+		var bad []int
+		for p := range r.NumPages() {
+			first, _ := r.PageGraphs(p)
+			err := pin(first)
+			var ce *shard.CorruptionError
+			switch {
+			case err == nil:
+			case errors.As(err, &ce) && ce.Field == "checksum" && strings.Contains(ce.Detail, "batch"):
+				bad = append(bad, p)
+			default:
+				t.Fatalf("page %d: %v", p, err)
+			}
+		}
+		if len(bad) != 1 || bad[0] == 0 {
+			t.Fatalf("pages refused after one byte in the middle of the file changed: %v (want one, not the first)", bad)
+		}
+		if st := r.Stats(); st.Scans != 1 {
+			t.Fatalf("the shard was scanned %d times", st.Scans)
+		}
+	})
+	t.Run("truncated after the first read", func(t *testing.T) {
+		dir := copyDir(t, src)
+		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(16<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if _, rel, err := r.Pin(0); err != nil {
+			t.Fatal(err)
+		} else {
+			rel()
+		}
+		if err := os.Truncate(filepath.Join(dir, file), mid); err != nil {
+			t.Fatal(err)
+		}
+		last, _ := r.PageGraphs(r.NumPages() - 1)
+		if _, _, err := r.Pin(last); !errors.Is(err, shard.ErrCorrupt) {
+			t.Fatalf("pin past the end of a truncated shard: %v", err)
+		}
+	})
 }

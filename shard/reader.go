@@ -33,7 +33,8 @@ type Reader struct {
 	batches []batch // all record batches of all shards, in graph order
 	first   []int64 // first[i] is the first graph id of batches[i]
 	recs    []arrow.RecordBatch
-	lazy    *lazy // set under a cache limit (WithCacheLimit): shards on demand
+	lazy    *lazy // set under a cache limit (WithCacheLimit): pages on demand
+	pages   pageTable
 }
 
 type batch struct {
@@ -96,7 +97,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 		return nil, err
 	}
 	if cfg.cacheLimit > 0 {
-		r := &Reader{dir: dir, man: man, digest: digest}
+		r := &Reader{dir: dir, man: man, digest: digest, pages: newPageTable(man)}
 		r.openLazy(cfg)
 		return r, nil
 	}
@@ -115,7 +116,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 		})
 	}
 	err = g.Wait()
-	r := &Reader{dir: dir, man: man, digest: digest}
+	r := &Reader{dir: dir, man: man, digest: digest, pages: newPageTable(man)}
 	for i := range perShard {
 		r.recs = append(r.recs, perRecs[i]...)
 		for _, b := range perShard[i] {

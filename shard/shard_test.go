@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -175,7 +176,10 @@ func FuzzParseManifest(f *testing.F) {
 // FuzzShardReader mutates the shard bytes and fixes up the manifest's size
 // and checksum, so the Arrow decoder and the structure checks see the
 // mutation: Open must return an error or a reader whose every graph is in
-// range, never panic.
+// range, never panic. A cache-limited reader (pages read by the footer's
+// offsets, behind the schema message that opens the file, which the eager
+// reader never decodes) must do the same, and serve every graph the eager
+// one serves, equal, or name a corruption.
 func FuzzShardReader(f *testing.F) {
 	base := testutil.Testdata(f, "golden", "tiny.shards")
 	orig, err := os.ReadFile(filepath.Join(base, "shard-00000.arrow"))
@@ -201,6 +205,23 @@ func FuzzShardReader(f *testing.F) {
 		enc, _ := m.Encode()
 		os.WriteFile(filepath.Join(dir, shard.ManifestName), enc, 0o644)
 		os.WriteFile(filepath.Join(dir, "shard-00000.arrow"), data, 0o644)
+		lazy, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<20))
+		if err != nil {
+			t.Fatal(err) // only the manifest is read
+		}
+		defer lazy.Close()
+		var paged []shard.Graph
+		var pageErr error
+		for id := range int64(lazy.NumGraphs()) {
+			g, rel, err := lazy.Pin(id)
+			if err != nil {
+				paged, pageErr = nil, err
+				break
+			}
+			inRange(t, g)
+			paged = append(paged, g) // the limit holds the tiny shard: g stays valid
+			rel()
+		}
 		r, err := shard.Open(context.Background(), dir)
 		if err != nil {
 			return
@@ -211,13 +232,27 @@ func FuzzShardReader(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, v := range g.Edges {
-				if v < 0 || v >= g.NumNodes {
-					t.Fatalf("graph %d: node %d out of range", id, v)
+			inRange(t, g)
+			if paged == nil {
+				if !errors.Is(pageErr, shard.ErrCorrupt) {
+					t.Fatalf("graph %d: the eager reader serves it, pages refuse the shard: %v", id, pageErr)
 				}
+				continue
+			}
+			if !reflect.DeepEqual(g, paged[id]) {
+				t.Fatalf("graph %d differs read by pages", id)
 			}
 		}
 	})
+}
+
+func inRange(t *testing.T, g shard.Graph) {
+	t.Helper()
+	for _, v := range g.Edges {
+		if v < 0 || v >= g.NumNodes {
+			t.Fatalf("graph %d: node %d out of range", g.ID, v)
+		}
+	}
 }
 
 func crc(b []byte) string {

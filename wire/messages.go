@@ -92,7 +92,7 @@ type Config struct {
 	// categorical column's reserved code and 0 for floats).
 	EdgeFill string `json:"edge_fill,omitempty"`
 	// Shuffle is the epoch order's draw when not the global permutation
-	// ("window:N", epoch.Shuffle; absent: global).
+	// ("page-window:N", epoch.Shuffle; absent: global).
 	Shuffle string `json:"shuffle,omitempty"`
 }
 

@@ -314,7 +314,8 @@ func (pg *page) goals() []goal {
 	}
 	gs = append(gs, pg.molGoals()...)
 	gs = append(gs, pg.tensorGoals()...)
-	return append(gs, pg.largeGoals()...)
+	gs = append(gs, pg.largeGoals()...)
+	return append(gs, pg.shuffleGoals()...)
 }
 
 // shmVsSocket compares the Python rows of policy pol over shared memory

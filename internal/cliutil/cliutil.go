@@ -15,11 +15,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/augloader/augloader/internal/bytesize"
 )
 
 // Main runs app on os.Args, flags allowed after positionals. The first
@@ -144,32 +145,15 @@ func OneOf(name string, choices ...string) func(*cli.Context, string) error {
 	}
 }
 
-// ParseSize reads a byte count: a number with an optional unit (B, KB,
-// MB, GB, KiB, MiB, GiB; case-insensitive), e.g. 512MiB or 2GB.
+// ParseSize reads a byte count (bytesize.Parse), naming the flag when it
+// cannot.
 func ParseSize(flag, s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := len(t)
-	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
-		i--
-	}
-	mult := map[string]float64{"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}[strings.ToLower(strings.TrimSpace(t[i:]))]
-	v, err := strconv.ParseFloat(t[:i], 64)
-	if err != nil || mult == 0 || v < 0 || v*mult > 1<<62 {
+	n, err := bytesize.Parse(s)
+	if err != nil {
 		return 0, fmt.Errorf("--%s %q: want a size such as 512MiB or 2GB", flag, s)
 	}
-	return int64(v * mult), nil
+	return n, nil
 }
 
-// FormatSize spells n bytes as ParseSize reads it, in the largest binary
-// unit that divides it (1GiB, 512MiB, 1000B).
-func FormatSize(n int64) string {
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
-}
+// FormatSize spells n bytes as ParseSize reads it (bytesize.Format).
+func FormatSize(n int64) string { return bytesize.Format(n) }

@@ -99,7 +99,7 @@ class Daemon:
     of views that give none; flight: also serve Arrow Flight on a free
     loopback port (or on this ``grpc://HOST:PORT``); args: any other
     ``serve`` flags, as a list, e.g. ``args=["--cache-limit", "2GiB",
-    "--shuffle", "window:4", "--memory-budget", "512MiB"]`` (``augloader
+    "--shuffle", "window:64MiB", "--memory-budget", "512MiB"]`` (``augloader
     serve --help`` lists them).
     """
 

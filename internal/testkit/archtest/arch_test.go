@@ -26,7 +26,8 @@ const mod = "github.com/augloader/augloader"
 var allowed = map[string][]string{
 	// Ground floor.
 	"internal/arrowx":   {},
-	"internal/cliutil":  {},
+	"internal/bytesize": {},
+	"internal/cliutil":  {"internal/bytesize"},
 	"internal/iox":      {},
 	"internal/ipcframe": {},
 	"internal/jsonseal": {},
@@ -34,7 +35,7 @@ var allowed = map[string][]string{
 
 	// Library.
 	"aug":         {},
-	"epoch":       {"aug", "internal/iox"},
+	"epoch":       {"aug", "internal/bytesize", "internal/iox"},
 	"shard":       {"internal/arrowx", "internal/iox", "internal/jsonseal", "internal/version"},
 	"wire":        {"internal/arrowx", "internal/ipcframe"},
 	"loader":      {"aug", "epoch", "shard", "wire", "internal/arrowx"},
@@ -55,11 +56,11 @@ var allowed = map[string][]string{
 	"ingest/download": {"internal/iox"},
 
 	// Top floor.
-	"app":                          {"epoch", "loader", "shard", "wire", "internal/iox"},
+	"app":                          {"epoch", "loader", "shard", "wire", "internal/bytesize", "internal/iox"},
 	"cmd/augloader":                {"app", "client", "epoch", "loader", "materialize", "server", "shard", "wire", "internal/"},
 	"cmd/shardconv":                {"ingest", "ingest/", "shard", "internal/"},
 	"bench":                        {"*"},
-	"bench/shuffle":                {"epoch", "shard"},
+	"bench/shuffle":                {"app", "epoch", "shard", "internal/bytesize"},
 	"internal/testkit/fixture":     {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard"},
 	"internal/testkit/testutil":    {"aug"},
 	"internal/testkit":             {},

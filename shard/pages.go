@@ -1,0 +1,354 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/augloader/augloader/internal/iox"
+)
+
+// A page is one record batch of one shard file: the unit a cache-limited
+// Reader reads, checks, decodes, holds and drops. Pages are numbered across
+// the folder in graph order (shard 0's batches, then shard 1's, …), so page
+// p holds the graphs of the manifest's p-th batch count.
+
+// pageLoc is where a page lies in its shard file and its CRC-32C, from a
+// scan of the file (scanShard).
+type pageLoc struct {
+	off  int64  // of its message
+	meta int64  // the message's bytes: prefix, flatbuffer, padding
+	size int64  // message and body
+	crc  uint32 // of those bytes
+}
+
+// shardIndex is what a scan of one shard file found: each page's place and
+// checksum, and the file's schema message, which precedes every page of
+// the stream decodePage builds.
+type shardIndex struct {
+	pages     []pageLoc
+	schemaMsg []byte
+}
+
+// maxSchemaMessage bounds a shard's schema message (a few KiB in practice).
+const maxSchemaMessage = 16 << 20
+
+// scanShard reads shard si once through: its size and CRC-32C against the
+// manifest, its footer's block list (one block per batch the manifest
+// lists, in order, within the file), each block's CRC-32C, and its schema
+// against the manifest's. From then on a page is read by offset and
+// checked against its own CRC (readPage): the file's checksum vouches for
+// the page checksums computed in the same pass.
+func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
+	info := man.Shards[si]
+	f, err := iox.OpenRegular(filepath.Join(dir, info.File))
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	if st.Size() != info.Bytes {
+		return nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", st.Size(), info.Bytes)
+	}
+	n := info.Bytes
+	if n < 8+10 {
+		return nil, corrupt(info.File, "arrow", "not an Arrow IPC file (%d bytes)", n)
+	}
+	var tail [10]byte
+	if _, err := f.ReadAt(tail[:], n-10); err != nil {
+		return nil, fmt.Errorf("shard: %s: %w", info.File, err)
+	}
+	flen := int64(int32(binary.LittleEndian.Uint32(tail[:4])))
+	if !bytes.Equal(tail[4:], arrowMagic) || flen <= 0 || flen > n-18 || flen > MaxManifestBytes {
+		return nil, corrupt(info.File, "arrow", "footer length %d out of range (or magic bytes missing)", flen)
+	}
+	footer := make([]byte, flen)
+	if _, err := f.ReadAt(footer, n-10-flen); err != nil {
+		return nil, fmt.Errorf("shard: %s: %w", info.File, err)
+	}
+	locs, err := footerBlocks(footer)
+	if err != nil {
+		return nil, corrupt(info.File, "arrow", "%v", err)
+	}
+	if len(locs) != len(info.Batches) {
+		return nil, corrupt(info.File, "batches", "%d record batches, manifest says %d", len(locs), len(info.Batches))
+	}
+	// Blocks in order, after the schema, before the footer, not overlapping.
+	end := int64(8)
+	for i, b := range locs {
+		if b.off < end || b.size <= 0 || b.off+b.size > n-10-flen {
+			return nil, corrupt(info.File, "arrow", "batch %d at %d+%d lies outside the file's batches", i, b.off, b.size)
+		}
+		end = b.off + b.size
+	}
+	if len(locs) > 0 && locs[0].off > maxSchemaMessage {
+		return nil, corrupt(info.File, "arrow", "schema message of %d bytes", locs[0].off-8)
+	}
+	// One pass over the file: its CRC, each page's, and the schema message.
+	ix = &shardIndex{pages: locs}
+	var whole uint32
+	buf := make([]byte, 1<<20)
+	var schema bytes.Buffer
+	var pos int64
+	next := 0 // the page being summed
+	for pos < n {
+		want := min(int64(len(buf)), n-pos)
+		k, err := f.ReadAt(buf[:want], pos)
+		if int64(k) < want {
+			return nil, fmt.Errorf("shard: %s: read %d of %d bytes at %d (truncated while read?): %w", info.File, k, want, pos, err)
+		}
+		chunk := buf[:k]
+		whole = crc32.Update(whole, castagnoli, chunk)
+		if len(locs) > 0 && pos < locs[0].off {
+			schema.Write(chunk[:min(int64(k), locs[0].off-pos)])
+		}
+		// The page checksums: the parts of chunk that lie in pages.
+		for next < len(locs) {
+			p := &ix.pages[next]
+			lo, hi := max(pos, p.off), min(pos+int64(k), p.off+p.size)
+			if lo >= hi {
+				break // the page starts past this chunk
+			}
+			p.crc = crc32.Update(p.crc, castagnoli, chunk[lo-pos:hi-pos])
+			if hi < p.off+p.size {
+				break // it goes on in the next chunk
+			}
+			next++
+		}
+		pos += int64(k)
+	}
+	if got := fmt.Sprintf("%08x", whole); got != info.CRC32C {
+		return nil, corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
+	}
+	// The footer parsed above is the one summed (not a later write).
+	var again = make([]byte, len(footer))
+	if _, err := f.ReadAt(again, n-10-flen); err != nil || !bytes.Equal(again, footer) {
+		return nil, corrupt(info.File, "arrow", "the file changed while it was read")
+	}
+	if len(locs) > 0 {
+		ix.schemaMsg = schema.Bytes()[8:]
+		s, err := readSchemaMessage(ix.schemaMsg)
+		if err != nil {
+			return nil, corrupt(info.File, "arrow", "%v", err)
+		}
+		if err := checkSchema(s, man); err != nil {
+			return nil, corrupt(info.File, "schema", "%v", err)
+		}
+	}
+	return ix, nil
+}
+
+// footerBlocks reads the record batch blocks of an Arrow file footer,
+// bounding the vector before reading it.
+func footerBlocks(footer []byte) (locs []pageLoc, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			locs, err = nil, fmt.Errorf("footer: %v", p)
+		}
+	}()
+	t := table(footer, flatbuffers.GetUOffsetT(footer))
+	if err := checkVector(footer, t, 10, 24); err != nil {
+		return nil, err
+	}
+	o := flatbuffers.UOffsetT(t.Offset(10))
+	if o == 0 {
+		return nil, nil
+	}
+	vec, l := t.Vector(o), t.VectorLen(o)
+	locs = make([]pageLoc, l)
+	for i := range locs {
+		at := int(vec) + 24*i
+		// struct Block { offset: long; metaDataLength: int; (pad 4) bodyLength: long }
+		off := int64(binary.LittleEndian.Uint64(footer[at:]))
+		meta := int64(int32(binary.LittleEndian.Uint32(footer[at+8:])))
+		body := int64(binary.LittleEndian.Uint64(footer[at+16:]))
+		if off < 0 || meta < 8 || body < 0 || body > MaxBatchBodyBytes {
+			return nil, fmt.Errorf("footer block %d: offset %d, metadata %d, body %d bytes", i, off, meta, body)
+		}
+		locs[i] = pageLoc{off: off, meta: meta, size: meta + body}
+	}
+	return locs, nil
+}
+
+// readSchemaMessage decodes a schema message (as framed in the stream),
+// its vectors bounded first (checkSchemaMessage).
+func readSchemaMessage(msg []byte) (s *arrow.Schema, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("schema: %v", p)
+		}
+	}()
+	if err := checkSchemaMessage(msg); err != nil {
+		return nil, err
+	}
+	rd, err := ipc.NewReader(io.MultiReader(bytes.NewReader(msg), bytes.NewReader(endOfStream[:])))
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Release()
+	return rd.Schema(), nil
+}
+
+// readPage reads page pi of shard si by offset into buf (grown as
+// needed) and checks its CRC-32C.
+func readPage(f *os.File, info *ShardInfo, pi int, loc pageLoc, buf []byte) ([]byte, error) {
+	if int64(cap(buf)) < loc.size {
+		buf = make([]byte, loc.size)
+	}
+	buf = buf[:loc.size]
+	if _, err := f.ReadAt(buf, loc.off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return buf, corrupt(info.File, "size", "batch %d ends past the file's end (truncated or replaced)", pi)
+		}
+		return buf, fmt.Errorf("shard: %s: %w", info.File, err)
+	}
+	if got := crc32.Checksum(buf, castagnoli); got != loc.crc {
+		return buf, corrupt(info.File, "checksum", "batch %d: crc32c %08x, %08x when the file was first read (it changed since)", pi, got, loc.crc)
+	}
+	if err := checkPageFrame(buf, loc); err != nil {
+		return buf, corrupt(info.File, "arrow", "batch %d: %v", pi, err)
+	}
+	return buf, nil
+}
+
+// checkPageFrame checks that a page's message frame agrees with its
+// footer block: arrow-go's stream reader allocates the body length the
+// message states before reading it.
+func checkPageFrame(page []byte, loc pageLoc) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("message: %v", p)
+		}
+	}()
+	if len(page) < 8 || binary.LittleEndian.Uint32(page) != 0xFFFFFFFF {
+		return errors.New("message: no continuation marker")
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(page[4:])))
+	if n <= 0 || 8+n != loc.meta {
+		return fmt.Errorf("message of %d bytes, the footer says %d", 8+n, loc.meta)
+	}
+	buf := page[8 : 8+n]
+	// Message: version (4), header_type (6), header (8), bodyLength (10).
+	m := table(buf, flatbuffers.GetUOffsetT(buf))
+	var body int64
+	if o := m.Offset(10); o != 0 {
+		body = m.GetInt64(m.Pos + flatbuffers.UOffsetT(o))
+	}
+	if body != loc.size-loc.meta {
+		return fmt.Errorf("body of %d bytes, the footer says %d", body, loc.size-loc.meta)
+	}
+	return nil
+}
+
+// decodePage decodes one page's message and body (checked by readPage)
+// behind the shard's schema message, and checks its structure: want
+// graphs from id first. The record's buffers are mem's; page is not kept.
+func decodePage(ix *shardIndex, page []byte, man *Manifest, info *ShardInfo, pi int, first int64, mem memory.Allocator) (b batch, rec arrow.RecordBatch, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if rec != nil {
+				rec.Release()
+			}
+			b, rec, err = batch{}, nil, corrupt(info.File, "arrow", "batch %d: malformed: %v", pi, p)
+		}
+	}()
+	rd, err := ipc.NewReader(io.MultiReader(bytes.NewReader(ix.schemaMsg), bytes.NewReader(page), bytes.NewReader(endOfStream[:])),
+		ipc.WithAllocator(mem))
+	if err != nil {
+		return batch{}, nil, corrupt(info.File, "arrow", "batch %d: %v", pi, err)
+	}
+	defer rd.Release()
+	if !rd.Next() {
+		err := rd.Err()
+		if err == nil {
+			err = errors.New("no record batch")
+		}
+		return batch{}, nil, corrupt(info.File, "arrow", "batch %d: %v", pi, err)
+	}
+	rec = rd.RecordBatch()
+	rec.Retain()
+	b, err = viewAndCheck(rec, man, first, info.Batches[pi], false)
+	if err != nil {
+		rec.Release()
+		return batch{}, nil, corrupt(info.File, "batch "+strconv.Itoa(pi), "%v", err)
+	}
+	return b, rec, nil
+}
+
+// pageTable numbers the folder's pages: starts[si] is shard si's first
+// page, first[p] page p's first graph id.
+type pageTable struct {
+	starts []int
+	first  []int64
+	shard  []int32
+}
+
+func newPageTable(man *Manifest) pageTable {
+	var t pageTable
+	for si, s := range man.Shards {
+		t.starts = append(t.starts, len(t.first))
+		next := s.FirstGraph
+		for _, n := range s.Batches {
+			t.first = append(t.first, next)
+			t.shard = append(t.shard, int32(si))
+			next += n
+		}
+	}
+	t.starts = append(t.starts, len(t.first))
+	return t
+}
+
+// pageOf is the page holding graph id (in range).
+func (t *pageTable) pageOf(id int64) int {
+	return sort.Search(len(t.first), func(i int) bool { return t.first[i] > id }) - 1
+}
+
+// NumPages is the number of record batches of the folder (pages).
+func (r *Reader) NumPages() int { return len(r.pages.first) }
+
+// PageOf returns the page holding graph id (ids must be in range).
+func (r *Reader) PageOf(id int64) int { return r.pages.pageOf(id) }
+
+// PageGraphs returns page p's first graph id and its graph count.
+func (r *Reader) PageGraphs(p int) (first, n int64) {
+	si := r.pages.shard[p]
+	return r.pages.first[p], r.man.Shards[si].Batches[p-r.pages.starts[si]]
+}
+
+// PageBytes estimates what each page takes decoded, from the manifest and
+// the graph-size index when the folder has one (no shard is read): the
+// cache limit and the windows are sized with it.
+func (r *Reader) PageBytes() []int64 {
+	perNode, perEdge, perGraph := r.man.decodedPer()
+	out := make([]int64, r.NumPages())
+	gs, err := r.GraphSizes()
+	for p := range out {
+		first, n := r.PageGraphs(p)
+		if err == nil {
+			for id := first; id < first+n; id++ {
+				out[p] += int64(gs.Nodes[id])*perNode + int64(gs.Edges[id])*perEdge + perGraph
+			}
+			continue
+		}
+		// Without the index: the page's share of its shard's estimate.
+		si := int(r.pages.shard[p])
+		s := r.man.Shards[si]
+		out[p] = r.man.DecodedBytes(si) * n / max(s.NumGraphs, 1)
+	}
+	return out
+}
