@@ -501,8 +501,9 @@ func (o LoaderOptions) cachePlan(r *shard.Reader, notes *[]string) (sh epoch.Shu
 	}
 	if largest > o.CacheLimit {
 		first, n := r.PageGraphs(widest)
-		return sh, false, fmt.Errorf("%w: --cache-limit %s cannot hold page %d (graphs %d..%d of %s), about %s decoded: give --cache-limit %s or more, or convert with a smaller --shard-size",
-			ErrCacheLimit, mib(o.CacheLimit), widest, first, first+n-1, r.Manifest().Shards[r.ShardOf(first)].File, mib(largest), mib(2*largest))
+		man := r.Manifest()
+		return sh, false, fmt.Errorf("%w: --cache-limit %s cannot hold page %d (%d graphs of %s, the first graph %d), about %s decoded: give --cache-limit %s or more, or convert with a smaller --shard-size",
+			ErrCacheLimit, mib(o.CacheLimit), widest, n, man.Shards[r.ShardOf(man.IDAt(first))].File, man.IDAt(first), mib(largest), mib(2*largest))
 	}
 	man := r.Manifest()
 	var indexes int64

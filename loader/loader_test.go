@@ -403,6 +403,29 @@ func TestCacheLimitSameBytes(t *testing.T) {
 	}
 }
 
+// A folder stored in a random order (shardconv convert --order random:SEED)
+// serves the global shuffle's batches byte for byte as the folder stored
+// in id order, with and without a cache limit: ids, not positions, key
+// every draw.
+func TestRandomOrderSameBatches(t *testing.T) {
+	byID := fixture.SynthShardsSized(t, "COLLAB", 300, 2, 128<<10)
+	random := fixture.SynthShardsOrdered(t, "COLLAB", 300, 2, 128<<10, "random:3")
+	cfg := loader.Config{Workers: 2, Seed: 5, BatchSize: 16}
+	sched, _ := epoch.ParseSchedule(policy)
+	cfg.Schedule = sched
+	_, want := stream(t, fixture.Loader(t, byID, nil, policy, cfg), wire.Request{Epoch: 2, World: 1})
+	for _, limit := range []int64{0, 4 << 20} {
+		var opts []shard.Option
+		if limit > 0 {
+			opts = append(opts, shard.WithCacheLimit(limit))
+		}
+		_, got := stream(t, fixture.Loader(t, random, nil, policy, cfg, opts...), wire.Request{Epoch: 2, World: 1})
+		if !slices.Equal(got, want) {
+			t.Fatalf("cache limit %d: the random-order folder's batches differ from the id-order folder's", limit)
+		}
+	}
+}
+
 // Under a windowed shuffle SubMix's partner is a graph of the target's
 // window, and a resumed request is the tail of the full stream.
 func TestWindowedShuffle(t *testing.T) {

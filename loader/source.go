@@ -132,11 +132,12 @@ func NewSourceContext(ctx context.Context, r *shard.Reader, served []int64) (*So
 		return nil, err
 	} else {
 		var deg []int32
-		for id := range ds.sizes {
-			if id&255 == 0 && ctx.Err() != nil {
+		for pos := range int64(len(ds.sizes)) { // in storage order: one page read at a time
+			if pos&255 == 0 && ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			g, release, err := r.Pin(int64(id))
+			id := man.IDAt(pos)
+			g, release, err := r.Pin(id)
 			if err != nil {
 				return nil, err
 			}
@@ -153,8 +154,8 @@ func NewSourceContext(ctx context.Context, r *shard.Reader, served []int64) (*So
 				return
 			}
 			first, n := r.PageGraphs(page)
-			for id := first; id < first+n; id++ {
-				(*idx)[id].Store(nil)
+			for pos := first; pos < first+n; pos++ {
+				(*idx)[man.IDAt(pos)].Store(nil)
 			}
 		})
 	}

@@ -228,12 +228,13 @@ func (r *Reader) Pin(id int64) (Graph, func(), error) {
 	if id < 0 || id >= r.man.Stats.Graphs {
 		return Graph{}, nil, fmt.Errorf("%w: id %d of %d", ErrNotFound, id, r.man.Stats.Graphs)
 	}
-	p := r.PageOf(id)
+	pos := r.man.PositionOf(id)
+	p := r.pages.pageOf(pos)
 	s, err := r.acquire(p)
 	if err != nil {
 		return Graph{}, nil, err
 	}
-	g := r.graphOf(&s.batch, int(id-r.pages.first[p]))
+	g := r.graphOf(&s.batch, int(pos-r.pages.first[p]))
 	return g, func() { r.unpin(p) }, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,11 +40,18 @@ type Manifest struct {
 	EdgeFeatures *Columns    `json:"edge_features,omitempty"`
 	Task         *Task       `json:"task,omitempty"`
 	Compression  Compression `json:"compression"`
-	Shards       []ShardInfo `json:"shards"`
-	Sources      []Source    `json:"sources"`
+	// Order is how graphs are stored: absent for id order, "random:SEED"
+	// for a seeded random order (order.go; shards then count positions).
+	Order   string      `json:"order,omitempty"`
+	Shards  []ShardInfo `json:"shards"`
+	Sources []Source    `json:"sources"`
 	// Checksum seals the manifest (FormatV2 on): "sha256:" and the hex
 	// SHA-256 of its canonical JSON without this field (internal/jsonseal).
 	Checksum string `json:"checksum,omitempty"`
+
+	// order maps positions to ids (nil: id order), set by validate and
+	// drawn on first use (a forged count must not allocate at parse).
+	order *lazyOrder
 }
 
 // ChecksumField implements jsonseal.Sealed.
@@ -230,6 +238,17 @@ func (m *Manifest) validate() error {
 	}
 	if m.Stats.Graphs < 1 {
 		return corrupt(ManifestName, "stats", "empty dataset")
+	}
+	order, err := ParseOrder(m.Order)
+	if err != nil || order != m.Order {
+		return corrupt(ManifestName, "order", "%q: want absent or random:SEED", m.Order)
+	}
+	m.order = nil
+	if m.Order != "" {
+		if m.Stats.Graphs > math.MaxInt32 {
+			return corrupt(ManifestName, "order", "%d graphs, at most %d in a random order", m.Stats.Graphs, math.MaxInt32)
+		}
+		m.order = &lazyOrder{order: m.Order, n: m.Stats.Graphs}
 	}
 	return nil
 }

@@ -322,9 +322,11 @@ func (t *pageTable) pageOf(id int64) int {
 func (r *Reader) NumPages() int { return len(r.pages.first) }
 
 // PageOf returns the page holding graph id (ids must be in range).
-func (r *Reader) PageOf(id int64) int { return r.pages.pageOf(id) }
+func (r *Reader) PageOf(id int64) int { return r.pages.pageOf(r.man.PositionOf(id)) }
 
-// PageGraphs returns page p's first graph id and its graph count.
+// PageGraphs returns page p's first position and its graph count: it
+// holds the graphs Manifest.IDAt(first) … IDAt(first+n-1) (ids first …
+// first+n-1 in id order).
 func (r *Reader) PageGraphs(p int) (first, n int64) {
 	si := r.pages.shard[p]
 	return r.pages.first[p], r.man.Shards[si].Batches[p-r.pages.starts[si]]
@@ -336,12 +338,12 @@ func (r *Reader) PageGraphs(p int) (first, n int64) {
 func (r *Reader) PageBytes() []int64 {
 	perNode, perEdge, perGraph := r.man.decodedPer()
 	out := make([]int64, r.NumPages())
-	gs, err := r.GraphSizes()
+	gs, err := readGraphSizes(r.dir, r.man, r.digest) // by position
 	for p := range out {
 		first, n := r.PageGraphs(p)
 		if err == nil {
-			for id := first; id < first+n; id++ {
-				out[p] += int64(gs.Nodes[id])*perNode + int64(gs.Edges[id])*perEdge + perGraph
+			for pos := first; pos < first+n; pos++ {
+				out[p] += int64(gs.Nodes[pos])*perNode + int64(gs.Edges[pos])*perEdge + perGraph
 			}
 			continue
 		}

@@ -31,7 +31,7 @@ type Reader struct {
 	man     *Manifest
 	digest  string  // SHA-256 of manifest.json
 	batches []batch // all record batches of all shards, in graph order
-	first   []int64 // first[i] is the first graph id of batches[i]
+	first   []int64 // first[i] is the first position of batches[i] (Manifest.IDAt)
 	recs    []arrow.RecordBatch
 	lazy    *lazy // set under a cache limit (WithCacheLimit): pages on demand
 	pages   pageTable
@@ -155,8 +155,9 @@ func (r *Reader) Graph(id int64) (Graph, error) {
 	if id < 0 || id >= r.man.Stats.Graphs {
 		return Graph{}, fmt.Errorf("%w: id %d of %d", ErrNotFound, id, r.man.Stats.Graphs)
 	}
-	bi := sort.Search(len(r.first), func(i int) bool { return r.first[i] > id }) - 1
-	return r.graphOf(&r.batches[bi], int(id-r.first[bi])), nil
+	pos := r.man.PositionOf(id)
+	bi := sort.Search(len(r.first), func(i int) bool { return r.first[i] > pos }) - 1
+	return r.graphOf(&r.batches[bi], int(pos-r.first[bi])), nil
 }
 
 // graphOf is row row of batch b.
@@ -422,7 +423,7 @@ func checkBatchV3(b *batch, man *Manifest, first, want int64, full bool) error {
 	}
 	nv, ev := man.NodeFeatures.Vocabs(), man.EdgeFeatures.Vocabs()
 	for r := 0; r < n; r++ {
-		id := first + int64(r)
+		id := man.IDAt(first + int64(r))
 		if b.ids[r] != id {
 			return fmt.Errorf("row %d: graph_id %d, want %d", r, b.ids[r], id)
 		}
@@ -582,7 +583,7 @@ func checkBatch(b *batch, man *Manifest, first, want int64, full bool) error {
 	}
 	dim := int32(man.Features.Dim)
 	for r := 0; r < n; r++ {
-		id := first + int64(r)
+		id := man.IDAt(first + int64(r))
 		if b.ids[r] != id {
 			return fmt.Errorf("row %d: graph_id %d, want %d", r, b.ids[r], id)
 		}

@@ -114,9 +114,19 @@ func (s *sizesWriter) abort() { s.f.Close() }
 
 // GraphSizes reads the folder's graph-size index, checked: its trailer
 // names this folder's manifest, its CRC-32C holds, and its totals and
-// maxima are the manifest's. ErrNoSizes when the folder has none.
+// maxima are the manifest's. ErrNoSizes when the folder has none. The
+// entries are by graph id (the file holds them by storage position).
 func (r *Reader) GraphSizes() (*GraphSizes, error) {
-	return readGraphSizes(r.dir, r.man, r.digest)
+	gs, err := readGraphSizes(r.dir, r.man, r.digest)
+	order := r.man.graphOrder()
+	if err != nil || order == nil {
+		return gs, err
+	}
+	byID := &GraphSizes{Nodes: make([]int32, len(gs.Nodes)), Edges: make([]int32, len(gs.Edges)), MaxDegree: make([]int32, len(gs.MaxDegree))}
+	for pos, id := range order.ids {
+		byID.Nodes[id], byID.Edges[id], byID.MaxDegree[id] = gs.Nodes[pos], gs.Edges[pos], gs.MaxDegree[pos]
+	}
+	return byID, nil
 }
 
 func readGraphSizes(dir string, man *Manifest, digest string) (*GraphSizes, error) {

@@ -111,6 +111,11 @@ type WriterOptions struct {
 	BatchValues int
 	// Force replaces an existing output folder (only once the new one is complete).
 	Force bool
+	// Order stores the graphs in a seeded random order ("random:SEED",
+	// order.go) instead of id order: the writer then holds every graph
+	// until Finish (the decoded set in memory) and writes them in that
+	// order, ids unchanged.
+	Order string
 	// Mem allocates Arrow buffers; default memory.DefaultAllocator.
 	Mem memory.Allocator
 
@@ -185,6 +190,11 @@ func (o *WriterOptions) Validate() error {
 	if o.ShardBytes < 0 || o.BatchGraphs < 0 || o.BatchValues < 0 {
 		errs = append(errs, fmt.Errorf("shard: negative shard bytes %d, batch graphs %d or batch values %d", o.ShardBytes, o.BatchGraphs, o.BatchValues))
 	}
+	if order, err := ParseOrder(o.Order); err != nil {
+		errs = append(errs, err)
+	} else if order != o.Order {
+		errs = append(errs, fmt.Errorf("shard: order %q: write it %q", o.Order, order))
+	}
 	return errors.Join(errs...)
 }
 
@@ -201,8 +211,13 @@ type Writer struct {
 	schema   *arrow.Schema
 
 	shards []ShardInfo
-	next   int64 // next graph id expected
+	next   int64 // next storage position (Manifest.IDAt)
 	stats  Stats
+
+	// Opts.Order: the graphs appended (by id) until Finish, and then the
+	// order they are written in.
+	held  []Graph
+	order *graphOrder
 
 	// Open shard.
 	file *os.File
@@ -326,8 +341,34 @@ func (w *Writer) newBatch() {
 // Append adds the next graph. Graph ids must be 0, 1, 2, ... in order. The
 // writer copies what it needs: g may be reused once Append returns.
 func (w *Writer) Append(g *Graph) error {
-	if g.ID != w.next {
-		return fmt.Errorf("shard: graph id %d out of order, want %d", g.ID, w.next)
+	if w.opts.Order == "" {
+		return w.add(g)
+	}
+	if want := int64(len(w.held)); g.ID != want {
+		return fmt.Errorf("shard: graph id %d out of order, want %d", g.ID, want)
+	}
+	w.held = append(w.held, cloneGraph(g))
+	return nil
+}
+
+// cloneGraph copies g's slices.
+func cloneGraph(g *Graph) Graph {
+	c := *g
+	c.Edges, c.Codes, c.X, c.EdgeLabels = slices.Clone(g.Edges), slices.Clone(g.Codes), slices.Clone(g.X), slices.Clone(g.EdgeLabels)
+	c.NodeCat = Codes{U8: slices.Clone(g.NodeCat.U8), U16: slices.Clone(g.NodeCat.U16), I32: slices.Clone(g.NodeCat.I32)}
+	c.EdgeCat = Codes{U8: slices.Clone(g.EdgeCat.U8), U16: slices.Clone(g.EdgeCat.U16), I32: slices.Clone(g.EdgeCat.I32)}
+	c.EdgeX, c.Targets = slices.Clone(g.EdgeX), slices.Clone(g.Targets)
+	return c
+}
+
+// add writes the graph of the next storage position.
+func (w *Writer) add(g *Graph) error {
+	want := w.next
+	if w.order != nil {
+		want = int64(w.order.ids[w.next])
+	}
+	if g.ID != want {
+		return fmt.Errorf("shard: graph id %d out of order, want %d", g.ID, want)
 	}
 	if g.NumNodes < 0 || len(g.Edges)%2 != 0 {
 		return fmt.Errorf("shard: graph %d: bad shape (%d nodes, %d edge ids)", g.ID, g.NumNodes, len(g.Edges))
@@ -699,6 +740,20 @@ func (w *Writer) closeShard() error {
 // counts, format and tool version are filled in here) and renames the folder
 // into place. After Finish the Writer is done.
 func (w *Writer) Finish(m Manifest) (*Manifest, error) {
+	if w.opts.Order != "" {
+		o, err := newGraphOrder(w.opts.Order, int64(len(w.held)))
+		if err != nil {
+			return nil, fmt.Errorf("shard: %w", err)
+		}
+		w.order = o
+		for _, id := range o.ids {
+			if err := w.add(&w.held[id]); err != nil {
+				return nil, err
+			}
+			w.held[id] = Graph{} // written: its memory may go
+		}
+		w.held = nil
+	}
 	if err := w.flushBatch(); err != nil {
 		return nil, err
 	}
@@ -713,6 +768,7 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 	m.ToolVersion = version.Version
 	m.Dataset = w.opts.Dataset
 	m.Compression = w.opts.Compression
+	m.Order = w.opts.Order
 	m.HasEdgeLabels = w.opts.EdgeLabels
 	m.Features.Kind, m.Features.Dim = w.opts.FeatureKind, w.opts.FeatureDim
 	if w.opts.V3() {

@@ -43,6 +43,7 @@ var convertFlags = []cli.Flag{
 	&cli.StringFlag{Name: "features", Value: "auto", Usage: "node features: auto (node labels if present, else degree), labels, attributes or degree", Action: cliutil.OneOf("features", "auto", "labels", "attributes", "degree")},
 	&cli.StringFlag{Name: "compression", Value: "zstd", Usage: "record batch compression: zstd, lz4 or none", Action: cliutil.OneOf("compression", "zstd", "lz4", "none")},
 	&cli.StringFlag{Name: "shard-size", Value: "64MiB", Usage: "target shard file size, e.g. 2MiB or 262144 (64KiB..16GiB)", Action: sizeRange("shard-size", 64<<10, 16<<30)},
+	&cli.StringFlag{Name: "order", Value: "id", Usage: "how graphs are stored: id (in id order) or random:SEED (a seeded random order, ids unchanged: a set listed in class order, as TU lists COLLAB, then mixes classes within a few pages of augloader's windowed shuffle; the decoded set is held in memory until written)"},
 	&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder (only once the new one is complete)"},
 	&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress or summary"},
 	// Limits: what an input may make the converter hold (docs/format.md,
@@ -120,9 +121,13 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	order, err := shard.ParseOrder(c.String("order"))
+	if err != nil {
+		return nil, fmt.Errorf("--order %q: want id or random:SEED (SEED a non-negative integer)", c.String("order"))
+	}
 	opts := convert.Options{
 		Input: input, Out: out, Name: c.String("name"), Features: feat,
-		Compression: comp, ShardBytes: shardBytes, Force: c.Bool("force"), Limits: lim,
+		Compression: comp, ShardBytes: shardBytes, Force: c.Bool("force"), Limits: lim, Order: order,
 	}
 	if !quiet && isTerminal(os.Stderr) {
 		opts.Progress = progressBar("converting")
@@ -255,6 +260,8 @@ type statsJSON struct {
 	Shards        int            `json:"shards"`
 	Bytes         int64          `json:"bytes"`
 	LabelMap      []string       `json:"label_map"`
+	// Order is how the graphs are stored: "id", or "random:SEED".
+	Order string `json:"order"`
 }
 
 func statsCmd() *cli.Command {
@@ -277,7 +284,10 @@ func statsCmd() *cli.Command {
 				SelfLoopsDropped: m.Stats.SelfLoopsDropped, DuplicateEdgesDropped: m.Stats.DuplicateEdgesDropped,
 				DirectedEntries: m.Stats.DirectedEntries, IsolatedNodes: m.Stats.IsolatedNodes,
 				MaxNodes: m.Stats.MaxNodes, MaxEdges: m.Stats.MaxEdges, Shards: len(m.Shards), LabelMap: m.LabelMap,
-				Task: m.Task, NodeFeatures: m.NodeFeatures, EdgeFeatures: m.EdgeFeatures,
+				Task: m.Task, NodeFeatures: m.NodeFeatures, EdgeFeatures: m.EdgeFeatures, Order: m.Order,
+			}
+			if s.Order == "" {
+				s.Order = "id"
 			}
 			oneWay := m.Stats.AsymmetricEdges
 			if m.Task != nil {
@@ -307,8 +317,8 @@ func statsCmd() *cli.Command {
 				fmt.Printf("task         %s\n", task)
 				fmt.Printf("node columns %s\nedge columns %s\n", describeColumns(m.NodeFeatures), describeColumns(m.EdgeFeatures))
 			}
-			fmt.Printf("self-loops   %d dropped\nduplicates   %d dropped\nshards       %d, %d bytes\n",
-				s.SelfLoopsDropped, s.DuplicateEdgesDropped, s.Shards, s.Bytes)
+			fmt.Printf("self-loops   %d dropped\nduplicates   %d dropped\nshards       %d, %d bytes, graphs stored in %s order\n",
+				s.SelfLoopsDropped, s.DuplicateEdgesDropped, s.Shards, s.Bytes, s.Order)
 			return nil
 		},
 	}

@@ -117,6 +117,11 @@ type Options struct {
 	Compression shard.Compression // default zstd
 	ShardBytes  int64             // default 64 MiB
 	Force       bool              // replace an existing Out once the new one is complete
+	// Order stores the graphs in a seeded random order, ids unchanged
+	// ("random:SEED", shard.WriterOptions.Order; "" keeps id order): a set
+	// listed in class order then mixes within a few pages of the windowed
+	// shuffle. The writer holds the decoded set until the end.
+	Order string
 	// Limits bound what the input may make the converter hold: the
 	// largest graph's nodes and edge listings, feature columns, a
 	// pickle's size, what compressed bytes inflate to (zero fields: the
@@ -215,6 +220,7 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.File
 	wo := shard.WriterOptions{
 		Dataset: meta.Name, FeatureKind: meta.FeatureKind, FeatureDim: meta.FeatureDim,
 		EdgeLabels: meta.EdgeLabelDim > 0, Compression: o.Compression, ShardBytes: o.ShardBytes, Force: o.Force,
+		Order: o.Order,
 	}
 	if meta.Task != nil {
 		wo.FeatureKind, wo.FeatureDim, wo.EdgeLabels = "", 0, false
