@@ -334,8 +334,14 @@ func (r *Reader) PageGraphs(p int) (first, n int64) {
 
 // PageBytes estimates what each page takes decoded, from the manifest and
 // the graph-size index when the folder has one (no shard is read): the
-// cache limit and the windows are sized with it.
+// cache limit and the windows are sized with it. Computed once; callers
+// must not modify the slice.
 func (r *Reader) PageBytes() []int64 {
+	r.pageBytesOnce.Do(func() { r.pageBytes = r.estimatePages() })
+	return r.pageBytes
+}
+
+func (r *Reader) estimatePages() []int64 {
 	perNode, perEdge, perGraph := r.man.decodedPer()
 	out := make([]int64, r.NumPages())
 	gs, err := readGraphSizes(r.dir, r.man, r.digest) // by position

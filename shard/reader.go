@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,6 +36,9 @@ type Reader struct {
 	recs    []arrow.RecordBatch
 	lazy    *lazy // set under a cache limit (WithCacheLimit): pages on demand
 	pages   pageTable
+
+	pageBytesOnce sync.Once
+	pageBytes     []int64 // PageBytes, computed once
 }
 
 type batch struct {
