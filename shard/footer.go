@@ -106,17 +106,12 @@ func checkSchemaMessage(msg []byte) (err error) {
 			err = fmt.Errorf("schema message: %v", p)
 		}
 	}()
-	if len(msg) < 8 || binary.LittleEndian.Uint32(msg) != 0xFFFFFFFF {
-		return errors.New("schema message: no continuation marker")
+	buf, m, err := messageTable(msg)
+	if err != nil {
+		return fmt.Errorf("schema message: %w", err)
 	}
-	n := int(int32(binary.LittleEndian.Uint32(msg[4:])))
-	if n <= 0 || n > len(msg)-8 {
-		return fmt.Errorf("schema message: length %d out of range", n)
-	}
-	buf := msg[8 : 8+n]
 	// Message: version (4), header_type (6), header (8), bodyLength (10),
 	// custom_metadata (12); header type 1 is a Schema.
-	m := table(buf, flatbuffers.GetUOffsetT(buf))
 	if o := m.Offset(6); o == 0 || m.GetByte(m.Pos+flatbuffers.UOffsetT(o)) != 1 {
 		return errors.New("schema message: not a schema")
 	}
@@ -128,4 +123,19 @@ func checkSchemaMessage(msg []byte) (err error) {
 		return errors.New("schema message: no schema")
 	}
 	return checkSchemaTable(buf, table(buf, m.Indirect(m.Pos+flatbuffers.UOffsetT(o))), 0)
+}
+
+// messageTable returns a framed IPC message's flatbuffer (what follows the
+// continuation marker and the length) and its root table, a Message. It
+// panics on a root offset past the buffer: callers recover.
+func messageTable(frame []byte) ([]byte, *flatbuffers.Table, error) {
+	if len(frame) < 8 || binary.LittleEndian.Uint32(frame) != 0xFFFFFFFF {
+		return nil, nil, errors.New("no continuation marker")
+	}
+	n := int(int32(binary.LittleEndian.Uint32(frame[4:])))
+	if n <= 0 || n > len(frame)-8 {
+		return nil, nil, fmt.Errorf("length %d out of range", n)
+	}
+	buf := frame[8 : 8+n]
+	return buf, table(buf, flatbuffers.GetUOffsetT(buf)), nil
 }

@@ -408,6 +408,15 @@ func TestDecodedBytesEstimate(t *testing.T) {
 	}
 }
 
+// pin pins graph id and releases it at once.
+func pin(r *shard.Reader, id int64) error {
+	_, rel, err := r.Pin(id)
+	if err == nil {
+		rel()
+	}
+	return err
+}
+
 // copyDir copies a fixture's shard folder so a test may damage it.
 func copyDir(t *testing.T, src string) string {
 	t.Helper()
@@ -477,30 +486,28 @@ func TestPagesChecked(t *testing.T) {
 			t.Fatalf("pin of a damaged shard: %v", err)
 		}
 	})
-	t.Run("after the first read", func(t *testing.T) {
+	// openCopy copies the folder and reads it by pages, shard 0 scanned.
+	openCopy := func(t *testing.T) (string, *shard.Reader) {
 		dir := copyDir(t, src)
 		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(16<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close()
-		pin := func(id int64) error {
-			_, rel, err := r.Pin(id)
-			if err == nil {
-				rel()
-			}
-			return err
-		}
-		if err := pin(0); err != nil {
+		t.Cleanup(func() { r.Close() })
+		if err := pin(r, 0); err != nil {
 			t.Fatal(err)
 		}
+		return dir, r
+	}
+	t.Run("after the first read", func(t *testing.T) {
+		dir, r := openCopy(t)
 		// A byte in a page past the first changes; each page is then read
 		// (page 0 again once the others have taken its room).
 		flip(dir, mid)
 		var bad []int
 		for p := range r.NumPages() {
 			first, _ := r.PageGraphs(p)
-			err := pin(first)
+			err := pin(r, first)
 			var ce *shard.CorruptionError
 			switch {
 			case err == nil:
@@ -518,17 +525,7 @@ func TestPagesChecked(t *testing.T) {
 		}
 	})
 	t.Run("truncated after the first read", func(t *testing.T) {
-		dir := copyDir(t, src)
-		r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(16<<20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		if _, rel, err := r.Pin(0); err != nil {
-			t.Fatal(err)
-		} else {
-			rel()
-		}
+		dir, r := openCopy(t)
 		if err := os.Truncate(filepath.Join(dir, file), mid); err != nil {
 			t.Fatal(err)
 		}

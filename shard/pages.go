@@ -235,16 +235,14 @@ func checkPageFrame(page []byte, loc pageLoc) (err error) {
 			err = fmt.Errorf("message: %v", p)
 		}
 	}()
-	if len(page) < 8 || binary.LittleEndian.Uint32(page) != 0xFFFFFFFF {
-		return errors.New("message: no continuation marker")
+	buf, m, err := messageTable(page[:min(int64(len(page)), loc.meta)])
+	if err != nil {
+		return fmt.Errorf("message: %w", err)
 	}
-	n := int64(int32(binary.LittleEndian.Uint32(page[4:])))
-	if n <= 0 || 8+n != loc.meta {
-		return fmt.Errorf("message of %d bytes, the footer says %d", 8+n, loc.meta)
+	if 8+int64(len(buf)) != loc.meta {
+		return fmt.Errorf("message of %d bytes, the footer says %d", 8+len(buf), loc.meta)
 	}
-	buf := page[8 : 8+n]
 	// Message: version (4), header_type (6), header (8), bodyLength (10).
-	m := table(buf, flatbuffers.GetUOffsetT(buf))
 	var body int64
 	if o := m.Offset(10); o != 0 {
 		body = m.GetInt64(m.Pos + flatbuffers.UOffsetT(o))
