@@ -433,11 +433,9 @@ func fetchCmd() *cli.Command {
 			&cli.BoolFlag{Name: "drop-last", Usage: "drop each pass's short final batch"},
 			&cli.StringFlag{Name: "view", Usage: "the daemon's view to read (default: its default view)"},
 			&cli.IntFlag{Name: "fold", Usage: "the fold of a per-fold view", Action: cliutil.IntRange("fold", 0, -1)},
-			&cli.IntFlag{Name: "shm-ring", Usage: "read Unix sockets over shared memory, through a memfd ring of this many bytes (65536 to 2^30; 0: the socket itself)", Action: func(_ *cli.Context, v int) error {
-				if v != 0 && (v < wire.MinShmRing || v > wire.MaxShmRing) {
-					return fmt.Errorf("--shm-ring %d: want 0 or %d to %d", v, wire.MinShmRing, wire.MaxShmRing)
-				}
-				return nil
+			&cli.StringFlag{Name: "shm-ring", Value: "0", Usage: "read Unix sockets over shared memory, through a memfd ring of this many bytes (e.g. 32MiB; 64KiB to 1GiB; 0: the socket itself)", Action: func(_ *cli.Context, v string) error {
+				_, err := shmRing(v)
+				return err
 			}},
 			&cli.BoolFlag{Name: "no-digest", Usage: "read without hashing: counts only, no sha256 (SHA-256 over every byte, twice, is most of what fetch costs)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
@@ -455,7 +453,11 @@ func fetchCmd() *cli.Command {
 				return errors.New("fetch: give --socket or --addr")
 			}
 			digests := !c.Bool("no-digest")
-			o := client.Options{Digests: digests, BatchTimeout: c.Duration("batch-timeout"), Logger: logger(), ShmRing: c.Int("shm-ring")}
+			ring, err := shmRing(c.String("shm-ring"))
+			if err != nil {
+				return err
+			}
+			o := client.Options{Digests: digests, BatchTimeout: c.Duration("batch-timeout"), Logger: logger(), ShmRing: ring}
 			if tf := c.String("token-file"); tf != "" {
 				b, err := iox.ReadRegular(tf, 1<<20)
 				if err != nil {
@@ -571,4 +573,16 @@ func splitCmd() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// shmRing reads fetch's --shm-ring: 0, or a size in wire's ring range.
+func shmRing(v string) (int, error) {
+	n, err := cliutil.ParseSize("shm-ring", v)
+	if err != nil {
+		return 0, err
+	}
+	if n != 0 && (n < wire.MinShmRing || n > wire.MaxShmRing) {
+		return 0, fmt.Errorf("--shm-ring %s: want 0 or %s to %s", v, cliutil.FormatSize(wire.MinShmRing), cliutil.FormatSize(wire.MaxShmRing))
+	}
+	return int(n), nil
 }

@@ -177,7 +177,7 @@ func TestServeProcessMUTAG(t *testing.T) {
 			}
 			// `augloader fetch` prints the same digest, over the socket
 			// and over shared memory.
-			for _, shm := range []string{"0", "1048576"} {
+			for _, shm := range []string{"0", "1048576", "1MiB"} {
 				out, err := exec.Command(bin, "fetch", "--socket", sock, "--epoch", "4", "--shm-ring", shm).CombinedOutput()
 				if err != nil || !strings.Contains(string(out), digests[0]) || !strings.Contains(string(out), "188 graphs") {
 					t.Fatalf("fetch --shm-ring %s: %v\n%s", shm, err, out)
