@@ -482,17 +482,9 @@ func (o LoaderOptions) cachePlan(r *shard.Reader, notes *[]string) (sh epoch.Shu
 	if err != nil || (sh.Bytes == 0 && o.CacheLimit == 0) {
 		return sh, o.NoIndex, err
 	}
-	pages := r.PageBytes()
-	var decoded, largest int64
-	widest := 0
-	for p, b := range pages {
-		decoded += b
-		if b > largest {
-			largest, widest = b, p
-		}
-	}
+	decoded, largest, widest := PageTotals(r.PageBytes())
 	if sh.Bytes > 0 {
-		sh.Window = int(max(1, sh.Bytes/max(largest, 1)))
+		sh.Window = windowPages(sh.Bytes, largest)
 		*notes = append(*notes, fmt.Sprintf("--shuffle window:%s: windows of %d pages (the largest page takes about %s decoded)",
 			bytesize.Format(sh.Bytes), sh.Window, mib(largest)))
 	}
@@ -525,7 +517,7 @@ func (o LoaderOptions) cachePlan(r *shard.Reader, notes *[]string) (sh epoch.Shu
 	if o.Shuffle != "" {
 		return sh, noIndex, nil
 	}
-	if sh = DefaultShuffle(pages, o.CacheLimit); !sh.Windowed() {
+	if sh = defaultShuffle(decoded, largest, o.CacheLimit); !sh.Windowed() {
 		return sh, noIndex, nil
 	}
 	*notes = append(*notes, fmt.Sprintf("--shuffle %s: the set (about %s decoded) does not fit --cache-limit %s, so the "+
@@ -534,20 +526,46 @@ func (o LoaderOptions) cachePlan(r *shard.Reader, notes *[]string) (sh epoch.Shu
 	return sh, noIndex, nil
 }
 
+// PageTotals is what a set's pages take decoded together (their estimates,
+// shard.Reader.PageBytes), the largest page's size, and which page it is.
+func PageTotals(pageBytes []int64) (decoded, largest int64, widest int) {
+	for p, b := range pageBytes {
+		decoded += b
+		if b > largest {
+			largest, widest = b, p
+		}
+	}
+	return decoded, largest, widest
+}
+
+// windowPages is how many pages a window of size bytes holds: as many as
+// the largest page fills, at least one.
+func windowPages(size, largest int64) int { return int(max(1, size/max(largest, 1))) }
+
+// ResolveShuffle turns a window given by size (window:SIZE) into its page
+// count, as the daemon does, from the pages' estimated decoded sizes.
+func ResolveShuffle(sh epoch.Shuffle, pageBytes []int64) epoch.Shuffle {
+	if sh.Bytes > 0 {
+		_, largest, _ := PageTotals(pageBytes)
+		sh.Window = windowPages(sh.Bytes, largest)
+	}
+	return sh
+}
+
 // DefaultShuffle is the shuffle a daemon draws when --shuffle is not given,
 // from its pages' estimated decoded sizes (shard.Reader.PageBytes) and its
 // cache limit: global without a limit or while the set fits it, else
 // windows of as many pages as fill about a quarter of it (at least one).
 func DefaultShuffle(pageBytes []int64, limit int64) epoch.Shuffle {
-	var decoded, largest int64
-	for _, b := range pageBytes {
-		decoded += b
-		largest = max(largest, b)
-	}
+	decoded, largest, _ := PageTotals(pageBytes)
+	return defaultShuffle(decoded, largest, limit)
+}
+
+func defaultShuffle(decoded, largest, limit int64) epoch.Shuffle {
 	if limit == 0 || decoded <= limit {
 		return epoch.Shuffle{}
 	}
-	return epoch.Shuffle{Window: int(max(1, limit/4/max(largest, 1)))}
+	return epoch.Shuffle{Window: windowPages(limit/4, largest)}
 }
 
 // mib spells n bytes in MiB.

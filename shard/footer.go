@@ -25,14 +25,14 @@ func checkFooter(data []byte) (err error) {
 		}
 	}()
 	n := len(data)
-	if n < 8+10 || !bytes.Equal(data[:6], arrowMagic) || !bytes.Equal(data[n-6:], arrowMagic) {
+	if n < 8+10 || !bytes.Equal(data[:6], arrowMagic) {
 		return errors.New("not an Arrow IPC file (magic bytes missing)")
 	}
-	flen := int(int32(binary.LittleEndian.Uint32(data[n-10:])))
-	if flen <= 0 || flen > n-18 {
-		return fmt.Errorf("footer length %d out of range", flen)
+	flen, err := footerLength(data[n-10:], int64(n))
+	if err != nil {
+		return err
 	}
-	buf := data[n-10-flen : n-10]
+	buf := data[int64(n)-10-flen : n-10]
 	footer := table(buf, flatbuffers.GetUOffsetT(buf))
 	for _, slot := range []flatbuffers.VOffsetT{8, 10} { // dictionaries, recordBatches: structs of 24 bytes
 		if err := checkVector(buf, footer, slot, 24); err != nil {
@@ -43,6 +43,20 @@ func checkFooter(data []byte) (err error) {
 		return checkSchemaTable(buf, table(buf, footer.Indirect(footer.Pos+flatbuffers.UOffsetT(o))), 0)
 	}
 	return nil
+}
+
+// footerLength reads the footer's length from an Arrow file's last 10
+// bytes (the length, then the closing magic) and bounds it by the file's
+// size n.
+func footerLength(tail []byte, n int64) (int64, error) {
+	if !bytes.Equal(tail[4:], arrowMagic) {
+		return 0, errors.New("not an Arrow IPC file (magic bytes missing)")
+	}
+	flen := int64(int32(binary.LittleEndian.Uint32(tail)))
+	if flen <= 0 || flen > n-18 {
+		return 0, fmt.Errorf("footer length %d out of range", flen)
+	}
+	return flen, nil
 }
 
 func table(buf []byte, pos flatbuffers.UOffsetT) *flatbuffers.Table {

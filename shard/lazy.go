@@ -44,11 +44,9 @@ type lazy struct {
 	loads, evictions, scans atomic.Int64
 	peak                    atomic.Int64
 
-	// est is each page's estimated decoded size (Reader.PageBytes, on
-	// first use); decoded and estimated sum the actual and estimated
-	// bytes of every load so far, to correct it.
-	estOnce            sync.Once
-	est                []int64
+	// decoded and estimated sum the actual and the estimated
+	// (Reader.PageBytes) bytes of every load so far, to correct the
+	// estimate of a page to prefetch.
 	decoded, estimated int64
 	prefetching        int
 	prefetches         atomic.Int64
@@ -77,10 +75,9 @@ func (r *Reader) Prefetch(p int) {
 	if l == nil || p < 0 || p >= len(l.slots) {
 		return
 	}
-	l.estOnce.Do(func() { l.est = r.PageBytes() })
+	est := r.PageBytes()[p]
 	l.mu.Lock()
 	s := &l.slots[p]
-	est := l.est[p]
 	if l.estimated > 0 {
 		est = int64(float64(est) * float64(l.decoded) / float64(l.estimated))
 	}
@@ -354,7 +351,7 @@ func (r *Reader) acquire(p int) (*pageSlot, error) {
 		l.mu.Unlock()
 		alloc := &countingAlloc{Allocator: l.mem}
 		b, rec, err := r.loadPage(p, alloc)
-		l.estOnce.Do(func() { l.est = r.PageBytes() })
+		est := r.PageBytes()[p] // outside mu: the first call reads the graph-size index
 		l.mu.Lock()
 		close(ch)
 		if err != nil {
@@ -366,11 +363,10 @@ func (r *Reader) acquire(p int) (*pageSlot, error) {
 		s.bytes = alloc.n.Load()
 		l.used += s.bytes
 		l.decoded += s.bytes
-		l.estimated += l.est[p]
+		l.estimated += est
 		l.loads.Add(1)
 		l.resident++
 		s.pins++
-		s.prev, s.next = -1, -1
 		l.notePeak()
 		l.evictLocked()
 		l.mu.Unlock()

@@ -23,21 +23,25 @@ import (
 
 func TestMain(m *testing.M) { fixture.Main(m) }
 
-// decodedPage0 is what decoding page 0 of dir takes: a reader that keeps
-// everything, after one pin.
-func decodedPage0(t *testing.T, dir string) int64 {
+// decodedPages is what decoding each of dir's first k pages takes: a
+// reader that keeps everything, one pin a page.
+func decodedPages(t *testing.T, dir string, k int) []int64 {
 	t.Helper()
 	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	_, release, err := r.Pin(0)
-	if err != nil {
-		t.Fatal(err)
+	sizes := make([]int64, k)
+	for p := range sizes {
+		before := r.Stats().Used
+		first, _ := r.PageGraphs(p)
+		if err := pin(r, r.Manifest().IDAt(first)); err != nil {
+			t.Fatal(err)
+		}
+		sizes[p] = r.Stats().Used - before
 	}
-	release()
-	return r.Stats().Used
+	return sizes
 }
 
 // Under a cache limit every graph pinned, in any order and from many
@@ -58,7 +62,7 @@ func TestCacheLimit(t *testing.T) {
 	for _, s := range man.Shards {
 		largest = max(largest, s.Bytes)
 	}
-	decoded := decodedPage0(t, dir)
+	decoded := decodedPages(t, dir, 1)[0]
 	// Room for three shards of the set's many.
 	limit := 3 * decoded
 	lazy, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(limit))
@@ -313,22 +317,7 @@ func TestPrefetch(t *testing.T) {
 // warms it again.
 func TestCool(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
-	probe, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var size [3]int64 // of pages 0..2 decoded
-	for p := range size {
-		before := probe.Stats().Used
-		first, _ := probe.PageGraphs(p)
-		_, rel, err := probe.Pin(first)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel()
-		size[p] = probe.Stats().Used - before
-	}
-	probe.Close()
+	size := decodedPages(t, dir, 3)
 	// Room for pages 0 and 1 and half of 2: 0 and 1 held, then 0 cooled.
 	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(size[0]+size[1]+size[2]/2))
 	if err != nil {
@@ -393,7 +382,7 @@ func TestDecodedBytesEstimate(t *testing.T) {
 		}
 		pages := r.PageBytes()
 		r.Close()
-		got, est := decodedPage0(t, dir), pages[0]
+		got, est := decodedPages(t, dir, 1)[0], pages[0]
 		if ratio := float64(est) / float64(got); ratio < 0.75 || ratio > 1.25 {
 			t.Errorf("%s: estimate %d bytes, decoded %d (%.2f×)", dir, est, got, ratio)
 		}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,8 +244,8 @@ func (m *Manifest) validate() error {
 	}
 	m.order = nil
 	if m.Order != "" {
-		if m.Stats.Graphs > math.MaxInt32 {
-			return corrupt(ManifestName, "order", "%d graphs, at most %d in a random order", m.Stats.Graphs, math.MaxInt32)
+		if err := orderFits(m.Stats.Graphs); err != nil {
+			return corrupt(ManifestName, "order", "%v", err)
 		}
 		m.order = &lazyOrder{order: m.Order, n: m.Stats.Graphs}
 	}

@@ -36,6 +36,15 @@ func ParseOrder(s string) (string, error) {
 	return "", fmt.Errorf("shard: order %q: want id or random:SEED (SEED a non-negative integer)", s)
 }
 
+// orderFits checks that n graphs can be stored in a random order (the
+// map holds int32 positions).
+func orderFits(n int64) error {
+	if n > math.MaxInt32 {
+		return fmt.Errorf("%d graphs, at most %d in a random order", n, math.MaxInt32)
+	}
+	return nil
+}
+
 // graphOrder maps storage positions to ids and back.
 type graphOrder struct {
 	ids []int32 // ids[p] is the graph at position p
@@ -53,8 +62,8 @@ func newGraphOrder(order string, n int64) (*graphOrder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("order %q: %v", order, err)
 	}
-	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("order %q: %d graphs, at most %d in a random order", order, n, math.MaxInt32)
+	if err := orderFits(n); err != nil {
+		return nil, fmt.Errorf("order %q: %w", order, err)
 	}
 	o := &graphOrder{ids: make([]int32, n), pos: make([]int32, n)}
 	for i := range o.ids {

@@ -73,9 +73,12 @@ func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
 	if _, err := f.ReadAt(tail[:], n-10); err != nil {
 		return nil, fmt.Errorf("shard: %s: %w", info.File, err)
 	}
-	flen := int64(int32(binary.LittleEndian.Uint32(tail[:4])))
-	if !bytes.Equal(tail[4:], arrowMagic) || flen <= 0 || flen > n-18 || flen > MaxManifestBytes {
-		return nil, corrupt(info.File, "arrow", "footer length %d out of range (or magic bytes missing)", flen)
+	flen, err := footerLength(tail[:], n)
+	if err == nil && flen > MaxManifestBytes { // the footer is read into memory
+		err = fmt.Errorf("footer length %d out of range", flen)
+	}
+	if err != nil {
+		return nil, corrupt(info.File, "arrow", "%v", err)
 	}
 	footer := make([]byte, flen)
 	if _, err := f.ReadAt(footer, n-10-flen); err != nil {

@@ -69,19 +69,14 @@ func run(dir, label string, bs int, windows, limits string, epochs int) error {
 		whole[g.Label] += 1 / float64(n)
 	}
 	pages := r.PageBytes()
-	var largest int64
-	for _, b := range pages {
-		largest = max(largest, b)
-	}
+	_, largest, _ := app.PageTotals(pages)
 	orders := []order{{"global", "global", epoch.Shuffle{}}}
 	for _, w := range strings.Split(windows, ",") {
 		sh, err := epoch.ParseShuffle("window:" + strings.TrimSpace(w))
 		if err != nil {
 			return fmt.Errorf("--windows %q: %w", windows, err)
 		}
-		if sh.Bytes > 0 {
-			sh.Window = int(max(1, sh.Bytes/max(largest, 1))) // as the daemon resolves it
-		}
+		sh = app.ResolveShuffle(sh, pages)
 		asked := "window:" + strings.TrimSpace(w)
 		orders = append(orders, order{asked, asked, sh})
 	}

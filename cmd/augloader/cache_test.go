@@ -17,18 +17,6 @@ import (
 	"github.com/augloader/augloader/wire"
 )
 
-// epochDigests reads epoch e of the daemon at sock from batch start on and
-// returns each batch's SHA-256.
-func epochDigests(t *testing.T, sock string, e uint64, start int) [][32]byte {
-	t.Helper()
-	res, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: e, World: 1, StartBatch: start},
-		client.Options{Digests: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.BatchDigests
-}
-
 // served reads epoch e of the daemon at sock from batch start on and
 // returns each batch's SHA-256, the identity's shuffle, and the daemon's
 // CPU seconds spent meanwhile and the wall time.
@@ -252,14 +240,14 @@ func TestCacheLimitInMemoryCgroup(t *testing.T) {
 	args := []string{"--shards", shards, "--policy", "nodesam", "--workers", "2", "--shuffle", "window:8",
 		"--memory-budget", "16MiB", "--ppr-cache", "0"}
 	full := startDaemon(t, "", args...)
-	want := epochDigests(t, full.sock, 1, 0)
+	want, _, _, _ := served(t, full, 1, 0)
 	fullPeak := peakRSSKiB(t, full.cmd.Process.Pid)
 	full.stop(t)
 	if int64(fullPeak)<<10 < limit {
 		t.Fatalf("the unlimited daemon peaked at %d MiB, under the cgroup's %d MiB: the set is too small to test the limit", fullPeak>>10, limit>>20)
 	}
 	d := startDaemon(t, "echo $$ > "+cg+"/cgroup.procs;", append(args, "--cache-limit", "16MiB")...)
-	got := epochDigests(t, d.sock, 1, 0)
+	got, _, _, _ := served(t, d, 1, 0)
 	d.stop(t)
 	if len(got) != len(want) {
 		t.Fatalf("%d batches in the cgroup, %d outside", len(got), len(want))
