@@ -11,7 +11,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME   ?= 10s
 BENCHCOUNT ?= 4
 
-.PHONY: all build test race lint fuzz bench demo venv clean paper stress-test wheel wheel-test
+.PHONY: all build test test-torch2 race lint fuzz bench demo venv clean paper stress-test wheel wheel-test
 
 all: build
 
@@ -51,6 +51,23 @@ test: venv
 	$(GOTEST) -count=1 -run 'TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded' ./ingest/convert/ ./aug/ ./server/ ./loader/ ./cmd/shardconv/
 	$(GO) build -o $(BIN)/ ./cmd/...
 	$(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers
+	$(MAKE) --no-print-directory test-torch2
+
+# The checkpoint tests that need torch 2.x (StatefulDataLoader, Lightning,
+# torch.distributed.checkpoint), in their own venv: .venv keeps Debian's
+# torch 1.13 (small, CPU) for everything else. The client comes from the
+# checkout as a path entry: an editable install would need wheel there.
+VENV2 := .venv-torch2
+PIP_C2 := --disable-pip-version-check -c tests/requirements-torch2.txt
+$(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
+	rm -rf $(VENV2)
+	$(PYBASE) -m venv $(VENV2)
+	$(VENV2)/bin/pip install -q $(PIP_C2) -r tests/requirements-torch2.txt
+	echo "$(CURDIR)/clients/python" > "$$($(VENV2)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/augloader-checkout.pth"
+	touch $@
+
+test-torch2: $(VENV2)/.stamp
+	AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py
 
 race:
 	$(GO) test -race -count=1 ./...

@@ -60,24 +60,96 @@ type Item struct {
 
 // RankSlice returns rank's items of the permutation perm for world size W.
 func RankSlice(perm []int64, rank, world int, rem Remainder) ([]Item, error) {
+	return rankSlice(perm, nil, rank, world, rem)
+}
+
+// rankSlice cuts rank's items from seq, the graphs of the epoch's positions
+// pos (nil: positions 0, 1, …): items r, r+W, … of seq, padded or dropped
+// to a multiple of W as rem says.
+func rankSlice(seq []int64, pos []int, rank, world int, rem Remainder) ([]Item, error) {
 	if world < 1 || rank < 0 || rank >= world {
 		return nil, fmt.Errorf("%w: rank %d of world size %d", ErrRange, rank, world)
 	}
-	n := len(perm)
-	total := n - n%world // Drop
-	if rem == Pad {
-		total = (n + world - 1) / world * world
-	} else if rem != Drop {
-		return nil, fmt.Errorf("epoch: unknown remainder %q (want pad or drop)", rem)
-	}
-	if n == 0 {
-		return nil, nil
+	n := len(seq)
+	total, err := sliceTotal(n, world, rem)
+	if err != nil || n == 0 {
+		return nil, err
 	}
 	items := make([]Item, 0, total/world)
-	for pos := rank; pos < total; pos += world {
-		items = append(items, Item{Graph: perm[pos%n], Position: pos, Padded: pos >= n})
+	for i := rank; i < total; i += world {
+		p := i
+		if pos != nil {
+			p = pos[i%n]
+		}
+		items = append(items, Item{Graph: seq[i%n], Position: p, Padded: i >= n})
 	}
 	return items, nil
+}
+
+// sliceTotal is the number of items W ranks share out of n: n rounded up
+// to a multiple of W (Pad) or down (Drop).
+func sliceTotal(n, world int, rem Remainder) (int, error) {
+	switch rem {
+	case Pad:
+		return (n + world - 1) / world * world, nil
+	case Drop:
+		return n - n%world, nil
+	}
+	return 0, fmt.Errorf("epoch: unknown remainder %q (want pad or drop)", rem)
+}
+
+// Phase is an earlier part of a resumed epoch: rank r of World ranks
+// received the first Graphs[r] items of its slice (padded repeats
+// included).
+type Phase struct {
+	World  int
+	Graphs []int
+}
+
+// ResumeSlice returns rank's items of what is left of the epoch perm after
+// phases, for world size W. The first phase's ranks sliced perm as
+// RankSlice does; each later one sliced the positions the phases before it
+// left, in the epoch's order; this request slices what they all left.
+// Every graph of the epoch is so delivered once across the phases (less
+// what Drop leaves out of the last one), whatever the world sizes, and an
+// item keeps its position in perm. A count larger than its rank's slice
+// is ErrRange.
+func ResumeSlice(perm []int64, phases []Phase, rank, world int, rem Remainder) ([]Item, error) {
+	pos := make([]int, len(perm))
+	for i := range pos {
+		pos[i] = i
+	}
+	for k, ph := range phases {
+		n := len(pos)
+		if ph.World < 1 || len(ph.Graphs) != ph.World {
+			return nil, fmt.Errorf("%w: resume phase %d: %d graph counts for a world of %d", ErrRange, k, len(ph.Graphs), ph.World)
+		}
+		total, err := sliceTotal(n, ph.World, rem)
+		if err != nil {
+			return nil, err
+		}
+		per := total / ph.World
+		for r, g := range ph.Graphs {
+			if g < 0 || g > per {
+				return nil, fmt.Errorf("%w: resume phase %d: rank %d of %d received %d graphs, its slice has %d", ErrRange, k, r, ph.World, g, per)
+			}
+		}
+		// Index i of the phase went to rank i mod W as its (i div W)-th
+		// item; it was delivered when that is below the rank's count.
+		// Indices past n were padded repeats.
+		kept := pos[:0]
+		for i, p := range pos {
+			if i/ph.World >= ph.Graphs[i%ph.World] {
+				kept = append(kept, p)
+			}
+		}
+		pos = kept
+	}
+	seq := make([]int64, len(pos))
+	for i, p := range pos {
+		seq[i] = perm[p]
+	}
+	return rankSlice(seq, pos, rank, world, rem)
 }
 
 // Budget caps a batch: at most Graphs graphs, and (when non-zero) at most

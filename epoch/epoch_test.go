@@ -3,6 +3,7 @@ package epoch_test
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +73,73 @@ func TestRankSlices(t *testing.T) {
 	}
 	if _, err := epoch.RankSlice(ids(3), 3, 3, epoch.Pad); !errors.Is(err, epoch.ErrRange) {
 		t.Errorf("rank 3 of 3: %v", err)
+	}
+}
+
+// TestResumeSlice: an epoch resumed at other world sizes, after ranks that
+// each stopped at their own count, delivers every graph once across its
+// phases (Pad), each item at its position of the permutation; resumed
+// at the same world size after equal counts, a rank's items are the tail
+// of its uninterrupted slice; a count past its rank's slice is refused.
+func TestResumeSlice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 7, 10, 101} {
+		perm := epoch.Permutation(3, 1, ids(n))
+		for _, worlds := range [][]int{{2, 3}, {2, 1}, {3, 2, 4}, {1, 4}, {4, 4}, {5, 2, 1}} {
+			var phases []epoch.Phase
+			var got []int64
+			for k, w := range worlds {
+				last := k == len(worlds)-1
+				ph := epoch.Phase{World: w, Graphs: make([]int, w)}
+				for r := range w {
+					items, err := epoch.ResumeSlice(perm, phases, r, w, epoch.Pad)
+					if err != nil {
+						t.Fatal(err)
+					}
+					take := len(items)
+					if !last {
+						take = rng.IntN(len(items) + 1)
+					}
+					ph.Graphs[r] = take
+					for _, it := range items[:take] {
+						if it.Graph != perm[it.Position] {
+							t.Fatalf("n=%d %v: item %+v not at its position", n, worlds, it)
+						}
+						if !it.Padded {
+							got = append(got, it.Graph)
+						}
+					}
+				}
+				phases = append(phases, ph)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, ids(n)) {
+				t.Errorf("n=%d worlds %v (counts %v): delivered %v, want each of %d graphs once", n, worlds, phases, got, n)
+			}
+		}
+		// Same world, equal counts: the tail of each rank's slice.
+		for _, w := range []int{1, 2, 3} {
+			full := make([][]epoch.Item, w)
+			c := 0
+			for r := range w {
+				full[r], _ = epoch.RankSlice(perm, r, w, epoch.Pad)
+				c = len(full[r]) / 2
+			}
+			ph := epoch.Phase{World: w, Graphs: slices.Repeat([]int{c}, w)}
+			for r := range w {
+				items, err := epoch.ResumeSlice(perm, []epoch.Phase{ph}, r, w, epoch.Pad)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n%w == 0 && !slices.Equal(items, full[r][c:]) {
+					t.Errorf("n=%d w=%d rank %d: resumed %v, want %v", n, w, r, items, full[r][c:])
+				}
+			}
+		}
+	}
+	over := []epoch.Phase{{World: 2, Graphs: []int{4, 6}}}
+	if _, err := epoch.ResumeSlice(epoch.Permutation(1, 0, ids(10)), over, 0, 1, epoch.Pad); !errors.Is(err, epoch.ErrRange) {
+		t.Errorf("rank 1 of 2 received 6 of 5 graphs: %v", err)
 	}
 }
 

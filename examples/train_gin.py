@@ -147,11 +147,24 @@ def evaluate(model, ds, device):
     return correct / max(total, 1)
 
 
-def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, device, log=None):
+def first_batch(ds):
+    """One batch of ds's request (its dimensions), read apart: ds's own
+    position (a loaded checkpoint) is left as it is."""
+    probe = AugloaderDataset(ds.url, token=ds.token, batch_size=ds.batch_size, rank=ds.rank, world=ds.world,
+                             device=ds.device, pyg=False, view=ds.view, fold=ds.fold, layout=ds.layout)
+    return next(iter(probe))
+
+
+def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, device, log=None,
+        checkpoint=None, every=0, resume=False):
     """Trains a GIN on the train dataset for epochs and returns per-epoch
-    metrics (test accuracy when test is given)."""
+    metrics (test accuracy when test is given). With checkpoint, every
+    `every` steps the model, the optimizer, the schedule, the RNG, the
+    epoch's running sums and the loader's position are saved there
+    (atomically); resume continues from that file when it exists, to the
+    same weights, bit for bit, as a run that never stopped."""
     torch.manual_seed(seed)
-    first = next(iter(train))
+    first = first_batch(train)
     codes = first["x"] is None  # the compact layout (--layout codes)
     dim, classes = (first["feature_dim"] if codes else first["x"].shape[1]), first["y_soft"].shape[1]
     model = GIN(dim, classes, hidden, layers, dropout, train_eps, codes=codes).to(device)
@@ -159,36 +172,57 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
     # The paper halves the rate every 50 of 350 epochs: 7 halvings, kept
     # when fewer epochs are run.
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=max(1, round(epochs * 50 / 350)), gamma=0.5)
-    history = []
-    for epoch in range(epochs):
+    history, start, steps, sums = [], 0, 0, None
+    if resume and checkpoint and os.path.exists(checkpoint):
+        ck = torch.load(checkpoint)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        torch.set_rng_state(ck["rng"])
+        train.load_state_dict(ck["loader"])
+        history, start, steps, sums = ck["history"], ck["epoch"], ck["steps"], ck["sums"]
+        print(f"resumed from {checkpoint}: epoch {start}, batch {ck['loader']['batches']}, step {steps}", flush=True)
+
+    def save(epoch):
+        from augloader.torch import save_atomic
+        save_atomic({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                     "rng": torch.get_rng_state(), "loader": train.state_dict(), "history": history,
+                     "epoch": epoch, "steps": steps, "sums": sums}, checkpoint)
+        print(f"checkpoint step {steps}", flush=True)
+
+    for epoch in range(start, epochs):
         model.train()
         train.set_epoch(epoch)
-        loss_sum = correct = total = 0
-        wait = step = 0.0
+        if sums is None:
+            sums = {"loss": 0.0, "correct": 0, "total": 0, "wait": 0.0, "step": 0.0}
         t0 = time.perf_counter()
         for t in train:
             t1 = time.perf_counter()
-            wait += t1 - t0
+            sums["wait"] += t1 - t0
             logits = model(t)
             loss = soft_cross_entropy(logits, t["y_soft"])
             opt.zero_grad()
             loss.backward()
             opt.step()
             n = t["num_graphs"]
-            loss_sum += float(loss) * n
-            correct += int((logits.argmax(1) == t["y"]).sum())
-            total += n
+            sums["loss"] += float(loss) * n
+            sums["correct"] += int((logits.argmax(1) == t["y"]).sum())
+            sums["total"] += n
+            steps += 1
+            if checkpoint and every and steps % every == 0:
+                save(epoch)
             t0 = time.perf_counter()
-            step += t0 - t1
+            sums["step"] += t0 - t1
         sched.step()
-        row = {"epoch": epoch, "loss": loss_sum / total, "train_acc": correct / total,
-               "data_wait_s": wait, "step_s": step}
+        row = {"epoch": epoch, "loss": sums["loss"] / sums["total"], "train_acc": sums["correct"] / sums["total"],
+               "data_wait_s": sums["wait"], "step_s": sums["step"]}
+        sums = None
         if test is not None:
             row["test_acc"] = evaluate(model, test, device)
         history.append(row)
         if log:
             log(row)
-    return history
+    return history, model
 
 
 # ---------------------------------------------------------------- train
@@ -208,10 +242,15 @@ def cmd_train(args):
               + f"  waited for data {row['data_wait_s'] * 1e3:.1f} ms of {(row['data_wait_s'] + row['step_s']) * 1e3:.1f} ms",
               flush=True)
 
-    history = fit(train, test, args.epochs, args.hidden, args.layers, args.dropout, args.lr, args.train_eps,
-                  args.seed, device, log)
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True)
+    history, model = fit(train, test, args.epochs, args.hidden, args.layers, args.dropout, args.lr, args.train_eps,
+                         args.seed, device, log, checkpoint=args.checkpoint, every=args.checkpoint_every,
+                         resume=args.resume)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(history))
+    if args.save_model:
+        torch.save(model.state_dict(), args.save_model)
     return history
 
 
@@ -250,8 +289,8 @@ def _job(spec):
         print(f"[{tag}] epoch {e}/{spec['epochs']}  loss {row['loss']:.4f}  test acc {row['test_acc']:.3f}"
               f"  ({per:.1f} s/epoch, {per * (spec['epochs'] - e) / 60:.1f} min left)", flush=True)
 
-    h = fit(train, test, spec["epochs"], spec["hidden"], spec["layers"], spec["dropout"], spec["lr"],
-            spec["train_eps"], spec["seed"], torch.device("cpu"), progress if spec["progress"] else None)
+    h, _ = fit(train, test, spec["epochs"], spec["hidden"], spec["layers"], spec["dropout"], spec["lr"],
+               spec["train_eps"], spec["seed"], torch.device("cpu"), progress if spec["progress"] else None)
     return {"policy": spec["policy"], "fold": spec["fold"], "test_acc": [r["test_acc"] for r in h],
             "loss": [r["loss"] for r in h], "seconds": time.perf_counter() - t,
             "data_wait_s": sum(r["data_wait_s"] for r in h)}
@@ -396,6 +435,13 @@ def main(argv=None):
     t.add_argument("--test-view", default="", help="the test view")
     t.add_argument("--fold", type=int, default=0, help="the fold of per-fold views")
     t.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
+    t.add_argument("--checkpoint", help="checkpoint file: the model, optimizer, schedule, RNG and the loader's position "
+                                        "in the epoch, written atomically every --checkpoint-every steps")
+    t.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from --checkpoint when it exists (at the batch after the one it was taken at)")
+    t.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
+    t.add_argument("--save-model", help="write the final model's state_dict here")
     model_flags(t, 0)
 
     c = sub.add_parser("cv", help="k-fold cross-validation of several policies on one daemon", formatter_class=Fmt,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -35,7 +36,7 @@ import torch
 import torch.nn as nn
 
 import augloader
-from augloader.torch import to_tensors
+from augloader.torch import AugloaderDataset, save_atomic, to_tensors
 
 
 class ColumnEmbedding(nn.Module):
@@ -159,6 +160,10 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default 0.001)")
     ap.add_argument("--seed", type=int, default=0, help="model and daemon seed (default 0)")
     ap.add_argument("--json", help="write the per-epoch history and the result here")
+    ap.add_argument("--checkpoint", help="checkpoint file (model, optimizer, RNG, history and the loader's position in "
+                                         "the epoch), written atomically every --checkpoint-every steps")
+    ap.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints (default 100)")
+    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint when it exists")
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
     views = [f"train={args.split}:training:{args.policy}", f"valid={args.split}:valid", f"test={args.split}:test",
@@ -180,21 +185,37 @@ def main(argv=None):
         mean, std = torch.zeros(targets), torch.ones(targets)
         if task == "regression":
             mean, std = target_scale(client, "train_plain", targets)
-        best = None
-        for epoch in range(args.epochs):
+        best, start, steps, losses = None, 0, 0, None
+        train = AugloaderDataset(d.url, view="train", pyg=False)
+        if args.resume and args.checkpoint and os.path.exists(args.checkpoint):
+            ck = torch.load(args.checkpoint)
+            model.load_state_dict(ck["model"])
+            opt.load_state_dict(ck["optimizer"])
+            torch.set_rng_state(ck["rng"])
+            train.load_state_dict(ck["loader"])
+            history, best, start, steps, losses = ck["history"], ck["best"], ck["epoch"], ck["steps"], ck["losses"]
+            print(f"resumed from {args.checkpoint}: epoch {start}, batch {ck['loader']['batches']}", flush=True)
+        for epoch in range(start, args.epochs):
             if stop:
                 break
             t0 = time.time()
             model.train()
-            losses = []
-            for b in client.epoch(epoch, view="train"):
-                t = to_tensors(b)
+            train.set_epoch(epoch)
+            losses = [] if losses is None else losses
+            for t in train:
                 opt.zero_grad()
                 loss = masked_loss(model(t), (t["y"] - mean) / std, task)
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
+                steps += 1
+                if args.checkpoint and steps % args.checkpoint_every == 0:
+                    save_atomic({"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
+                                 "loader": train.state_dict(), "history": history, "best": best, "epoch": epoch,
+                                 "steps": steps, "losses": losses}, args.checkpoint)
+                    print(f"checkpoint step {steps}", flush=True)
             row = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": time.time() - t0}
+            losses = None
             for view in ("valid", "test"):
                 yt, yp = predict(model, client, view, epoch, mean, std)
                 row[view] = score(yt, yp)

@@ -241,6 +241,8 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: start batch %d, stride %d, count %d", epoch.ErrRange, req.StartBatch, req.Stride, req.Count)
 	case req.BatchesPerEpoch < 0 || req.BatchesPerEpoch > MaxBatchesPerEpoch:
 		return nil, fmt.Errorf("%w: batches per epoch %d not in 0..%d", epoch.ErrRange, req.BatchesPerEpoch, MaxBatchesPerEpoch)
+	case req.BatchesPerEpoch > 0 && len(req.Resume) > 0:
+		return nil, fmt.Errorf("%w: resume phases with batches_per_epoch: an epoch of fixed batches resumes at the same world size with start_batch", epoch.ErrRange)
 	case req.BatchesPerEpoch > 0 && req.Epoch > (1<<62)/uint64(req.BatchesPerEpoch):
 		return nil, fmt.Errorf("%w: epoch %d with %d batches per epoch", epoch.ErrRange, req.Epoch, req.BatchesPerEpoch)
 	}
@@ -354,7 +356,13 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 	} else {
 		perm = epoch.Permutation(l.cfg.Seed, pass, l.src.served)
 	}
-	items, err := epoch.RankSlice(perm, req.Rank, req.World, l.cfg.Remainder)
+	var items []epoch.Item
+	var err error
+	if len(req.Resume) > 0 {
+		items, err = epoch.ResumeSlice(perm, resumePhases(req.Resume), req.Rank, req.World, l.cfg.Remainder)
+	} else {
+		items, err = epoch.RankSlice(perm, req.Rank, req.World, l.cfg.Remainder)
+	}
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -382,6 +390,15 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 		first += len(b)
 	}
 	return batches, bounds, pp, nil
+}
+
+// resumePhases converts a request's resume phases for package epoch.
+func resumePhases(in []wire.ResumePhase) []epoch.Phase {
+	out := make([]epoch.Phase, len(in))
+	for i, ph := range in {
+		out[i] = epoch.Phase{World: ph.World, Graphs: ph.Graphs}
+	}
+	return out
 }
 
 // fixedEpoch cuts an epoch of BatchesPerEpoch batches: batches

@@ -99,6 +99,45 @@ func TestResumeIsTail(t *testing.T) {
 	}
 }
 
+// An elastic resume: 2 ranks take 10 and 11 graphs of their slices, then
+// 3 ranks (resume phases) split the rest. Batches of one graph make a
+// batch's digest that graph's bytes: across both phases every graph of
+// the epoch is served once, in the bytes of the uninterrupted one-rank
+// epoch. The same phases with batches_per_epoch are refused, and so is a
+// count past a rank's slice.
+func TestElasticResume(t *testing.T) {
+	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 2}, nil)
+	_, want := stream(t, l, wire.Request{Epoch: 2, World: 1, BatchSize: 1})
+	var got [][32]byte
+	counts := []int{10, 11}
+	for r, c := range counts {
+		_, d := stream(t, l, wire.Request{Epoch: 2, Rank: r, World: 2, BatchSize: 1, Count: c})
+		got = append(got, d...)
+	}
+	phases := []wire.ResumePhase{{World: 2, Graphs: counts}}
+	for r := range 3 {
+		_, d := stream(t, l, wire.Request{Epoch: 2, Rank: r, World: 3, BatchSize: 1, Resume: phases})
+		if len(d) != 13 {
+			t.Fatalf("rank %d of 3 resumed: %d graphs, want 13", r, len(d))
+		}
+		got = append(got, d...)
+	}
+	sortDigests := func(d [][32]byte) [][32]byte {
+		return slices.SortedFunc(slices.Values(d), func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	}
+	if !slices.Equal(sortDigests(got), sortDigests(want)) {
+		t.Fatal("across both phases the graphs served are not the one-rank epoch's, each once")
+	}
+	for _, req := range []wire.Request{
+		{Epoch: 2, World: 1, BatchesPerEpoch: 3, Resume: phases},
+		{Epoch: 2, World: 1, Resume: []wire.ResumePhase{{World: 2, Graphs: []int{31, 0}}}},
+	} {
+		if _, err := l.Plan(req); !errors.Is(err, epoch.ErrRange) {
+			t.Errorf("%+v: %v, want ErrRange", req, err)
+		}
+	}
+}
+
 // The per-graph NodeSam index is a cache: streams are byte-identical with
 // and without it.
 func TestIndexSameBytes(t *testing.T) {

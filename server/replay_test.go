@@ -116,6 +116,9 @@ func TestReplayServesEveryField(t *testing.T) {
 		"pass not made":      {with(train(0), func(r *wire.Request) { r.BatchesPerEpoch, r.Epoch = 5, 5 }), "epoch 5 needs pass 8"},
 		"per epoch, varying": {wire.Request{Epoch: 1, Rank: 0, World: 2, View: "sched", BatchesPerEpoch: 2}, "changes with the epoch"},
 		"start beyond":       {with(train(0), func(r *wire.Request) { r.StartBatch = 9 }), "start batch 9"},
+		"resume phases": {with(train(0), func(r *wire.Request) {
+			r.Resume = []wire.ResumePhase{{World: 1, Graphs: []int{3}}}
+		}), "replay at that world size only"},
 	}
 	for name, c := range refused {
 		t.Run("refused/"+name, func(t *testing.T) {

@@ -35,6 +35,10 @@ type protocolDoc struct {
 		MinRing        int    `json:"min_ring"`
 		MaxRing        int    `json:"max_ring"`
 	} `json:"shm"`
+	Resume struct {
+		MaxRanks  int `json:"max_ranks"`
+		MaxPhases int `json:"max_phases"`
+	} `json:"resume"`
 	Codes          []string          `json:"codes"`
 	Columns        []string          `json:"columns"`
 	MetadataKeys   []string          `json:"metadata_keys"`
@@ -73,6 +77,7 @@ func TestProtocolGolden(t *testing.T) {
 	d.Shm.DescriptorSize, d.Shm.Ring, d.Shm.Inline = wire.ShmDescriptorSize, wire.ShmRing, wire.ShmInline
 	d.Shm.RecordSize, d.Shm.Read = wire.ShmRecordSize, wire.ShmRead
 	d.Shm.MinRing, d.Shm.MaxRing = wire.MinShmRing, wire.MaxShmRing
+	d.Resume.MaxRanks, d.Resume.MaxPhases = wire.MaxResumeRanks, wire.MaxResumePhases
 	d.Codes = []string{wire.CodeBadRequest, wire.CodeOutOfRange, wire.CodeUnavailable, wire.CodeInternal}
 	d.Columns = []string{wire.ColGraphID, wire.ColNumNodes, wire.ColEdgeSrc, wire.ColEdgeDst, wire.ColXNode, wire.ColXCode,
 		wire.ColXWeight, wire.ColX, wire.ColY, wire.ColYMix, wire.ColYQ, wire.ColPolicy, wire.ColPadded,

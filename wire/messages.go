@@ -54,7 +54,28 @@ type Request struct {
 	// frame carries the client's ring as a file descriptor. Unix socket
 	// only.
 	Shm bool `json:"shm,omitempty"`
+	// Resume lists the epoch's earlier phases, oldest first, when it is
+	// resumed at another world size (elastic resume): in each, rank r of
+	// World ranks received the first Graphs[r] graphs of its slice. This
+	// request's rank and world then split the graphs no phase delivered,
+	// in the epoch's order (docs/protocol.md, "Resume"). One-pass epochs
+	// only (not with BatchesPerEpoch).
+	Resume []ResumePhase `json:"resume,omitempty"`
 }
+
+// ResumePhase is one earlier phase of a resumed epoch: World ranks, rank r
+// of which received the first Graphs[r] graphs (padded repeats included)
+// of its slice.
+type ResumePhase struct {
+	World  int   `json:"world"`
+	Graphs []int `json:"graphs"`
+}
+
+// Resume bounds: the ranks of all phases together, and the phases.
+const (
+	MaxResumeRanks  = 4096
+	MaxResumePhases = 64
+)
 
 // MaxViewName caps a view's name.
 const MaxViewName = 64
@@ -289,5 +310,35 @@ func DecodeRequest(body []byte) (Request, error) {
 	if len(req.View) > MaxViewName {
 		return req, fmt.Errorf("%w: view name of %d bytes (at most %d)", ErrProtocol, len(req.View), MaxViewName)
 	}
+	if err := checkResume(req.Resume); err != nil {
+		return req, err
+	}
 	return req, nil
+}
+
+// checkResume checks a request's resume phases for what needs no dataset:
+// each a world of at least one rank with one non-negative count a rank,
+// within MaxResumePhases and MaxResumeRanks.
+func checkResume(phases []ResumePhase) error {
+	if len(phases) > MaxResumePhases {
+		return fmt.Errorf("%w: resume has %d phases (at most %d)", ErrProtocol, len(phases), MaxResumePhases)
+	}
+	ranks := 0
+	for i, ph := range phases {
+		if ph.World < 1 {
+			return fmt.Errorf("%w: resume phase %d: world %d: a world has at least one rank", ErrProtocol, i, ph.World)
+		}
+		if len(ph.Graphs) != ph.World {
+			return fmt.Errorf("%w: resume phase %d: %d graph counts for a world of %d ranks", ErrProtocol, i, len(ph.Graphs), ph.World)
+		}
+		if ranks += ph.World; ranks > MaxResumeRanks {
+			return fmt.Errorf("%w: resume phases of more than %d ranks together", ErrProtocol, MaxResumeRanks)
+		}
+		for r, g := range ph.Graphs {
+			if g < 0 {
+				return fmt.Errorf("%w: resume phase %d: rank %d received %d graphs", ErrProtocol, i, r, g)
+			}
+		}
+	}
+	return nil
 }

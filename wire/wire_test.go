@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	var b bytes.Buffer
-	want := wire.Request{Epoch: 7, Rank: 1, World: 4, BatchSize: 32, StartBatch: 3}
+	want := wire.Request{Epoch: 7, Rank: 1, World: 4, BatchSize: 32, StartBatch: 3,
+		Resume: []wire.ResumePhase{{World: 2, Graphs: []int{5, 4}}}}
 	if err := wire.WriteFrame(&b, wire.MagicRequest, wire.StatusOK, want); err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +23,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("header % x", got)
 	}
 	got, err := wire.ParseRequest(&b)
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%+v, %v", got, err)
 	}
 }
@@ -50,6 +52,12 @@ func TestBadFrames(t *testing.T) {
 		"world 0":      frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":0}`),
 		"an array":     frame("AUGQ", 1, 0, `[1,2]`),
 		"too long":     append([]byte("AUGQ\x01\x00\x00\x00"), 0, 0, 0, 1),
+		// Resume phases: a world without ranks, a count a rank short, a
+		// negative count.
+		"resume world 0":       frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":0,"graphs":[]}]}`),
+		"resume counts short":  frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":2,"graphs":[4]}]}`),
+		"resume negative":      frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":1,"graphs":[-1]}]}`),
+		"resume unknown field": frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":1,"graphs":[1],"x":1}]}`),
 	}
 	for name, in := range cases {
 		if _, err := wire.ParseRequest(bytes.NewReader(in)); !errors.Is(err, wire.ErrProtocol) {
@@ -98,20 +106,28 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add(b.Bytes())
 	f.Add([]byte("AUGQ\x01\x00\x00\x00\x02\x00\x00\x00{}"))
 	f.Add([]byte("AUGQ\x01\x00\x00\x00\xff\xff\xff\xff"))
+	b.Reset()
+	wire.WriteFrame(&b, wire.MagicRequest, 0, wire.Request{Epoch: 1, World: 3, Resume: []wire.ResumePhase{{World: 2, Graphs: []int{3, 2}}}})
+	f.Add(b.Bytes())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		req, err := wire.ParseRequest(bytes.NewReader(in))
 		if err != nil {
 			return
 		}
-		if req.Rank < 0 || req.World < 1 || req.BatchSize < 0 || req.StartBatch < 0 {
+		if req.Rank < 0 || req.World < 1 || req.BatchSize < 0 || req.StartBatch < 0 || len(req.Resume) > wire.MaxResumePhases {
 			t.Fatalf("accepted %+v", req)
+		}
+		for _, ph := range req.Resume {
+			if ph.World < 1 || len(ph.Graphs) != ph.World {
+				t.Fatalf("accepted resume phase %+v", ph)
+			}
 		}
 		var out bytes.Buffer
 		if err := wire.WriteFrame(&out, wire.MagicRequest, 0, req); err != nil {
 			t.Fatal(err)
 		}
 		again, err := wire.ParseRequest(&out)
-		if err != nil || again != req {
+		if err != nil || !reflect.DeepEqual(again, req) {
 			t.Fatalf("re-encoded %+v: %+v, %v", req, again, err)
 		}
 	})

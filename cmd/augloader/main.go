@@ -437,6 +437,7 @@ func fetchCmd() *cli.Command {
 				_, err := shmRing(v)
 				return err
 			}},
+			&cli.StringSliceFlag{Name: "resume", Usage: "an earlier phase of an epoch resumed at another world size, repeatable, oldest first: W:G0,G1,… (rank r of W ranks received its slice's first Gr graphs); --rank and --world split what the phases left (docs/protocol.md, \"Resume\")"},
 			&cli.BoolFlag{Name: "no-digest", Usage: "read without hashing: counts only, no sha256 (SHA-256 over every byte, twice, is most of what fetch costs)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
@@ -445,6 +446,13 @@ func fetchCmd() *cli.Command {
 				BatchSize: c.Int("batch-size"), StartBatch: c.Int("start-batch"), Stride: c.Int("stride"), Count: c.Int("count"),
 				BatchesPerEpoch: c.Int("batches-per-epoch"), DropLast: c.Bool("drop-last"), View: c.String("view"), Fold: c.Int("fold"),
 				Digest: c.Bool("server-digest")}
+			for _, ph := range c.StringSlice("resume") {
+				p, err := parseResumePhase(ph)
+				if err != nil {
+					return cli.Exit(fmt.Sprintf("augloader fetch: --resume %q: %v", ph, err), 2)
+				}
+				req.Resume = append(req.Resume, p)
+			}
 			addrs := c.StringSlice("addr")
 			if s := c.String("socket"); s != "" {
 				addrs = append([]string{s}, addrs...)
@@ -585,4 +593,26 @@ func shmRing(v string) (int, error) {
 		return 0, fmt.Errorf("--shm-ring %s: want 0 or %s to %s", v, cliutil.FormatSize(wire.MinShmRing), cliutil.FormatSize(wire.MaxShmRing))
 	}
 	return int(n), nil
+}
+
+// parseResumePhase reads fetch's --resume W:G0,G1,…: a world of W ranks,
+// rank r of which received the first Gr graphs of its slice.
+func parseResumePhase(s string) (wire.ResumePhase, error) {
+	w, gs, ok := strings.Cut(s, ":")
+	world, err := strconv.Atoi(w)
+	if !ok || err != nil || world < 1 {
+		return wire.ResumePhase{}, errors.New("want W:G0,G1,… with a world W of at least one rank")
+	}
+	ph := wire.ResumePhase{World: world}
+	for _, g := range strings.Split(gs, ",") {
+		n, err := strconv.Atoi(g)
+		if err != nil || n < 0 {
+			return wire.ResumePhase{}, fmt.Errorf("graph count %q is not a non-negative integer", g)
+		}
+		ph.Graphs = append(ph.Graphs, n)
+	}
+	if len(ph.Graphs) != world {
+		return wire.ResumePhase{}, fmt.Errorf("%d graph counts for a world of %d ranks", len(ph.Graphs), world)
+	}
+	return ph, nil
 }

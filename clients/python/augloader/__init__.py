@@ -129,16 +129,19 @@ class Client:
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
               start_batch: int = 0, digest: bool = False, *, stride: int = 1, count: int = 0,
               batches_per_epoch: int = 0, drop_last: bool = False, view: str = "", fold: int = 0,
-              server_digest: bool = False) -> Stream:
+              server_digest: bool = False, resume=None) -> Stream:
         """One epoch of one rank: batches start_batch, start_batch+stride, …
         (at most count; 0: all) of view's fold. batches_per_epoch makes an
         epoch that many batches drawn from consecutive passes; drop_last
         drops each pass's short batch. digest=True computes the stream's
         and each batch's SHA-256 (socket); over Flight, which hides the
         bytes, it asks the server for its digest of the stream
-        (``stream.sha256`` then holds the server's)."""
+        (``stream.sha256`` then holds the server's). resume: the epoch's
+        earlier phases at other world sizes, ``[{"world": W, "graphs":
+        [G0, …]}]`` (docs/protocol.md, "Resume"); ``rank`` and ``world``
+        then split what they left."""
         req = request(epoch, rank, world, batch_size, start_batch, stride=stride, count=count,
-                      batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold)
+                      batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume)
         if self._transport == "unix":
             if server_digest:
                 req["digest"] = True
@@ -150,7 +153,7 @@ class Client:
 
 def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0, *,
             stride: int = 1, count: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-            view: str = "", fold: int = 0) -> dict:
+            view: str = "", fold: int = 0, resume=None) -> dict:
     """A request body with only the fields that differ from their defaults."""
     req = {"epoch": int(epoch), "rank": int(rank), "world": int(world)}
     for k, v, default in (("batch_size", batch_size, 0), ("start_batch", start_batch, 0), ("stride", stride, 1),
@@ -161,6 +164,8 @@ def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, star
         req["drop_last"] = True
     if view:
         req["view"] = str(view)
+    if resume:
+        req["resume"] = [{"world": int(p["world"]), "graphs": [int(g) for g in p["graphs"]]} for p in resume]
     return req
 
 

@@ -110,11 +110,11 @@ class MultiClient:
 
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0,
               digest: bool = False, *, stride: int = 1, count: int = 0, batches_per_epoch: int = 0,
-              drop_last: bool = False, view: str = "", fold: int = 0):
+              drop_last: bool = False, view: str = "", fold: int = 0, resume=None):
         from . import Stream
 
         base = dict(epoch=epoch, rank=rank, world=world, batch_size=batch_size, digest=digest,
-                    batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold)
+                    batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume)
         D, s = len(self.clients), max(int(stride), 1)
         dead = [False] * D
 

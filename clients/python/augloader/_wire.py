@@ -48,7 +48,11 @@ METADATA_KEYS = METADATA_KEYS_V1 + METADATA_KEYS_V2
 TASKS = ("class", "binary", "regression")
 
 REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch", "stride", "count",
-                  "batches_per_epoch", "drop_last", "view", "fold", "digest", "shm")
+                  "batches_per_epoch", "drop_last", "view", "fold", "digest", "shm", "resume")
+# An elastic resume's earlier phases (request field resume): the ranks of
+# all phases together, and the phases.
+MAX_RESUME_RANKS = 4096
+MAX_RESUME_PHASES = 64
 
 # The shared-memory transport: descriptors (kind u32 | length u32 | offset
 # u64) in place of the stream's messages; records (u64) back: a release
@@ -196,10 +200,31 @@ def encode_request(req: dict) -> bytes:
         elif k == "view":
             if not isinstance(v, str) or len(v.encode()) > MAX_VIEW_NAME:
                 raise ValueError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")
+        elif k == "resume":
+            check_resume(v)
         elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ValueError(f"augloader: request field {k}={v!r} is not a non-negative integer")
     body = json.dumps(req, separators=(",", ":")).encode()
     return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
+
+
+def check_resume(phases) -> None:
+    """Checks a request's resume phases as the server's DecodeRequest does:
+    a list of {"world": W ≥ 1, "graphs": [W non-negative ints]}, within
+    MAX_RESUME_PHASES and MAX_RESUME_RANKS."""
+    if not isinstance(phases, list) or len(phases) > MAX_RESUME_PHASES:
+        raise ValueError(f"augloader: request field resume is not a list of at most {MAX_RESUME_PHASES} phases")
+    ranks = 0
+    for i, ph in enumerate(phases):
+        w = ph.get("world") if isinstance(ph, dict) else None
+        g = ph.get("graphs") if isinstance(ph, dict) else None
+        if (not isinstance(ph, dict) or set(ph) != {"world", "graphs"} or not isinstance(w, int) or isinstance(w, bool)
+                or w < 1 or not isinstance(g, list) or len(g) != w
+                or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in g)):
+            raise ValueError(f"augloader: resume phase {i} {ph!r} is not {{'world': W >= 1, 'graphs': [W counts >= 0]}}")
+        ranks += w
+        if ranks > MAX_RESUME_RANKS:
+            raise ValueError(f"augloader: resume phases of more than {MAX_RESUME_RANKS} ranks together")
 
 
 def read_exact(f, mv: memoryview) -> None:

@@ -16,9 +16,12 @@ The dense one-hot ``x`` is built from the sparse codes on the target device;
 Under ``DataLoader(ds, batch_size=None, num_workers=N)`` worker w reads the
 rank's batches w, w+N, w+2N, … (the request's stride): every batch arrives
 exactly once, and in order, since the DataLoader takes one item from each
-worker in turn. Workers are made anew each epoch by default; with
-``persistent_workers=True`` a worker keeps the epoch it was started with,
-so keep them non-persistent (or make a dataset per epoch).
+worker in turn. ``set_epoch`` reaches persistent workers too (the epoch
+lives in memory shared with them).
+
+``state_dict()`` / ``load_state_dict()`` checkpoint the position in the
+epoch, exactly at the same world size and elastically at another
+(docs/checkpoint.md); ``augloader.lightning`` has a LightningDataModule.
 
 Without a DataLoader, :class:`Prefetcher` makes the next batches' tensors
 on a background thread (on CUDA, pinned copies on a side stream), so the
@@ -33,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from . import Batch, connect
+from . import Batch, ServerError, _state, connect
 from ._multi import put_unless_stopped
 
 try:  # optional
@@ -344,17 +347,108 @@ class Prefetcher:
         self._stop.set()
 
 
+def save_atomic(obj, path) -> None:
+    """torch.save(obj) to path so that a crash never leaves a partial
+    file there: written beside it, flushed to disk, then renamed over it."""
+    import os
+
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    d = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(d)
+    finally:
+        os.close(d)
+
+
+def merge_states(states) -> dict:
+    """One state from the per-rank states of one step (each rank's own
+    ``state_dict()``, saved apart): what a resume at another world size
+    needs. See docs/checkpoint.md."""
+    return _state.merge(states)
+
+
+class _SharedEpoch:
+    """The dataset's epoch, and whether DataLoader workers iterated it, in
+    memory shared with the workers: ``set_epoch`` in the main process
+    reaches persistent workers, which keep their copy of the dataset.
+    Shared with a worker process as it starts (fork, or pickled while
+    spawning it); any other copy (deepcopy, torch.save) gets its own."""
+
+    def __init__(self, values=(0, 0)):
+        import multiprocessing
+
+        self._a = multiprocessing.RawArray("q", 2)
+        self._a[:] = list(values)
+
+    def __getstate__(self):
+        from multiprocessing import context
+
+        if context.get_spawning_popen() is not None:
+            return {"shared": self._a}
+        return {"values": list(self._a)}
+
+    def __setstate__(self, st):
+        if "shared" in st:
+            self._a = st["shared"]
+        else:
+            self.__init__(st["values"])
+
+    @property
+    def epoch(self) -> int:
+        return int(self._a[0])
+
+    @epoch.setter
+    def epoch(self, e: int) -> None:
+        self._a[0] = int(e)
+
+    @property
+    def workers(self) -> bool:
+        return bool(self._a[1])
+
+    def mark_workers(self) -> None:
+        self._a[1] = 1
+
+
+COMMITS = ("yield", "manual")
+
+
 class AugloaderDataset(IterableDataset):
-    """One epoch of one rank per iteration; call set_epoch between epochs."""
+    """One epoch of one rank per iteration; call set_epoch between epochs.
+
+    ``state_dict()`` / ``load_state_dict()`` save and restore the position
+    in the epoch (docs/checkpoint.md): a small plain dict that counts only
+    the batches the trainer received (``commit="yield"``: a batch counts
+    once the iteration handed it out; ``commit="manual"``: once
+    :meth:`commit` is called with it, for a consumer that fetches ahead, as
+    Lightning does). Loaded at the same world size, the next iteration
+    continues where the state was taken, byte for byte; at another world
+    size (a state taken on every rank: ``state_dict`` gathers the ranks'
+    positions under ``torch.distributed``, a collective like FSDP's), the
+    graphs no rank received are spread over the new ranks, each with the
+    bytes it would have had. It works inside torchdata's
+    ``StatefulDataLoader`` (0 workers, or K workers loaded again with K) and
+    as a ``Stateful`` of ``torch.distributed.checkpoint``."""
 
     def __init__(self, url: str, *, token: Optional[str] = None, batch_size: int = 0,
                  rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None,
                  view: str = "", fold: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-                 digest: bool = False, layout: str = "pyg"):
+                 digest: bool = False, layout: str = "pyg", commit: str = "yield"):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)}")
-        self.layout = layout
+        if commit not in COMMITS:
+            raise ValueError(f"augloader: commit {commit!r}: want one of {', '.join(COMMITS)}")
+        self.layout, self.commit_mode = layout, commit
         self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
         self.view, self.fold, self.batches_per_epoch, self.drop_last = view, fold, batches_per_epoch, drop_last
         self.digest = digest
@@ -364,25 +458,166 @@ class AugloaderDataset(IterableDataset):
             else:
                 rank, world = 0, 1
         self.rank, self.world = rank, world
-        self.epoch = 0
+        self._shared = _SharedEpoch()
         self.pyg = (PyGBatch is not None) if pyg is None else pyg
         self.last_stream = None
+        self.config: Optional[dict] = None  # the daemon's identity, from the last stream
+        self._loaded: Optional[_state.Progress] = None   # a loaded state, for the next iteration of its epoch
+        self._progress: Optional[_state.Progress] = None  # the current (or last) iteration's, as committed
+        self._pending: list = []  # commit="manual": (batch_index, graphs) handed out, not yet committed
+
+    @property
+    def epoch(self) -> int:
+        return self._shared.epoch
+
+    @epoch.setter
+    def epoch(self, e: int) -> None:
+        self._shared.epoch = e
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        """The epoch the next iteration reads (every DataLoader worker,
+        persistent ones included). A loaded state of another epoch is
+        dropped, with a warning."""
+        epoch = int(epoch)
+        if self._loaded is not None and self._loaded.epoch != epoch:
+            warnings.warn(f"augloader: set_epoch({epoch}) after loading a state of epoch {self._loaded.epoch}: the saved "
+                          f"position is dropped and epoch {epoch} starts at its first batch", stacklevel=2)
+            self._loaded = None
+        if self._progress is not None and self._progress.epoch != epoch:
+            self._progress = None
+        self.epoch = epoch
+
+    def _request(self) -> dict:
+        return {"view": self.view, "fold": self.fold, "batch_size": self.batch_size,
+                "batches_per_epoch": self.batches_per_epoch, "drop_last": self.drop_last}
+
+    # ---------------------------------------------------------- state
+
+    def state_dict(self) -> dict:
+        """The position in the epoch, counting the batches received (see the
+        class). Under torch.distributed with several ranks, a collective:
+        call it on every rank (torch.distributed.checkpoint does)."""
+        info = get_worker_info()
+        if info is None and self._shared.workers:
+            raise RuntimeError("augloader: this dataset is iterated by DataLoader workers, which fetch ahead: its own state "
+                               "cannot say which batches the trainer received. Take the loader's state "
+                               "(torchdata's StatefulDataLoader.state_dict()), or iterate the dataset without a "
+                               "DataLoader (the daemon batches)")
+        if self._progress is not None and self._progress.epoch == self.epoch:
+            p = self._progress
+        elif self._loaded is not None and self._loaded.epoch == self.epoch:
+            p = self._loaded
+        else:
+            p = _state.Progress(self.epoch, self.world, self.rank, self._request(), ranks={self.rank: [0, 0]},
+                                config=self.config)
+        if info is None:
+            p = self._gather(p)
+        return p.to_dict()
+
+    def _gather(self, p: "_state.Progress") -> "_state.Progress":
+        """p with every rank's position, under torch.distributed."""
+        import dataclasses
+
+        dist = torch.distributed
+        if self.world == 1 or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world:
+            return p
+        entries = [None] * self.world
+        dist.all_gather_object(entries, (self.rank, p.epoch, len(p.phases), p.own(), p.total))
+        if len({(e, n) for _, e, n, _, _ in entries}) > 1:
+            raise RuntimeError("augloader: the ranks are at different epochs or resume phases: "
+                               + ", ".join(f"rank {r} epoch {e} phase {n}" for r, e, n, _, _ in entries))
+        # The same dict on every rank (torch.distributed.checkpoint keeps
+        # one rank's copy of each key): rank 0's position at the top, every
+        # rank's in detail; a total only when every rank has the same.
+        totals = {t for *_, t in entries}
+        return dataclasses.replace(p, rank=0, ranks={r: own for r, _, _, own, _ in entries},
+                                   total=totals.pop() if len(totals) == 1 else None)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue where state was taken, at the next iteration of its
+        epoch (the epoch is set to it). A damaged or edited state, or one
+        saved by another request (view, fold, batch size, …), is refused
+        here, naming the field; one saved against another configuration is
+        refused before the first batch, naming the settings that differ."""
+        p = _state.parse(state)
+        _state.check_request(p, self._request())
+        info = get_worker_info()
+        if p.worker is None:
+            _state.plan(p, self.world, self.rank, None)  # refuses what cannot resume here, now
+        self._loaded, self._progress, self._pending = p, None, []
+        if p.config:
+            self.config = p.config
+        if info is None:
+            self.epoch = p.epoch
+
+    def commit(self, batch) -> None:
+        """commit="manual": the trainer received batch (and every batch
+        handed out before it); the state counts it from now on."""
+        if self.commit_mode != "manual":
+            raise RuntimeError("augloader: commit() is for a dataset made with commit='manual'")
+        index = batch["batch_index"] if isinstance(batch, dict) else getattr(batch, "batch_index", None)
+        for i, (idx, _) in enumerate(self._pending):
+            if idx == index:
+                for _, graphs in self._pending[:i + 1]:
+                    self._advance(self._progress, graphs)
+                del self._pending[:i + 1]
+                return
+        raise ValueError(f"augloader: commit of batch {index}, not one handed out and uncommitted")
+
+    def _advance(self, p: "_state.Progress", graphs: int) -> None:
+        own = p.worker if p.worker is not None else None
+        if own is not None:
+            own[2] += 1
+            own[3] += graphs
+        else:
+            p.ranks[self.rank][0] += 1
+            p.ranks[self.rank][1] += graphs
+
+    # ---------------------------------------------------------- iteration
 
     def __iter__(self):
         # One DataLoader worker reads every num_workers-th batch of the rank.
         info = get_worker_info()
-        start, stride = (info.id, info.num_workers) if info is not None else (0, 1)
+        worker = (info.id, info.num_workers) if info is not None else None
+        if info is not None:
+            self._shared.mark_workers()
+        epoch = self.epoch
+        loaded, self._loaded = self._loaded, None
+        if loaded is not None and loaded.epoch != epoch:
+            warnings.warn(f"augloader: epoch {epoch} iterated after loading a state of epoch {loaded.epoch}: the saved "
+                          f"position is dropped")
+            loaded = None
+        pl = _state.plan(loaded, self.world, self.rank, worker)
+        same_phase = loaded is not None and not pl.new_phase
+        prog = _state.Progress(epoch, self.world, self.rank, self._request(), phases=pl.phases,
+                               ranks={self.rank: list(pl.base)}, total=loaded.total if same_phase and loaded.rank == self.rank else None,
+                               worker=[worker[0], worker[1], *pl.done] if worker is not None else None,
+                               config=loaded.config if loaded is not None and loaded.config else self.config)
+        self._progress, self._pending = prog, []
+        if pl.empty:
+            return
         client = connect(self.url, token=self.token)
-        stream = client.epoch(self.epoch, rank=self.rank, world=self.world, batch_size=self.batch_size,
-                              start_batch=start, stride=stride, view=self.view, fold=self.fold,
-                              batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last, digest=self.digest)
+        kw = dict(rank=self.rank, world=self.world, batch_size=self.batch_size, view=self.view, fold=self.fold,
+                  batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last)
+        try:
+            stream = client.epoch(epoch, start_batch=pl.start, stride=pl.stride, resume=pl.phases or None,
+                                  digest=self.digest, **kw)
+        except ServerError as e:
+            if loaded is None or e.code != "out_of_range":
+                raise
+            # Another daemon's set may be why: say so, naming what differs.
+            _state.check_config(loaded, client.epoch(epoch, count=1, **kw).info.get("config"))
+            raise _state.StateError(f"augloader: the daemon cannot resume epoch {epoch} where the state says "
+                                    f"(start batch {pl.start}, resume {pl.phases}): {e}") from e
+        if loaded is not None:
+            _state.check_config(loaded, stream.info.get("config"))
+        self.config = prog.config = stream.info.get("config")
+        prog.total = stream.info.get("total_batches")
         self.last_stream = stream
+        start, stride = pl.start, pl.stride
         for i, b in enumerate(stream):
             t = to_tensors(b, self.device, layout=self.layout)
-            t["batch_index"] = start + i * stride  # the batch's index in the rank's epoch
+            t["batch_index"] = start + i * stride  # the batch's index in the rank's epoch (phase)
             if self.digest:
                 t["digest"] = stream.batch_digests[i]
             if self.pyg and PyGBatch is not None:
@@ -391,6 +626,12 @@ class AugloaderDataset(IterableDataset):
                                y=t["y_soft"] if t["soft"] else t["y"], **extra)
                 out._num_graphs = t["num_graphs"]
                 out.batch_index = t["batch_index"]
-                yield out
             else:
-                yield t
+                out = t
+            # Counted as received when handed out (or when committed):
+            # never for a batch still inside a prefetcher.
+            if self.commit_mode == "yield":
+                self._advance(prog, b.num_graphs)
+            else:
+                self._pending.append((t["batch_index"], b.num_graphs))
+            yield out

@@ -201,7 +201,8 @@ def test_gine_example_trains(bins, tmp_path, nci, policy):
     shards = tmp_path / "shards"
     subprocess.run([bins / "shardconv", "convert", "-q", "-i", root, "-o", shards], check=True)
     out = tmp_path / "gine.json"
-    env = dict(os.environ, AUGLOADER_BIN=str(bins))
+    # One thread: the resumed run below must add in the same order.
+    env = dict(os.environ, AUGLOADER_BIN=str(bins), OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, GINE, "--shards", shards, "--split", shards / "split-scaffold.json",
                         "--policy", policy, "--epochs", "6", "--json", out, "--batch-size", "32"],
                        capture_output=True, text=True, timeout=600, env=env)
@@ -211,6 +212,25 @@ def test_gine_example_trains(bins, tmp_path, nci, policy):
     assert r["metric"] == "mae" and r["task"] == "regression" and r["targets"] == 2
     assert min(x["loss"] for x in h[-3:]) < h[0]["loss"] * 0.9, [x["loss"] for x in h]
     assert all(math.isfinite(x["valid"]) and math.isfinite(x["test"]) for x in h)
+    if policy != "nodesam":
+        return
+    # Killed (SIGKILL) after its checkpoint at step 10 and resumed: the
+    # same history as the run that never stopped.
+    import signal
+    ck, out2 = tmp_path / "ck.pt", tmp_path / "gine2.json"
+    cmd = [sys.executable, GINE, "--shards", shards, "--split", shards / "split-scaffold.json", "--policy", policy,
+           "--epochs", "6", "--json", out2, "--batch-size", "32", "--checkpoint", ck, "--checkpoint-every", "5", "--resume"]
+    k = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    for line in k.stdout:
+        if line.startswith("checkpoint step 10"):
+            k.send_signal(signal.SIGKILL)
+            break
+    k.wait(timeout=60)
+    assert k.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0 and "resumed from" in p.stdout, p.stderr + p.stdout
+    strip = lambda hist: [{k: v for k, v in x.items() if k != "seconds"} for x in hist]  # noqa: E731
+    assert strip(json.loads(out2.read_text())["history"]) == strip(h)
 
 
 def hf_table(mols, targets=True):

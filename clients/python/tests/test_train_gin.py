@@ -172,3 +172,48 @@ def test_codes_layout_is_the_same_model(bins, mutag_shards):
             tc["x_weight"] = tc["x_weight"].double()
             a, c = dense(td), codes(tc)
             assert torch.allclose(a, c, atol=1e-9), float((a - c).abs().max())
+
+
+@pytest.mark.parametrize("policy", ["nodesam", "submix:p=0.4"])
+def test_sigkill_resume_same_weights(bins, mutag_shards, tmp_path, policy):
+    """A training run killed with SIGKILL mid-epoch and resumed from its
+    last checkpoint (every 5 steps; an epoch is 6 batches) ends with model
+    weights bitwise equal to an uninterrupted run's (CPU, deterministic
+    algorithms), and so does its history."""
+    import signal
+
+    import torch
+
+    folds = tmp_path / "folds"
+    subprocess.run([bins / "augloader", "split", "--shards", mutag_shards, "--folds", "10", "--seed", "0", "--out", folds],
+                   check=True, capture_output=True)
+    with augloader.Daemon(mutag_shards, folds=folds, views=[f"train={{fold}}:training:{policy}", "test={fold}:test"],
+                          binary=str(bins / "augloader"), batch_size=32) as d:
+        def cmd(name, *extra):
+            return [sys.executable, EXAMPLE, "train", "--url", d.url, "--view", "train", "--test-view", "test", "--fold", "0",
+                    "--epochs", "12", "--seed", "0", "--deterministic", "--json", tmp_path / f"{name}.json",
+                    "--save-model", tmp_path / f"{name}.pt", *extra]
+
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        proc = subprocess.run(cmd("whole"), capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr
+        ck = tmp_path / "ck.pt"
+        run = cmd("resumed", "--checkpoint", ck, "--checkpoint-every", "5", "--resume")
+        p = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        for line in p.stdout:
+            if line.startswith("checkpoint step 10"):
+                p.send_signal(signal.SIGKILL)
+                break
+        p.wait(timeout=60)
+        assert p.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+        state = torch.load(ck)
+        assert 0 < state["loader"]["batches"] < 6 and state["steps"] >= 10, "the checkpoint is not mid-epoch"
+        proc = subprocess.run(run, capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "resumed from" in proc.stdout
+    whole, resumed = torch.load(tmp_path / "whole.pt"), torch.load(tmp_path / "resumed.pt")
+    assert whole.keys() == resumed.keys()
+    for k in whole:
+        assert torch.equal(whole[k], resumed[k]), f"{k} differs after the resume"
+    strip = lambda h: [{k: v for k, v in r.items() if k not in ("data_wait_s", "step_s")} for r in h]  # noqa: E731
+    assert strip(json.loads((tmp_path / "whole.json").read_text())) == strip(json.loads((tmp_path / "resumed.json").read_text()))

@@ -35,6 +35,7 @@ def test_constants_equal_go():
     assert tuple(doc["columns"]) == _wire.COLUMNS
     assert tuple(doc["metadata_keys"]) == _wire.METADATA_KEYS
     assert tuple(doc["request_fields"]) == _wire.REQUEST_FIELDS
+    assert doc["resume"] == {"max_ranks": _wire.MAX_RESUME_RANKS, "max_phases": _wire.MAX_RESUME_PHASES}
     m = doc["shm"]
     assert (m["descriptor_size"], m["ring"], m["inline"], m["record_size"], m["read"], m["min_ring"], m["max_ring"]) == (
         _wire.SHM_DESCRIPTOR.size, _wire.SHM_RING, _wire.SHM_INLINE, _wire.SHM_RECORD.size, _wire.SHM_READ,

@@ -1,0 +1,86 @@
+"""Lightning: a LightningDataModule over augloader daemons whose position
+in the epoch is saved in the Trainer's checkpoints.
+
+    from augloader.lightning import AugloaderDataModule
+    dm = AugloaderDataModule("unix:///tmp/aug.sock", view="train", val_view="test")
+    trainer.fit(model, datamodule=dm)                   # checkpoints hold the position
+    trainer.fit(model, datamodule=dm, ckpt_path="last.ckpt")   # resumes at the next batch
+
+Lightning saves the training loader's ``state_dict()`` in its checkpoints
+and loads it on ``ckpt_path``, and it fetches one batch ahead of the
+training step: the datamodule counts a batch as received in
+``on_before_batch_transfer`` (the hook Lightning calls for the batch the
+step is about to use), so a checkpoint taken after step k resumes at batch
+k + 1, not k + 2 (a LightningModule that defines its own
+``on_before_batch_transfer`` should call ``datamodule.received(batch)``
+in it). Lightning sets the epoch at every epoch's start (the loader's
+``sampler.set_epoch``). Uses ``lightning.pytorch``, or ``pytorch_lightning``
+when only that is installed.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+try:
+    import lightning.pytorch as pl
+except ImportError:  # pragma: no cover - depends on the environment
+    import pytorch_lightning as pl  # type: ignore
+
+from .torch import AugloaderDataset
+
+
+class _TrainLoader:
+    """What train_dataloader returns: the dataset, with state_dict and
+    load_state_dict (Lightning saves and restores them) and a sampler
+    whose set_epoch Lightning calls at each epoch's start."""
+
+    def __init__(self, ds: AugloaderDataset):
+        self.dataset = ds
+        self.sampler = self
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+
+    def __iter__(self):
+        return iter(self.dataset)
+
+    def state_dict(self) -> dict:
+        return self.dataset.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dataset.load_state_dict(state)
+
+
+class AugloaderDataModule(pl.LightningDataModule):
+    """Training batches from ``url`` (its ``view``), validation batches from
+    ``val_url`` (default: ``url``) when ``val_view`` is given. Other
+    keywords go to both :class:`AugloaderDataset` s (batch_size, fold,
+    layout, device, pyg, …); rank and world come from torch.distributed,
+    which Lightning initialises."""
+
+    def __init__(self, url: str, *, view: str = "", val_url: Optional[str] = None, val_view: Optional[str] = None,
+                 batches_per_epoch: int = 0, drop_last: bool = False, **kw):
+        super().__init__()
+        self.url, self.view, self.val_url, self.val_view = url, view, val_url or url, val_view
+        self.batches_per_epoch, self.drop_last, self.kw = batches_per_epoch, drop_last, kw
+        self._train: Optional[AugloaderDataset] = None
+
+    def train_dataloader(self):
+        self._train = AugloaderDataset(self.url, view=self.view, batches_per_epoch=self.batches_per_epoch,
+                                       drop_last=self.drop_last, commit="manual", **self.kw)
+        return _TrainLoader(self._train)
+
+    def val_dataloader(self):
+        if self.val_view is None:
+            return []
+        return AugloaderDataset(self.val_url, view=self.val_view, **self.kw)
+
+    def received(self, batch) -> None:
+        """The training step is about to use batch: count it in the state."""
+        if self._train is not None:
+            self._train.commit(batch)
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        if self.trainer is not None and self.trainer.training:
+            self.received(batch)
+        return batch

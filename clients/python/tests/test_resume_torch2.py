@@ -1,0 +1,193 @@
+"""Checkpoint and resume inside the torch 2.x tools (docs/checkpoint.md),
+against real daemons: torchdata's StatefulDataLoader with 0 and 2
+persistent workers (mid-epoch, at the epoch's last batch, resumed twice);
+an elastic resume under torch.distributed (gloo) with the state in
+torch.distributed.checkpoint, 2 ranks then 3 (and then 1); Lightning's
+Trainer stopped mid-epoch and resumed from a checkpoint. These need torch
+2.x, torchdata and Lightning: `make test` runs them in .venv-torch2
+(AUGLOADER_TORCH2=1); elsewhere they skip."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+try:
+    import lightning.pytorch as pl
+    import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
+except ImportError as e:
+    if os.environ.get("AUGLOADER_TORCH2") == "1":
+        raise
+    pytest.skip(f"needs torch 2.x, torchdata and lightning ({e}): `make test-torch2` runs these in .venv-torch2",
+                allow_module_level=True)
+
+import augloader  # noqa: E402
+from augloader.lightning import AugloaderDataModule  # noqa: E402
+from augloader.torch import AugloaderDataset  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def key(t):
+    return (tuple(t["graph_id"].tolist()), t["digest"])
+
+
+def dataset(url, **kw):
+    return AugloaderDataset(url, pyg=False, digest=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def served(bins, make_synth_shards):
+    d = augloader.Daemon(make_synth_shards(80, 6), binary=str(bins / "augloader"), policy="nodesam:0.5,submix:p=0.4:0.5",
+                         seed=4, batch_size=8, workers=2)
+    d.start()
+    yield d
+    d.stop()
+
+
+def loader(url, workers):
+    ds = dataset(url)
+    kw = dict(num_workers=workers, persistent_workers=True) if workers else {}
+    return ds, StatefulDataLoader(ds, batch_size=None, **kw)
+
+
+def take(dl, k):
+    it, out = iter(dl), []
+    for _ in range(k):
+        out.append(key(next(it)))
+    return out, dl.state_dict()
+
+
+def rest(ds, dl, epoch, epochs=2):
+    """The batches of the epochs from epoch on, as a resumed loop reads them."""
+    out = []
+    for e in range(epoch, epochs):
+        ds.set_epoch(e)
+        out.append([key(t) for t in dl])
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader(served, workers):
+    """10 batches an epoch, 2 epochs. A state after k = 3 batches, after the
+    epoch's last batch (k = 10), and after resuming twice (3, then 4 more):
+    a new loader loaded with it yields exactly the uninterrupted run's
+    remaining batches, and the next epoch is epoch 1, whole."""
+    ds, dl = loader(served.url, workers)
+    full = rest(ds, dl, 0)
+    assert [len(e) for e in full] == [10, 10] and full[0] != full[1]
+    for k in (3, 10):
+        ds, dl = loader(served.url, workers)
+        ds.set_epoch(0)
+        head, st = take(dl, k)
+        assert head == full[0][:k]
+        ds2, dl2 = loader(served.url, workers)
+        dl2.load_state_dict(st)
+        assert rest(ds2, dl2, 0) == [full[0][k:], full[1]], f"resumed after {k} batches"
+    # Twice.
+    ds, dl = loader(served.url, workers)
+    ds.set_epoch(0)
+    _, st = take(dl, 3)
+    ds2, dl2 = loader(served.url, workers)
+    dl2.load_state_dict(st)
+    ds2.set_epoch(0)
+    mid, st2 = take(dl2, 4)
+    assert mid == full[0][3:7]
+    ds3, dl3 = loader(served.url, workers)
+    dl3.load_state_dict(st2)
+    assert rest(ds3, dl3, 0) == [full[0][7:], full[1]]
+
+
+def run_ranks(url, world, tmp, tag, **flags):
+    """world processes of dist_resume.py; each rank's received batches."""
+    init = tmp / f"init-{tag}"
+    procs = []
+    for r in range(world):
+        args = [sys.executable, os.path.join(HERE, "dist_resume.py"), "--url", url, "--init", str(init),
+                "--out", str(tmp / f"{tag}-{r}.jsonl")]
+        for k, v in flags.items():
+            args += [f"--{k}", str(v)]
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    out = []
+    for r, p in enumerate(procs):
+        log, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, f"{tag} rank {r}:\n{log}"
+        text = (tmp / f"{tag}-{r}.jsonl").read_text()
+        out += [json.loads(line) for line in text.splitlines() if line]
+    return out
+
+
+@pytest.mark.parametrize("resumed_world", [3, 1])
+def test_elastic_distributed_checkpoint(served, tmp_path, resumed_world):
+    """2 ranks (gloo) read 5 and 6 batches of one graph, the loader's state
+    saved with torch.distributed.checkpoint; resumed_world ranks load it and
+    read the rest. Across both phases every graph of the epoch is delivered
+    exactly once (padded repeats aside), each in the bytes of the
+    uninterrupted one-rank epoch."""
+    one = {}
+    for t in dataset(served.url, batch_size=1):
+        one[t["graph_id"].item()] = t["digest"]
+    assert len(one) == 80
+    ckpt = tmp_path / "ckpt"
+    first = run_ranks(served.url, 2, tmp_path, "a", steps=5, skew=1, save=ckpt)
+    assert len(first) == 11
+    second = run_ranks(served.url, resumed_world, tmp_path, "b", load=ckpt)
+    got = [(b["ids"][0], b["digest"]) for b in first + second if not b["padded"][0]]
+    assert sorted(g for g, _ in got) == sorted(one), "the epoch's graphs are not each delivered once"
+    assert all(d == one[g] for g, d in got), "a graph's bytes differ from the uninterrupted epoch's"
+
+
+class _Stop(Exception):
+    pass
+
+
+class Recorder(pl.LightningModule):
+    """Records every training batch's graph ids (and stops at a step)."""
+
+    def __init__(self, path, stop_at=None):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.path, self.stop_at = path, stop_at
+
+    def training_step(self, batch, i):
+        with open(self.path, "a") as f:
+            f.write(json.dumps([self.current_epoch, batch["graph_id"].tolist()]) + "\n")
+        return (self.w * batch["num_graphs"]).sum()
+
+    def on_train_batch_end(self, outputs, batch, i):
+        if self.stop_at is not None and self.global_step >= self.stop_at:
+            raise _Stop()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def trainer(tmp, **kw):
+    return pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, **kw)
+
+
+def test_lightning_resume(served, tmp_path):
+    """Trainer.fit checkpoints every 3 steps and stops (an exception) after
+    step 5; a new Trainer resumed with ckpt_path=step 3's checkpoint
+    trains on batch 4 of epoch 0 on, not on the epoch's start (nor on
+    batch 5: Lightning fetches one ahead), to the end of epoch 1."""
+    def read(p):
+        return [tuple(json.loads(line)[1]) for line in open(p)]
+
+    ref = tmp_path / "ref.jsonl"
+    trainer(tmp_path, enable_checkpointing=False).fit(Recorder(ref), datamodule=AugloaderDataModule(served.url, pyg=False))
+    full = read(ref)
+    assert len(full) == 20
+    ck = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ck", filename="{step}", every_n_train_steps=3, save_top_k=-1)
+    stopped = tmp_path / "stopped.jsonl"
+    with pytest.raises(_Stop):
+        trainer(tmp_path, callbacks=[ck]).fit(Recorder(stopped, stop_at=5), datamodule=AugloaderDataModule(served.url, pyg=False))
+    assert read(stopped) == full[:5]
+    resumed = tmp_path / "resumed.jsonl"
+    trainer(tmp_path, enable_checkpointing=False).fit(Recorder(resumed), datamodule=AugloaderDataModule(served.url, pyg=False),
+                                                      ckpt_path=tmp_path / "ck" / "step=3.ckpt")
+    assert read(resumed) == full[3:]
