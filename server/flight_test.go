@@ -62,7 +62,11 @@ func TestFlightEqualsSocket(t *testing.T) {
 	for name, src := range map[string]server.Source{"live": server.Live{L: l}, "replay": rp} {
 		for _, unix := range []bool{false, true} {
 			addr := serveFlight(t, src, unix, "")
-			for _, req := range []wire.Request{{Epoch: 1, Rank: 1, World: 2}, {Epoch: 0, Rank: 0, World: 2, StartBatch: 1}} {
+			reqs := []wire.Request{{Epoch: 1, Rank: 1, World: 2}, {Epoch: 0, Rank: 0, World: 2, StartBatch: 1}}
+			if name == "live" { // an elastic resume: what 2 ranks left, over 3
+				reqs = append(reqs, wire.Request{Epoch: 1, Rank: 2, World: 3, Resume: []wire.ResumePhase{{World: 2, Graphs: []int{17, 9}}}})
+			}
+			for _, req := range reqs {
 				want := fetch(t, sock, req, nil)
 				got, err := client.FetchFlight(context.Background(), addr, "", req, client.Options{Digests: true}, nil)
 				if err != nil {

@@ -437,18 +437,24 @@ class AugloaderDataset(IterableDataset):
     graphs no rank received are spread over the new ranks, each with the
     bytes it would have had. It works inside torchdata's
     ``StatefulDataLoader`` (0 workers, or K workers loaded again with K) and
-    as a ``Stateful`` of ``torch.distributed.checkpoint``."""
+    as a ``Stateful`` of ``torch.distributed.checkpoint``.
+
+    ``prefetch=N`` makes the next N batches' tensors on a background thread
+    while the loop works (as :class:`Prefetcher` does for a stream); they
+    count in the state only once handed out."""
 
     def __init__(self, url: str, *, token: Optional[str] = None, batch_size: int = 0,
                  rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None,
                  view: str = "", fold: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-                 digest: bool = False, layout: str = "pyg", commit: str = "yield"):
+                 digest: bool = False, layout: str = "pyg", commit: str = "yield", prefetch: int = 0):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)}")
         if commit not in COMMITS:
             raise ValueError(f"augloader: commit {commit!r}: want one of {', '.join(COMMITS)}")
-        self.layout, self.commit_mode = layout, commit
+        if prefetch < 0:
+            raise ValueError("augloader: prefetch must be at least 0")
+        self.layout, self.commit_mode, self.prefetch = layout, commit, int(prefetch)
         self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
         self.view, self.fold, self.batches_per_epoch, self.drop_last = view, fold, batches_per_epoch, drop_last
         self.digest = digest
@@ -615,23 +621,66 @@ class AugloaderDataset(IterableDataset):
         prog.total = stream.info.get("total_batches")
         self.last_stream = stream
         start, stride = pl.start, pl.stride
-        for i, b in enumerate(stream):
-            t = to_tensors(b, self.device, layout=self.layout)
-            t["batch_index"] = start + i * stride  # the batch's index in the rank's epoch (phase)
-            if self.digest:
-                t["digest"] = stream.batch_digests[i]
-            if self.pyg and PyGBatch is not None:
-                extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x", "x_code", "x_node", "x_weight") if k in t}
-                out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
-                               y=t["y_soft"] if t["soft"] else t["y"], **extra)
-                out._num_graphs = t["num_graphs"]
-                out.batch_index = t["batch_index"]
-            else:
-                out = t
-            # Counted as received when handed out (or when committed):
-            # never for a batch still inside a prefetcher.
-            if self.commit_mode == "yield":
-                self._advance(prog, b.num_graphs)
-            else:
-                self._pending.append((t["batch_index"], b.num_graphs))
-            yield out
+
+        def made():
+            for i, b in enumerate(stream):
+                t = to_tensors(b, self.device, layout=self.layout)
+                t["batch_index"] = start + i * stride  # the batch's index in the rank's epoch (phase)
+                if self.digest:
+                    t["digest"] = stream.batch_digests[i]
+                if self.pyg and PyGBatch is not None:
+                    extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x", "x_code", "x_node", "x_weight") if k in t}
+                    out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
+                                   y=t["y_soft"] if t["soft"] else t["y"], **extra)
+                    out._num_graphs = t["num_graphs"]
+                    out.batch_index = t["batch_index"]
+                else:
+                    out = t
+                yield out, t["batch_index"], b.num_graphs
+
+        source = _ahead(made(), self.prefetch) if self.prefetch else made()
+        try:
+            for out, index, graphs in source:
+                # Counted as received when handed out (or when committed):
+                # never while it waits in the prefetch queue.
+                if self.commit_mode == "yield":
+                    self._advance(prog, graphs)
+                else:
+                    self._pending.append((index, graphs))
+                yield out
+        finally:
+            if self.prefetch:
+                source.close()
+
+
+def _ahead(items, depth: int):
+    """items made up to depth ahead on a background thread, in order; an
+    error raised where the consumer would have met it. Closing the
+    generator stops the thread."""
+    import queue
+    import threading
+
+    q: "queue.Queue" = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def run():
+        try:
+            for it in items:
+                if not put_unless_stopped(q, (it, None), stop):
+                    return
+            put_unless_stopped(q, (end, None), stop)
+        except BaseException as e:  # handed to the consumer
+            put_unless_stopped(q, (end, e), stop)
+
+    threading.Thread(target=run, daemon=True, name="augloader-dataset-ahead").start()
+    try:
+        while True:
+            it, err = q.get()
+            if err is not None:
+                raise err
+            if it is end:
+                return
+            yield it
+    finally:
+        stop.set()

@@ -156,6 +156,23 @@ def test_refused(served, bins, make_synth_shards):
             next(iter(ds))
 
 
+def test_prefetch_not_counted(served):
+    """prefetch=3: batches made ahead on a thread are not in the state;
+    the state after k batches resumes at batch k."""
+    import time
+
+    full = [key(t) for t in dataset(served.url)]
+    ds = dataset(served.url, prefetch=3)
+    it = iter(ds)
+    head = [key(next(it)) for _ in range(2)]
+    time.sleep(0.2)  # the thread fills its queue
+    st = ds.state_dict()
+    assert head == full[:2] and st["batches"] == 2
+    ds2 = dataset(served.url, prefetch=3)
+    ds2.load_state_dict(st)
+    assert [key(t) for t in ds2] == full[2:]
+
+
 def test_manual_commit(served):
     """commit="manual": a batch fetched ahead is not in the state until
     committed (Lightning fetches one ahead)."""
