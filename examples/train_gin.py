@@ -9,6 +9,11 @@ Two modes:
         --view 'train={fold}:training:nodesam' --view 'test={fold}:test' &
     python examples/train_gin.py train --url unix:///tmp/aug.sock --view train --test-view test --fold 0
 
+         with --checkpoint ck.pt (every --checkpoint-every steps) and --resume,
+         a run killed at any point continues from its last checkpoint to the
+         same weights, bit for bit, as one that never stopped
+         (docs/checkpoint.md)
+
   cv     the paper's experiment: stratified k-fold cross-validation of GIN
          for several policies, on ONE daemon this script starts
          (augloader.Daemon) with a view per policy and a test view:

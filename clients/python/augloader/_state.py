@@ -240,3 +240,46 @@ def merge(states) -> dict:
     import dataclasses
 
     return dataclasses.replace(first, ranks=ranks, total=None if len(ranks) > 1 else first.total).to_dict()
+
+
+def from_loader(loader_state) -> dict:
+    """The dataset's own state (the rank's position) from a torchdata
+    StatefulDataLoader's state: with K workers, the sum of the workers'
+    positions (they read batches w, w+K, … in turn, so what the trainer
+    received is a prefix of the rank's batches). Loaded into a dataset, it
+    continues under any number of workers, or at another world size after
+    merging the ranks'."""
+    if not isinstance(loader_state, dict):
+        raise StateError("augloader: not a StatefulDataLoader state")
+    if "_snapshot" not in loader_state:
+        st = loader_state.get("dataset_state")
+        if st is None:
+            raise StateError("augloader: the loader's state holds no dataset state (is its dataset an AugloaderDataset?)")
+        parse(st)
+        return st
+    if loader_state.get("_steps_since_snapshot", 0):
+        raise StateError("augloader: the loader's worker states are older than its position (snapshot_every_n_steps > 1): "
+                         "take the state with snapshot_every_n_steps=1")
+    try:
+        ws = [w["dataset_state"] for w in loader_state["_snapshot"]["_worker_snapshots"].values()]
+    except (KeyError, TypeError, AttributeError):
+        raise StateError("augloader: a StatefulDataLoader state without its workers' dataset states") from None
+    ps = sorted((parse(w) for w in ws), key=lambda p: p.worker[0] if p.worker else -1)
+    if not ps or any(p.worker is None for p in ps) or [p.worker[:2] for p in ps] != [[w, len(ps)] for w in range(len(ps))]:
+        raise StateError("augloader: the workers' states are not those of workers 0..K-1 of one loader")
+    first = ps[0]
+    for p in ps:
+        for k in ("epoch", "world", "rank", "request", "phases"):
+            if getattr(p, k) != getattr(first, k):
+                raise StateError(f"augloader: workers 0 and {p.worker[0]} differ in {k}")
+        if p.ranks.get(p.rank) != first.ranks.get(first.rank):
+            raise StateError(f"augloader: workers 0 and {p.worker[0]} started at different positions")
+    counts = [p.worker[2] for p in ps]
+    if any(counts[i] < counts[i + 1] for i in range(len(counts) - 1)) or counts[0] - counts[-1] > 1:
+        raise StateError(f"augloader: the workers received {counts} batches: not one in turn (in_order=False?), "
+                         "so what the trainer received is not a prefix of the epoch")
+    base = first.ranks.get(first.rank, [0, 0])
+    own = [base[0] + sum(counts), base[1] + sum(p.worker[3] for p in ps)]
+    import dataclasses
+
+    return dataclasses.replace(first, ranks={first.rank: own}, worker=None).to_dict()

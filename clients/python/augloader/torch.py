@@ -370,6 +370,14 @@ def save_atomic(obj, path) -> None:
         os.close(d)
 
 
+def dataset_state(loader_state) -> dict:
+    """The dataset's own state from a torchdata StatefulDataLoader's (0
+    or K workers): loaded into an AugloaderDataset, it continues under any
+    number of workers (torchdata itself reloads a loader with K workers
+    only), or, merged with the other ranks', at another world size."""
+    return _state.from_loader(loader_state)
+
+
 def merge_states(states) -> dict:
     """One state from the per-rank states of one step (each rank's own
     ``state_dict()``, saved apart): what a resume at another world size

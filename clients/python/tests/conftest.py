@@ -123,3 +123,17 @@ def daemon(bins, tmp_path):
     yield start
     for d in started:
         d.stop()
+
+
+def kill_at_line(cmd, env, prefix: str, timeout: float = 60) -> None:
+    """Runs cmd and SIGKILLs it as soon as it prints a line starting with
+    prefix (a checkpoint written); fails if it ended before that."""
+    import signal
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    for line in p.stdout:
+        if line.startswith(prefix):
+            p.send_signal(signal.SIGKILL)
+            break
+    p.wait(timeout=timeout)
+    assert p.returncode == -signal.SIGKILL, f"the run ended (status {p.returncode}) before it printed {prefix!r}"

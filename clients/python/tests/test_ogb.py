@@ -216,17 +216,11 @@ def test_gine_example_trains(bins, tmp_path, nci, policy):
         return
     # Killed (SIGKILL) after its checkpoint at step 10 and resumed: the
     # same history as the run that never stopped.
-    import signal
+    from conftest import kill_at_line
     ck, out2 = tmp_path / "ck.pt", tmp_path / "gine2.json"
     cmd = [sys.executable, GINE, "--shards", shards, "--split", shards / "split-scaffold.json", "--policy", policy,
            "--epochs", "6", "--json", out2, "--batch-size", "32", "--checkpoint", ck, "--checkpoint-every", "5", "--resume"]
-    k = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    for line in k.stdout:
-        if line.startswith("checkpoint step 10"):
-            k.send_signal(signal.SIGKILL)
-            break
-    k.wait(timeout=60)
-    assert k.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    kill_at_line(cmd, env, "checkpoint step 10")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0 and "resumed from" in p.stdout, p.stderr + p.stdout
     strip = lambda hist: [{k: v for k, v in x.items() if k != "seconds"} for x in hist]  # noqa: E731

@@ -1,6 +1,7 @@
 """Checkpoint and resume inside the torch 2.x tools (docs/checkpoint.md),
 against real daemons: torchdata's StatefulDataLoader with 0 and 2
-persistent workers (mid-epoch, at the epoch's last batch, resumed twice);
+persistent workers (mid-epoch, at the epoch's last batch, resumed twice),
+and its state continued under another number of workers;
 an elastic resume under torch.distributed (gloo) with the state in
 torch.distributed.checkpoint, 2 ranks then 3 (and then 1); Lightning's
 Trainer stopped mid-epoch and resumed from a checkpoint. These need torch
@@ -25,7 +26,7 @@ except ImportError as e:
 
 import augloader  # noqa: E402
 from augloader.lightning import AugloaderDataModule  # noqa: E402
-from augloader.torch import AugloaderDataset  # noqa: E402
+from augloader.torch import AugloaderDataset, dataset_state  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -98,6 +99,21 @@ def test_stateful_dataloader(served, workers):
     ds3, dl3 = loader(served.url, workers)
     dl3.load_state_dict(st2)
     assert rest(ds3, dl3, 0) == [full[0][7:], full[1]]
+
+
+@pytest.mark.parametrize("workers,resumed", [(2, 3), (2, 0), (0, 2)])
+def test_other_worker_count(served, workers, resumed):
+    """A StatefulDataLoader's state with K workers, turned into the
+    dataset's own (dataset_state), continues in a loader with another
+    number of workers: the uninterrupted run's remaining batches."""
+    ds, dl = loader(served.url, workers)
+    full = rest(ds, dl, 0, 1)[0]
+    ds, dl = loader(served.url, workers)
+    head, st = take(dl, 5)
+    assert head == full[:5]
+    ds2, dl2 = loader(served.url, resumed)
+    ds2.load_state_dict(dataset_state(st))
+    assert [key(t) for t in dl2] == full[5:]
 
 
 def run_ranks(url, world, tmp, tag, **flags):

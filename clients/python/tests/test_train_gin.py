@@ -180,9 +180,9 @@ def test_sigkill_resume_same_weights(bins, mutag_shards, tmp_path, policy):
     last checkpoint (every 5 steps; an epoch is 6 batches) ends with model
     weights bitwise equal to an uninterrupted run's (CPU, deterministic
     algorithms), and so does its history."""
-    import signal
-
     import torch
+
+    from conftest import kill_at_line
 
     folds = tmp_path / "folds"
     subprocess.run([bins / "augloader", "split", "--shards", mutag_shards, "--folds", "10", "--seed", "0", "--out", folds],
@@ -199,13 +199,7 @@ def test_sigkill_resume_same_weights(bins, mutag_shards, tmp_path, policy):
         assert proc.returncode == 0, proc.stderr
         ck = tmp_path / "ck.pt"
         run = cmd("resumed", "--checkpoint", ck, "--checkpoint-every", "5", "--resume")
-        p = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        for line in p.stdout:
-            if line.startswith("checkpoint step 10"):
-                p.send_signal(signal.SIGKILL)
-                break
-        p.wait(timeout=60)
-        assert p.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+        kill_at_line(run, env, "checkpoint step 10")
         state = torch.load(ck)
         assert 0 < state["loader"]["batches"] < 6 and state["steps"] >= 10, "the checkpoint is not mid-epoch"
         proc = subprocess.run(run, capture_output=True, text=True, timeout=600, env=env)
