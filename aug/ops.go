@@ -54,12 +54,13 @@ var (
 	specDropEdge    = Spec{Name: "dropedge", ID: OpDropEdge, Augments: true, Doc: "remove one uniform random edge", build: fixed(DropEdge{})}
 	specDropNode    = Spec{Name: "dropnode", ID: OpDropNode, Augments: true, Doc: "remove one uniform random node", build: fixed(DropNode{})}
 	specAddEdge     = Spec{Name: "addedge", ID: OpAddEdge, Augments: true, Doc: "add one edge uniform over the non-adjacent pairs", build: fixed(AddEdge{}), bound: boundAddEdge}
+	specSubgraph    = Spec{Name: "subgraph", ID: OpSubgraph, Params: []string{"ratio"}, Augments: true, Doc: "a connected subgraph grown from a random node over its frontier (GraphCL's subgraph view); ratio: fraction of nodes kept, default 0.2", build: subgraphOp}
 	specChangeAttr  = Spec{Name: "changeattr", ID: OpChangeAttr, Augments: true, Doc: "change one uniform random node's feature", build: fixed(ChangeAttr{})}
 )
 
 // specs is the op table, in the order docs and --help list it.
 var specs = []*Spec{&specNone, &specNodeSam, &specNodeSamBase, &specSplitOnly, &specMergeOnly,
-	&specSubMix, &specSubMixBase, &specDropEdge, &specDropNode, &specAddEdge, &specChangeAttr}
+	&specSubMix, &specSubMixBase, &specDropEdge, &specDropNode, &specAddEdge, &specChangeAttr, &specSubgraph}
 
 // Spec implements Op.
 func (None) Spec() *Spec { return &specNone }

@@ -36,6 +36,7 @@ const (
 	// StreamPartner is reserved (SubMix draws its partner from the
 	// target's own stream).
 	StreamPartner uint64 = 13
+	OpSubgraph    uint64 = 14
 )
 
 // Stream ids of the epoch-level draws (package epoch).

@@ -26,6 +26,7 @@ func TestStreamIDsPinned(t *testing.T) {
 		"OpChangeAttr":       {aug.OpChangeAttr, 11},
 		"StreamPolicyChoice": {aug.StreamPolicyChoice, 12},
 		"StreamPartner":      {aug.StreamPartner, 13},
+		"OpSubgraph":         {aug.OpSubgraph, 14},
 		"StreamPermutation":  {aug.StreamPermutation, 1000},
 		"StreamFolds":        {aug.StreamFolds, 1001},
 		"StreamBlocks":       {aug.StreamBlocks, 1002},

@@ -1,0 +1,131 @@
+package aug
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Subgraph keeps a connected subgraph grown from a uniform random node
+// (ratio 1: the node's whole component):
+// GraphCL's subgraph view (You et al., NeurIPS'20). Starting from the seed
+// node, it adds a node drawn uniformly from the frontier (the nodes
+// adjacent to those kept and not kept themselves) until it keeps
+// max(1, ⌊Ratio·N⌋) nodes or the seed's component is exhausted, and
+// returns the subgraph they induce: every edge between two kept nodes,
+// node ids renumbered in their input order. Every kept node and edge keeps
+// its features; targets and label are kept. Time and scratch are linear in
+// nodes plus edges.
+//
+// GraphCL's reference code meant this growth but, by a discarded set
+// union, only ever draws from the seed's own neighbours; the growth here
+// is the one its paper describes.
+type Subgraph struct {
+	Ratio float64 // fraction of the nodes kept, in (0, 1]
+}
+
+// DefaultSubgraphRatio is the fraction GraphCL's unsupervised TU
+// experiments keep.
+const DefaultSubgraphRatio = 0.2
+
+// Spec implements Op.
+func (Subgraph) Spec() *Spec { return &specSubgraph }
+
+func subgraphOp(params map[string]string, _ Partners) (Op, error) {
+	r := DefaultSubgraphRatio
+	if v, ok := params["ratio"]; ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return nil, fmt.Errorf("aug: subgraph ratio=%q is not a number in (0, 1]", v)
+		}
+		r = f
+	}
+	return Subgraph{Ratio: r}, nil
+}
+
+// Apply implements Op.
+func (o Subgraph) Apply(in, out *Graph, r Rand, s *Scratch) error {
+	n := int(in.N)
+	k := max(1, int(o.Ratio*float64(n)))
+	if n == 0 {
+		out.CopyFrom(in)
+		return nil
+	}
+	s.csr(in.N, in.Edges)
+	// Two fresh stamps: kept, and on the frontier.
+	kept := s.nextGen(n)
+	front := s.nextGen(n)
+	frontier := s.tmp[:0]
+	seed := int32(r.IntN(n))
+	s.stamp[seed] = kept
+	count := 1
+	add := func(v int32) {
+		for _, w := range s.adj[s.off[v]:s.off[v+1]] {
+			if s.stamp[w] != kept && s.stamp[w] != front {
+				s.stamp[w] = front
+				frontier = append(frontier, w)
+			}
+		}
+	}
+	add(seed)
+	for count < k && len(frontier) > 0 {
+		i := r.IntN(len(frontier))
+		v := frontier[i]
+		frontier[i] = frontier[len(frontier)-1]
+		frontier = frontier[:len(frontier)-1]
+		s.stamp[v] = kept
+		count++
+		add(v)
+	}
+	s.tmp = frontier
+	// New ids in input order: monotone, so the kept pairs stay sorted.
+	s.cnt = grow(s.cnt, n)
+	next := int32(0)
+	for v := range n {
+		if s.stamp[v] == kept {
+			s.cnt[v] = next
+			next++
+		}
+	}
+	keep := func(v int32) bool { return s.stamp[v] == kept }
+	out.Index = nil
+	out.ID, out.N = in.ID, next
+	out.copyLayout(in)
+	out.Label, out.MixLabel, out.Q = in.Label, in.MixLabel, in.Q
+	out.Y = append(out.Y[:0], in.Y...)
+	out.Edges = out.Edges[:0]
+	kc, kd := int(in.EdgeCatCols), int(in.EdgeDim)
+	out.EdgeCat, out.EdgeX = out.EdgeCat[:0], out.EdgeX[:0]
+	for e := 0; e < len(in.Edges)/2; e++ {
+		u, v := in.Edges[2*e], in.Edges[2*e+1]
+		if !keep(u) || !keep(v) {
+			continue
+		}
+		out.Edges = append(out.Edges, s.cnt[u], s.cnt[v])
+		out.EdgeCat = append(out.EdgeCat, in.EdgeCat[e*kc:(e+1)*kc]...)
+		out.EdgeX = append(out.EdgeX, in.EdgeX[e*kd:(e+1)*kd]...)
+	}
+	f := int(in.CatCols)
+	out.NodeCat = out.NodeCat[:0]
+	d := 0
+	if in.Dense {
+		d = int(in.Dim)
+	}
+	out.X = out.X[:0]
+	oneHot := in.oneHot()
+	out.FeatOff, out.Codes, out.Weights = out.FeatOff[:0], out.Codes[:0], out.Weights[:0]
+	for v := range n {
+		if !keep(int32(v)) {
+			continue
+		}
+		out.NodeCat = append(out.NodeCat, in.NodeCat[v*f:(v+1)*f]...)
+		out.X = append(out.X, in.X[v*d:(v+1)*d]...)
+		if oneHot {
+			out.FeatOff = append(out.FeatOff, int32(len(out.Codes)))
+			out.appendMix(in, int32(v))
+		}
+	}
+	if oneHot {
+		out.FeatOff = append(out.FeatOff, int32(len(out.Codes)))
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package aug_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/augloader/augloader/aug"
+)
+
+// TestSubgraphProperties: on random graphs (many disconnected), for each
+// ratio, the subgraph view is connected; it keeps max(1, ⌊ratio·N⌋)
+// nodes, or fewer only when it kept the seed's whole component; it is
+// the subgraph its kept nodes induce in the input (every input edge
+// between two kept nodes, no other); and every kept node carries its own
+// features (X names the input node: id+1). Node ids keep their input
+// order.
+func TestSubgraphProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var s aug.Scratch
+	var out aug.Graph
+	for gid := range 300 {
+		n := int32(1 + r.IntN(60))
+		g := randomGraph(r, int64(gid), n, r.IntN(int(n)*2+1))
+		in := identified(gid, g.N, g.Edges, nil, nil)
+		for _, ratio := range []float64{0.2, 0.5, 0.9, 1} {
+			op := aug.Subgraph{Ratio: ratio}
+			if err := op.Apply(&in, &out, s.Rand(7, 1, in.ID, aug.OpSubgraph), &s); err != nil {
+				t.Fatal(err)
+			}
+			if err := aug.Check(&out, 0); err != nil {
+				t.Fatalf("graph %d ratio %v: %v", gid, ratio, err)
+			}
+			// Kept input nodes, from the features (X[0] = id + 1).
+			kept := make([]int32, out.N)
+			for v := range out.N {
+				kept[v] = int32(out.X[3*v]) - 1
+				if v > 0 && kept[v] <= kept[v-1] {
+					t.Fatalf("graph %d: output ids not in input order: %v", gid, kept)
+				}
+				if out.NodeCat[2*v+1] != kept[v]%128 {
+					t.Fatalf("graph %d: node %d's codes are not input node %d's", gid, v, kept[v])
+				}
+			}
+			want := max(1, int(ratio*float64(n)))
+			isKept := make([]bool, n)
+			for _, v := range kept {
+				isKept[v] = true
+			}
+			var induced []int32
+			leaves := false
+			for k := 0; k < len(in.Edges); k += 2 {
+				u, v := in.Edges[k], in.Edges[k+1]
+				switch {
+				case isKept[u] && isKept[v]:
+					induced = append(induced, int32(slices.Index(kept, u)), int32(slices.Index(kept, v)))
+				case isKept[u] != isKept[v]:
+					leaves = true
+				}
+			}
+			if !slices.Equal(induced, out.Edges) {
+				t.Fatalf("graph %d ratio %v: edges %v, the kept nodes induce %v", gid, ratio, out.Edges, induced)
+			}
+			switch {
+			case int(out.N) > want:
+				t.Fatalf("graph %d ratio %v: kept %d nodes, want at most %d", gid, ratio, out.N, want)
+			case int(out.N) < want && leaves:
+				t.Fatalf("graph %d ratio %v: kept %d of %d nodes though the component goes on", gid, ratio, out.N, want)
+			}
+			if !connected(out.N, out.Edges) {
+				t.Fatalf("graph %d ratio %v: the subgraph view is not connected", gid, ratio)
+			}
+		}
+	}
+	if _, err := aug.New("subgraph", map[string]string{"ratio": "0"}, nil); err == nil {
+		t.Error("ratio=0 accepted")
+	}
+}
+
+func connected(n int32, edges []int32) bool {
+	if n == 0 {
+		return true
+	}
+	parent := make([]int32, n)
+	for i := range parent {
+		parent[i] = int32(i)
+	}
+	find := func(x int32) int32 {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	comps := n
+	for k := 0; k < len(edges); k += 2 {
+		if a, b := find(edges[k]), find(edges[k+1]); a != b {
+			parent[a] = b
+			comps--
+		}
+	}
+	return comps == 1
+}
