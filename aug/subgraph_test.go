@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/aug"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 )
 
 // TestSubgraphProperties: on random graphs (many disconnected), for each
@@ -67,7 +68,7 @@ func TestSubgraphProperties(t *testing.T) {
 			case int(out.N) < want && leaves:
 				t.Fatalf("graph %d ratio %v: kept %d of %d nodes though the component goes on", gid, ratio, out.N, want)
 			}
-			if !connected(out.N, out.Edges) {
+			if out.N > 0 && testutil.Components(out.N, out.Edges) != 1 {
 				t.Fatalf("graph %d ratio %v: the subgraph view is not connected", gid, ratio)
 			}
 		}
@@ -75,29 +76,4 @@ func TestSubgraphProperties(t *testing.T) {
 	if _, err := aug.New("subgraph", map[string]string{"ratio": "0"}, nil); err == nil {
 		t.Error("ratio=0 accepted")
 	}
-}
-
-func connected(n int32, edges []int32) bool {
-	if n == 0 {
-		return true
-	}
-	parent := make([]int32, n)
-	for i := range parent {
-		parent[i] = int32(i)
-	}
-	find := func(x int32) int32 {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
-	comps := n
-	for k := 0; k < len(edges); k += 2 {
-		if a, b := find(edges[k]), find(edges[k+1]); a != b {
-			parent[a] = b
-			comps--
-		}
-	}
-	return comps == 1
 }
