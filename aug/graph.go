@@ -15,7 +15,9 @@
 //   - Outputs satisfy Check: edges once per undirected pair as (u, v),
 //     u < v, sorted, no self-loops, ids in range; features of the right
 //     shape; categorical features are sparse mixes of codes (a merge
-//     averages one-hots) whose weights sum to 1.
+//     averages one-hots) whose weights sum to 1, or the one pair (0, 0)
+//     for a node attrmask masked; categorical columns hold codes of their
+//     vocabulary, or its size (the reserved code) where masked.
 //   - Apply never modifies its input; it writes into out, reusing out's
 //     buffers, and into a *Scratch that may be reused across calls (not
 //     concurrently). With reused out and scratch, NodeSam allocates nothing
@@ -319,6 +321,9 @@ func Check(g *Graph, classes int32) error {
 			if hi <= lo {
 				return bad("node %d has no feature", v)
 			}
+			if hi == lo+1 && g.Codes[lo] == 0 && g.Weights[lo] == 0 {
+				continue // masked (attrmask): the zero vector
+			}
 			var sum float64
 			for i := lo; i < hi; i++ {
 				if g.Codes[i] < 0 || g.Codes[i] >= g.Dim || !(g.Weights[i] > 0) {
@@ -352,7 +357,8 @@ func checkColumns(g *Graph) error {
 		return fmt.Errorf("%d node codes (%d vocabularies) for %d nodes × %d columns", len(g.NodeCat), len(g.CatVocab), n, g.CatCols)
 	}
 	for i, c := range g.NodeCat {
-		if c < 0 || c >= g.CatVocab[i%int(g.CatCols)] {
+		// A column's vocabulary size is its reserved code (attrmask's mask).
+		if c < 0 || c > g.CatVocab[i%int(g.CatCols)] {
 			return fmt.Errorf("node %d: code %d of column %d (vocabulary %d)", i/int(g.CatCols), c, i%int(g.CatCols), g.CatVocab[i%int(g.CatCols)])
 		}
 	}

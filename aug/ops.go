@@ -55,12 +55,13 @@ var (
 	specDropNode    = Spec{Name: "dropnode", ID: OpDropNode, Augments: true, Doc: "remove one uniform random node", build: fixed(DropNode{})}
 	specAddEdge     = Spec{Name: "addedge", ID: OpAddEdge, Augments: true, Doc: "add one edge uniform over the non-adjacent pairs", build: fixed(AddEdge{}), bound: boundAddEdge}
 	specSubgraph    = Spec{Name: "subgraph", ID: OpSubgraph, Params: []string{"ratio"}, Augments: true, Doc: "a connected subgraph grown from a random node over its frontier (GraphCL's subgraph view); ratio: fraction of nodes kept, default 0.2", build: subgraphOp}
+	specAttrMask    = Spec{Name: "attrmask", ID: OpAttrMask, Params: []string{"ratio"}, Augments: true, Doc: "mask the features of a random fraction of the nodes (GraphCL's attribute masking): one-hot to zeros, floats to 0, codes to the column's reserved code; ratio: fraction masked, default 0.2", build: attrMaskOp}
 	specChangeAttr  = Spec{Name: "changeattr", ID: OpChangeAttr, Augments: true, Doc: "change one uniform random node's feature", build: fixed(ChangeAttr{})}
 )
 
 // specs is the op table, in the order docs and --help list it.
 var specs = []*Spec{&specNone, &specNodeSam, &specNodeSamBase, &specSplitOnly, &specMergeOnly,
-	&specSubMix, &specSubMixBase, &specDropEdge, &specDropNode, &specAddEdge, &specChangeAttr, &specSubgraph}
+	&specSubMix, &specSubMixBase, &specDropEdge, &specDropNode, &specAddEdge, &specChangeAttr, &specSubgraph, &specAttrMask}
 
 // Spec implements Op.
 func (None) Spec() *Spec { return &specNone }

@@ -37,6 +37,7 @@ const (
 	// target's own stream).
 	StreamPartner uint64 = 13
 	OpSubgraph    uint64 = 14
+	OpAttrMask    uint64 = 15
 )
 
 // Stream ids of the epoch-level draws (package epoch).

@@ -27,6 +27,7 @@ func TestStreamIDsPinned(t *testing.T) {
 		"StreamPolicyChoice": {aug.StreamPolicyChoice, 12},
 		"StreamPartner":      {aug.StreamPartner, 13},
 		"OpSubgraph":         {aug.OpSubgraph, 14},
+		"OpAttrMask":         {aug.OpAttrMask, 15},
 		"StreamPermutation":  {aug.StreamPermutation, 1000},
 		"StreamFolds":        {aug.StreamFolds, 1001},
 		"StreamBlocks":       {aug.StreamBlocks, 1002},

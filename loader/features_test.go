@@ -186,6 +186,45 @@ func TestServedFeatures(t *testing.T) {
 	}
 }
 
+// attrmask on molecules: each served node's codes are its own or, for
+// ⌊0.5·N⌋ nodes of every graph, each column's reserved code (its
+// vocabulary size: 9 and 3); edges and targets are served as they are.
+func TestServedAttrMask(t *testing.T) {
+	dir, gs := writeMolecules(t, 40)
+	l := fixture.Loader(t, dir, nil, "attrmask:ratio=0.5", loader.Config{Seed: 5, BatchSize: 8, Workers: 2})
+	_, recs := records(t, l, wire.Request{World: 1, BatchSize: 8})
+	seen := 0
+	for _, rec := range recs {
+		ids := rec.Column(0).(*array.Int64)
+		xcat, catOff := listValues(rec, wire.ColXCat, u8)
+		src, _ := listValues(rec, wire.ColEdgeSrc, i32)
+		for row := 0; row < int(rec.NumRows()); row++ {
+			g := gs[ids.Value(row)]
+			codes := xcat[catOff[row]:catOff[row+1]]
+			masked := 0
+			for v := range int(g.NumNodes) {
+				got, own := codes[2*v:2*v+2], g.NodeCat.I32[2*v:2*v+2]
+				switch {
+				case got[0] == 9 && got[1] == 3:
+					masked++
+				case got[0] != own[0] || got[1] != own[1]:
+					t.Fatalf("graph %d node %d: codes %v, neither its own %v nor the mask", g.ID, v, got, own)
+				}
+			}
+			if masked != int(g.NumNodes)/2 {
+				t.Fatalf("graph %d: %d of %d nodes masked, want %d", g.ID, masked, g.NumNodes, g.NumNodes/2)
+			}
+			seen++
+		}
+		if len(src) == 0 {
+			t.Fatal("no edges served")
+		}
+	}
+	if seen != len(gs) {
+		t.Fatalf("%d graphs served, want %d", seen, len(gs))
+	}
+}
+
 // A declared edge fill (--edge-fill) is what NodeSam's new edges carry,
 // and it is part of the identity; the default, declared or not, leaves
 // the identity as it was. Bad fills are refused.

@@ -48,7 +48,7 @@ class Batch:
     edge_cat: Optional[np.ndarray] = None  # [2|E|, K] categorical edge columns, row i: edge (edge_src[i], edge_dst[i])
     edge_x: Optional[np.ndarray] = None    # float32 [2|E|, D] float edge features
     task: str = "class"                    # class, binary or regression
-    node_vocab: tuple = ()                 # vocabulary size of each x_cat column
+    node_vocab: tuple = ()                 # vocabulary size of each x_cat column (the size: attrmask's reserved code)
     edge_vocab: tuple = ()                 # of each edge_cat column (the edge fill's reserved code is the size)
     edge_fill: tuple = ()                  # the fill code of each edge_cat column
 
@@ -224,7 +224,8 @@ class Batch:
             if len(x_cat) != n * f:
                 raise ValueError(f"augloader: {len(x_cat)} node codes for {n} nodes × {f} columns")
             x_cat = x_cat.reshape(n, f)
-            if n and np.any(x_cat.max(axis=0) >= np.asarray(info["node_vocab"])):
+            # A column's size is its reserved code (attrmask's mask).
+            if n and np.any(x_cat.max(axis=0) > np.asarray(info["node_vocab"])):
                 raise ValueError("augloader: node codes out of their vocabularies")
         if not (dense or sparse or x_cat is not None) and n > (1 << 26):
             raise ValueError(f"augloader: {n} nodes without features")

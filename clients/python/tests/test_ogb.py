@@ -111,6 +111,14 @@ def test_ogb_csv_layout_equals_ogb_loader(bins, daemon, tmp_path, nci):
     d = daemon("--shards", str(shards), "--view", f"valid={shards}/split-scaffold.json:valid")
     got = sorted(int(i) for b in augloader.connect(d.unix).epoch(0, view="valid") for i in b.graph_id if True)
     assert got == sorted(split["valid"])
+    # attrmask: a masked atom carries each column's reserved code (its
+    # vocabulary size), which the client takes.
+    import numpy as np
+    d = daemon("--shards", str(shards), "--policy", "attrmask:ratio=0.5")
+    bs = list(augloader.connect(d.unix).epoch(0, batch_size=64))
+    vocab = np.asarray(bs[0].node_vocab)
+    masked = sum(int((b.x_cat == vocab).all(axis=1).sum()) for b in bs)
+    assert masked == sum(int(n) // 2 for b in bs for n in np.diff(b.ptr))
 
 
 def write_ogb_npz(base, mols):

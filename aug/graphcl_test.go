@@ -77,3 +77,71 @@ func TestSubgraphProperties(t *testing.T) {
 		t.Error("ratio=0 accepted")
 	}
 }
+
+// TestAttrMaskProperties: ⌊ratio·N⌋ nodes are masked, each distinct
+// (partial Fisher–Yates); a masked node's float block is zeros, its
+// categorical columns the reserved codes (vocabulary sizes) and its
+// one-hot mix the zero vector (code 0, weight 0); every other node keeps its own features; edges,
+// edge features, label and targets are the input's.
+func TestAttrMaskProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var s aug.Scratch
+	var out aug.Graph
+	for gid := range 200 {
+		n := int32(1 + r.IntN(50))
+		g := randomGraph(r, int64(gid), n, r.IntN(int(n)*2+1))
+		dense := identified(gid, g.N, g.Edges, nil, nil)
+		oneHot := g
+		codes := make([]int32, n)
+		for v := range codes {
+			codes[v] = int32(v % 7)
+		}
+		oneHot.SetCodes(codes, 7)
+		for _, ratio := range []float64{0, 0.2, 0.5, 1} {
+			op := aug.AttrMask{Ratio: ratio}
+			want := int(ratio * float64(n))
+			if err := op.Apply(&dense, &out, s.Rand(3, 1, dense.ID, aug.OpAttrMask), &s); err != nil {
+				t.Fatal(err)
+			}
+			if err := aug.Check(&out, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(out.Edges, dense.Edges) || !slices.Equal(out.EdgeCat, dense.EdgeCat) ||
+				!slices.Equal(out.EdgeX, dense.EdgeX) || out.Label != dense.Label || len(out.Y) != len(dense.Y) {
+				t.Fatalf("graph %d: attrmask changed structure, edge features, label or targets", gid)
+			}
+			masked := 0
+			for v := range int(n) {
+				x, c := out.X[3*v:3*v+3], out.NodeCat[2*v:2*v+2]
+				switch {
+				case slices.Equal(x, []float32{0, 0, 0}) && slices.Equal(c, dense.CatVocab):
+					masked++
+				case !slices.Equal(x, dense.X[3*v:3*v+3]) || !slices.Equal(c, dense.NodeCat[2*v:2*v+2]):
+					t.Fatalf("graph %d ratio %v: node %d neither masked nor its own", gid, ratio, v)
+				}
+			}
+			if masked != want {
+				t.Fatalf("graph %d ratio %v: %d nodes masked, want %d", gid, ratio, masked, want)
+			}
+			if err := op.Apply(&oneHot, &out, s.Rand(3, 1, oneHot.ID, aug.OpAttrMask), &s); err != nil {
+				t.Fatal(err)
+			}
+			if err := aug.Check(&out, 0); err != nil {
+				t.Fatal(err)
+			}
+			empty := 0
+			for v := range int(n) {
+				lo, hi := out.FeatOff[v], out.FeatOff[v+1]
+				switch {
+				case hi == lo+1 && out.Codes[lo] == 0 && out.Weights[lo] == 0:
+					empty++
+				case hi-lo != 1 || out.Codes[lo] != codes[v] || out.Weights[lo] != 1:
+					t.Fatalf("graph %d: unmasked node %d lost its one-hot code", gid, v)
+				}
+			}
+			if empty != want {
+				t.Fatalf("graph %d ratio %v: %d one-hot nodes masked, want %d", gid, ratio, empty, want)
+			}
+		}
+	}
+}
