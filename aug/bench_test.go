@@ -295,3 +295,29 @@ func BenchmarkScaling(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGraphCLScaling: GraphCL's subgraph and attrmask on the scaling
+// graphs: ns/edge flat across sizes is the linear time their docs claim
+// (outside make bench's tables: go test -run XXX -bench GraphCLScaling ./aug).
+func BenchmarkGraphCLScaling(b *testing.B) {
+	for _, target := range ScalingSizes {
+		g := subgraph(b, target, 1)
+		for _, op := range []aug.Op{aug.Subgraph{Ratio: 0.8}, aug.AttrMask{Ratio: 0.2}} {
+			b.Run(fmt.Sprintf("op=%s/edges=%d", op.Spec().Name, target), func(b *testing.B) {
+				var s aug.Scratch
+				var out aug.Graph
+				if err := op.Apply(&g, &out, s.Rand(1, 0, g.ID, aug.OpID(op)), &s); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := op.Apply(&g, &out, s.Rand(1, uint64(i), g.ID, aug.OpID(op)), &s); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(g.NumEdges()), "ns/edge")
+			})
+		}
+	}
+}
