@@ -1,10 +1,5 @@
 package aug
 
-import (
-	"fmt"
-	"strconv"
-)
-
 // AttrMask masks the node features of ⌊Ratio·N⌋ nodes drawn uniformly
 // without replacement: GraphCL's attribute masking (You et al.,
 // NeurIPS'20). A masked node's one-hot feature becomes the zero vector
@@ -26,15 +21,8 @@ const DefaultAttrMaskRatio = 0.2
 func (AttrMask) Spec() *Spec { return &specAttrMask }
 
 func attrMaskOp(params map[string]string, _ Partners) (Op, error) {
-	r := DefaultAttrMaskRatio
-	if v, ok := params["ratio"]; ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f >= 0 && f <= 1) {
-			return nil, fmt.Errorf("aug: attrmask ratio=%q is not a number in [0, 1]", v)
-		}
-		r = f
-	}
-	return AttrMask{Ratio: r}, nil
+	r, err := ratioParam("attrmask", params, DefaultAttrMaskRatio, true)
+	return AttrMask{Ratio: r}, err
 }
 
 // Apply implements Op.

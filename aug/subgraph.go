@@ -31,15 +31,26 @@ const DefaultSubgraphRatio = 0.2
 func (Subgraph) Spec() *Spec { return &specSubgraph }
 
 func subgraphOp(params map[string]string, _ Partners) (Op, error) {
-	r := DefaultSubgraphRatio
-	if v, ok := params["ratio"]; ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0 && f <= 1) {
-			return nil, fmt.Errorf("aug: subgraph ratio=%q is not a number in (0, 1]", v)
-		}
-		r = f
+	r, err := ratioParam("subgraph", params, DefaultSubgraphRatio, false)
+	return Subgraph{Ratio: r}, err
+}
+
+// ratioParam reads an op's ratio=R parameter: a number in [0, 1], or in
+// (0, 1] unless zero is allowed; def when absent.
+func ratioParam(op string, params map[string]string, def float64, zero bool) (float64, error) {
+	v, ok := params["ratio"]
+	if !ok {
+		return def, nil
 	}
-	return Subgraph{Ratio: r}, nil
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0 && f <= 1) || (f == 0 && !zero) {
+		span := "(0, 1]"
+		if zero {
+			span = "[0, 1]"
+		}
+		return 0, fmt.Errorf("aug: %s ratio=%q is not a number in %s", op, v, span)
+	}
+	return f, nil
 }
 
 // Apply implements Op.
