@@ -310,16 +310,16 @@ func DecodeRequest(body []byte) (Request, error) {
 	if len(req.View) > MaxViewName {
 		return req, fmt.Errorf("%w: view name of %d bytes (at most %d)", ErrProtocol, len(req.View), MaxViewName)
 	}
-	if err := checkResume(req.Resume); err != nil {
+	if err := CheckResume(req.Resume); err != nil {
 		return req, err
 	}
 	return req, nil
 }
 
-// checkResume checks a request's resume phases for what needs no dataset:
+// CheckResume checks a request's resume phases for what needs no dataset:
 // each a world of at least one rank with one non-negative count a rank,
-// within MaxResumePhases and MaxResumeRanks.
-func checkResume(phases []ResumePhase) error {
+// within MaxResumePhases and MaxResumeRanks. Errors wrap ErrProtocol.
+func CheckResume(phases []ResumePhase) error {
 	if len(phases) > MaxResumePhases {
 		return fmt.Errorf("%w: resume has %d phases (at most %d)", ErrProtocol, len(phases), MaxResumePhases)
 	}

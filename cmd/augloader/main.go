@@ -596,23 +596,21 @@ func shmRing(v string) (int, error) {
 }
 
 // parseResumePhase reads fetch's --resume W:G0,G1,…: a world of W ranks,
-// rank r of which received the first Gr graphs of its slice.
+// rank r of which received the first Gr graphs of its slice; what the
+// numbers must be is wire.CheckResume's, the server's own check.
 func parseResumePhase(s string) (wire.ResumePhase, error) {
 	w, gs, ok := strings.Cut(s, ":")
 	world, err := strconv.Atoi(w)
-	if !ok || err != nil || world < 1 {
-		return wire.ResumePhase{}, errors.New("want W:G0,G1,… with a world W of at least one rank")
+	if !ok || err != nil {
+		return wire.ResumePhase{}, errors.New("want W:G0,G1,…: a world size, a colon and a graph count per rank")
 	}
 	ph := wire.ResumePhase{World: world}
 	for _, g := range strings.Split(gs, ",") {
 		n, err := strconv.Atoi(g)
-		if err != nil || n < 0 {
-			return wire.ResumePhase{}, fmt.Errorf("graph count %q is not a non-negative integer", g)
+		if err != nil {
+			return wire.ResumePhase{}, fmt.Errorf("graph count %q is not an integer", g)
 		}
 		ph.Graphs = append(ph.Graphs, n)
 	}
-	if len(ph.Graphs) != world {
-		return wire.ResumePhase{}, fmt.Errorf("%d graph counts for a world of %d ranks", len(ph.Graphs), world)
-	}
-	return ph, nil
+	return ph, wire.CheckResume([]wire.ResumePhase{ph})
 }
