@@ -17,7 +17,7 @@ torch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from . import _wire
@@ -69,7 +69,7 @@ class Progress:
 
 
 def _nonneg(v, what: str) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+    if not _wire.is_count(v):
         raise StateError(f"augloader: state field {what} = {v!r} is not a non-negative integer")
     return v
 
@@ -210,9 +210,22 @@ def plan(p: Optional[Progress], world: int, rank: int, worker: Optional[tuple]) 
                          f"ranks {missing} (take it with state_dict() on every rank under torch.distributed, "
                          "or through torch.distributed.checkpoint)")
     phases = p.phases + [{"world": p.world, "graphs": [p.ranks[r][1] for r in range(p.world)]}]
-    if len(phases) > _wire.MAX_RESUME_PHASES or sum(ph["world"] for ph in phases) > _wire.MAX_RESUME_RANKS:
-        raise StateError(f"augloader: resuming at another world size more than {_wire.MAX_RESUME_PHASES} times in one epoch")
+    try:
+        _wire.check_resume(phases)  # the protocol's bounds on phases and ranks
+    except ValueError as e:
+        raise StateError(f"augloader: cannot resume at world {world} once more in this epoch: {e}") from None
     return Plan(phases, w, K, [0, 0], [0, 0], new_phase=True)
+
+
+def _agree(ps: list, keys: tuple, who) -> None:
+    """Refuses progresses that differ from the first in one of keys,
+    naming the two (who(p) names one) and the field."""
+    first = ps[0]
+    for p in ps[1:]:
+        for k in keys:
+            if getattr(p, k) != getattr(first, k):
+                raise StateError(f"augloader: {who(first)} and {who(p)} differ in {k}: "
+                                 f"{getattr(first, k)!r} vs {getattr(p, k)!r}")
 
 
 def merge(states) -> dict:
@@ -224,12 +237,9 @@ def merge(states) -> dict:
     if not ps:
         raise StateError("augloader: no states to merge")
     first = ps[0]
+    _agree(ps, ("epoch", "world", "request", "phases"), lambda p: f"the state of rank {p.rank}")
     ranks = {}
     for p in ps:
-        for k in ("epoch", "world", "request", "phases"):
-            if getattr(p, k) != getattr(first, k):
-                raise StateError(f"augloader: states of rank {first.rank} and rank {p.rank} differ in {k}: "
-                                 f"{getattr(first, k)!r} vs {getattr(p, k)!r}")
         if p.worker is not None:
             raise StateError(f"augloader: rank {p.rank}'s state is a DataLoader worker's: merge the datasets' own states")
         check_config(first, p.config)
@@ -237,9 +247,7 @@ def merge(states) -> dict:
             if r in ranks and ranks[r] != v:
                 raise StateError(f"augloader: two states give rank {r} different positions: {ranks[r]} and {v}")
             ranks[r] = v
-    import dataclasses
-
-    return dataclasses.replace(first, ranks=ranks, total=None if len(ranks) > 1 else first.total).to_dict()
+    return replace(first, ranks=ranks, total=None if len(ranks) > 1 else first.total).to_dict()
 
 
 def from_loader(loader_state) -> dict:
@@ -268,10 +276,8 @@ def from_loader(loader_state) -> dict:
     if not ps or any(p.worker is None for p in ps) or [p.worker[:2] for p in ps] != [[w, len(ps)] for w in range(len(ps))]:
         raise StateError("augloader: the workers' states are not those of workers 0..K-1 of one loader")
     first = ps[0]
+    _agree(ps, ("epoch", "world", "rank", "request", "phases"), lambda p: f"worker {p.worker[0]}")
     for p in ps:
-        for k in ("epoch", "world", "rank", "request", "phases"):
-            if getattr(p, k) != getattr(first, k):
-                raise StateError(f"augloader: workers 0 and {p.worker[0]} differ in {k}")
         if p.ranks.get(p.rank) != first.ranks.get(first.rank):
             raise StateError(f"augloader: workers 0 and {p.worker[0]} started at different positions")
     counts = [p.worker[2] for p in ps]
@@ -280,6 +286,4 @@ def from_loader(loader_state) -> dict:
                          "so what the trainer received is not a prefix of the epoch")
     base = first.ranks.get(first.rank, [0, 0])
     own = [base[0] + sum(counts), base[1] + sum(p.worker[3] for p in ps)]
-    import dataclasses
-
-    return dataclasses.replace(first, ranks={first.rank: own}, worker=None).to_dict()
+    return replace(first, ranks={first.rank: own}, worker=None).to_dict()

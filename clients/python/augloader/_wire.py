@@ -202,10 +202,15 @@ def encode_request(req: dict) -> bytes:
                 raise ValueError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")
         elif k == "resume":
             check_resume(v)
-        elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        elif not is_count(v):
             raise ValueError(f"augloader: request field {k}={v!r} is not a non-negative integer")
     body = json.dumps(req, separators=(",", ":")).encode()
     return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
+
+
+def is_count(v) -> bool:
+    """v is a non-negative int (bool is not)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def check_resume(phases) -> None:
@@ -218,9 +223,8 @@ def check_resume(phases) -> None:
     for i, ph in enumerate(phases):
         w = ph.get("world") if isinstance(ph, dict) else None
         g = ph.get("graphs") if isinstance(ph, dict) else None
-        if (not isinstance(ph, dict) or set(ph) != {"world", "graphs"} or not isinstance(w, int) or isinstance(w, bool)
-                or w < 1 or not isinstance(g, list) or len(g) != w
-                or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in g)):
+        if (not isinstance(ph, dict) or set(ph) != {"world", "graphs"} or not is_count(w) or w < 1
+                or not isinstance(g, list) or len(g) != w or not all(is_count(x) for x in g)):
             raise ValueError(f"augloader: resume phase {i} {ph!r} is not {{'world': W >= 1, 'graphs': [W counts >= 0]}}")
         ranks += w
         if ranks > MAX_RESUME_RANKS:

@@ -286,53 +286,38 @@ class Prefetcher:
             loss = step(t)
     """
 
-    _END = object()
-
     def __init__(self, batches, device="cpu", *, layout: str = "pyg", depth: int = 2):
-        import queue
-        import threading
-
         if depth < 1:
             raise ValueError("augloader: Prefetcher depth must be at least 1")
         self.device, self.layout = torch.device(device), layout
-        self._q: "queue.Queue" = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
         self.wait_s = 0.0  # time the consumer spent waiting for a batch
         cuda = self.device.type == "cuda"
         self._stream = torch.cuda.Stream(self.device) if cuda else None
-        self._thread = threading.Thread(target=self._run, args=(iter(batches),), daemon=True,
-                                        name="augloader-prefetch")
-        self._thread.start()
+        self._ahead = _Ahead(self._made(iter(batches)), depth, "augloader-prefetch")
 
-    def _put(self, item) -> bool:
-        return put_unless_stopped(self._q, item, self._stop)
-
-    def _run(self, it):
-        try:
-            for b in it:
-                if self._stream is not None:
-                    with torch.cuda.stream(self._stream):
-                        t = to_tensors(b, self.device, layout=self.layout, non_blocking=True)
-                        ev = torch.cuda.Event()
-                        ev.record(self._stream)
-                else:
-                    t, ev = to_tensors(b, self.device, layout=self.layout), None
-                if not self._put((t, ev)):
-                    return
-            self._put((self._END, None))
-        except BaseException as e:  # handed to the consumer
-            self._put((e, None))
+    def _made(self, it):
+        """(tensors, CUDA event or None) of each batch, on the thread."""
+        for b in it:
+            if self._stream is not None:
+                with torch.cuda.stream(self._stream):
+                    t = to_tensors(b, self.device, layout=self.layout, non_blocking=True)
+                    ev = torch.cuda.Event()
+                    ev.record(self._stream)
+                yield t, ev
+            else:
+                yield to_tensors(b, self.device, layout=self.layout), None
 
     def __iter__(self):
         import time
+        it = iter(self._ahead)
         while True:
             t0 = time.perf_counter()
-            item, ev = self._q.get()
-            self.wait_s += time.perf_counter() - t0
-            if item is self._END:
+            try:
+                item, ev = next(it)
+            except StopIteration:
                 return
-            if isinstance(item, BaseException):
-                raise item
+            finally:
+                self.wait_s += time.perf_counter() - t0
             if ev is not None:
                 torch.cuda.current_stream(self.device).wait_event(ev)
                 for v in item.values():
@@ -341,9 +326,51 @@ class Prefetcher:
             yield item
 
     def close(self):
-        self._stop.set()
+        self._ahead.close()
 
     def __del__(self):
+        if hasattr(self, "_ahead"):
+            self._ahead.close()
+
+
+class _Ahead:
+    """items made up to depth ahead on a background thread, started now;
+    iterating gives them in order, and an error the thread met is raised
+    where the consumer meets it. close() (or leaving the iteration) stops
+    the thread. Prefetcher's and AugloaderDataset(prefetch=N)'s."""
+
+    _END = object()
+
+    def __init__(self, items, depth: int, name: str):
+        import queue
+        import threading
+
+        self._q: "queue.Queue" = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, args=(items,), daemon=True, name=name).start()
+
+    def _run(self, items):
+        try:
+            for it in items:
+                if not put_unless_stopped(self._q, (it, None), self._stop):
+                    return
+            put_unless_stopped(self._q, (self._END, None), self._stop)
+        except BaseException as e:  # handed to the consumer
+            put_unless_stopped(self._q, (self._END, e), self._stop)
+
+    def __iter__(self):
+        try:
+            while True:
+                it, err = self._q.get()
+                if err is not None:
+                    raise err
+                if it is self._END:
+                    return
+                yield it
+        finally:
+            self._stop.set()
+
+    def close(self):
         self._stop.set()
 
 
@@ -579,10 +606,11 @@ class AugloaderDataset(IterableDataset):
         raise ValueError(f"augloader: commit of batch {index}, not one handed out and uncommitted")
 
     def _advance(self, p: "_state.Progress", graphs: int) -> None:
-        own = p.worker if p.worker is not None else None
-        if own is not None:
-            own[2] += 1
-            own[3] += graphs
+        """One more batch of graphs received: the worker's own count in a
+        DataLoader worker, else the rank's."""
+        if p.worker is not None:
+            p.worker[2] += 1
+            p.worker[3] += graphs
         else:
             p.ranks[self.rank][0] += 1
             p.ranks[self.rank][1] += graphs
@@ -646,9 +674,9 @@ class AugloaderDataset(IterableDataset):
                     out = t
                 yield out, t["batch_index"], b.num_graphs
 
-        source = _ahead(made(), self.prefetch) if self.prefetch else made()
+        ahead = _Ahead(made(), self.prefetch, "augloader-dataset-ahead") if self.prefetch else None
         try:
-            for out, index, graphs in source:
+            for out, index, graphs in (ahead if ahead is not None else made()):
                 # Counted as received when handed out (or when committed):
                 # never while it waits in the prefetch queue.
                 if self.commit_mode == "yield":
@@ -657,38 +685,6 @@ class AugloaderDataset(IterableDataset):
                     self._pending.append((index, graphs))
                 yield out
         finally:
-            if self.prefetch:
-                source.close()
+            if ahead is not None:
+                ahead.close()
 
-
-def _ahead(items, depth: int):
-    """items made up to depth ahead on a background thread, in order; an
-    error raised where the consumer would have met it. Closing the
-    generator stops the thread."""
-    import queue
-    import threading
-
-    q: "queue.Queue" = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    end = object()
-
-    def run():
-        try:
-            for it in items:
-                if not put_unless_stopped(q, (it, None), stop):
-                    return
-            put_unless_stopped(q, (end, None), stop)
-        except BaseException as e:  # handed to the consumer
-            put_unless_stopped(q, (end, e), stop)
-
-    threading.Thread(target=run, daemon=True, name="augloader-dataset-ahead").start()
-    try:
-        while True:
-            it, err = q.get()
-            if err is not None:
-                raise err
-            if it is end:
-                return
-            yield it
-    finally:
-        stop.set()
