@@ -330,16 +330,19 @@ class Prefetcher:
 
     def __del__(self):
         if hasattr(self, "_ahead"):
-            self._ahead.close()
+            self._ahead._stop.set()  # no waiting inside a collection
 
 
 class _Ahead:
     """items made up to depth ahead on a background thread, started now;
     iterating gives them in order, and an error the thread met is raised
-    where the consumer meets it. close() (or leaving the iteration) stops
-    the thread. Prefetcher's and AugloaderDataset(prefetch=N)'s."""
+    where the consumer meets it. Leaving the iteration (or close()) stops
+    the thread and waits for it to finish the item in hand: a thread left
+    inside torch or pyarrow when the interpreter exits aborts it.
+    Prefetcher's and AugloaderDataset(prefetch=N)'s."""
 
     _END = object()
+    _JOIN_S = 5.0  # a stream stalled mid-batch does not hold the consumer longer
 
     def __init__(self, items, depth: int, name: str):
         import queue
@@ -347,7 +350,8 @@ class _Ahead:
 
         self._q: "queue.Queue" = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        threading.Thread(target=self._run, args=(items,), daemon=True, name=name).start()
+        self._thread = threading.Thread(target=self._run, args=(items,), daemon=True, name=name)
+        self._thread.start()
 
     def _run(self, items):
         try:
@@ -357,6 +361,10 @@ class _Ahead:
             put_unless_stopped(self._q, (self._END, None), self._stop)
         except BaseException as e:  # handed to the consumer
             put_unless_stopped(self._q, (self._END, e), self._stop)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()  # a stream's connection goes now, not at its collection
 
     def __iter__(self):
         try:
@@ -368,10 +376,14 @@ class _Ahead:
                     return
                 yield it
         finally:
-            self._stop.set()
+            self.close()
 
     def close(self):
+        import threading
+
         self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(self._JOIN_S)
 
 
 def save_atomic(obj, path) -> None:
