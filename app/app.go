@@ -100,6 +100,11 @@ type LoaderOptions struct {
 	// and NodeSam indexes held (shard.WithCacheLimit); 0 reads every shard
 	// at start and keeps it.
 	CacheLimit int64
+	// Twins declares the twin sets a request with twins draws from
+	// (wire.Request.Twins): each "A / B[ / …]", a schedule per twin
+	// (epoch.ParseTwinSet), every set as long. Every training or
+	// whole-set view serves them; a test or valid view with AugmentTest.
+	Twins []string
 	// Shuffle is "global", "window:N" (N pages), "window:SIZE" (pages
 	// filling SIZE decoded), or empty: global unless the set does not fit
 	// CacheLimit, then a window of pages filling about a quarter of it (a
@@ -366,6 +371,20 @@ func (b *Built) build(ctx context.Context, o LoaderOptions, specs []ViewSpec) er
 	}
 	mem := loader.NewMemory(o.MemoryBudget)
 	n := int64(b.Reader.NumGraphs())
+	var twins [][]*epoch.Schedule
+	for _, t := range o.Twins {
+		set, err := epoch.ParseTwinSet(t, wire.MaxTwins)
+		if err != nil {
+			return fmt.Errorf("--twins: %w", err)
+		}
+		if len(twins) > 0 && len(set) != len(twins[0]) {
+			return fmt.Errorf("--twins %q: %d twins, and the first set has %d: every set has as many", t, len(set), len(twins[0]))
+		}
+		twins = append(twins, set)
+	}
+	if len(twins) > wire.MaxTwinSets {
+		return fmt.Errorf("--twins: %d sets (at most %d)", len(twins), wire.MaxTwinSets)
+	}
 	var folds []*epoch.Split
 	var views []*loader.View
 	for _, v := range specs {
@@ -375,6 +394,10 @@ func (b *Built) build(ctx context.Context, o LoaderOptions, specs []ViewSpec) er
 		}
 		if (v.Set == SetTest || v.Set == SetValid) && sched.Augments() && !o.AugmentTest {
 			return fmt.Errorf("view %q serves a "+v.Set+" set with the augmenting schedule %q: pass --augment-test if that is meant", v.Name, sched.String())
+		}
+		viewTwins := twins
+		if (v.Set == SetTest || v.Set == SetValid) && !o.AugmentTest {
+			viewTwins = nil // a held-out set gets augmented copies only when asked
 		}
 		var sets [][]int64
 		switch v.Split {
@@ -422,7 +445,7 @@ func (b *Built) build(ctx context.Context, o LoaderOptions, specs []ViewSpec) er
 				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 				Remainder: o.Remainder, NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
 				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex || b.noIndex, Memory: mem, PPRCache: o.PPRCache,
-				Shuffle: b.Shuffle,
+				Shuffle: b.Shuffle, Twins: viewTwins,
 			})
 			if err != nil {
 				return err

@@ -34,16 +34,7 @@ func (o AttrMask) Apply(in, out *Graph, r Rand, s *Scratch) error {
 		return nil
 	}
 	// The first m of a partial Fisher–Yates shuffle of the nodes.
-	s.tmp = grow(s.tmp, n)
-	for i := range s.tmp {
-		s.tmp[i] = int32(i)
-	}
-	masked := s.nextGen(n)
-	for i := range m {
-		j := i + r.IntN(n-i)
-		s.tmp[i], s.tmp[j] = s.tmp[j], s.tmp[i]
-		s.stamp[s.tmp[i]] = masked
-	}
+	masked := s.drawSet(n, m, r)
 	if f := int(in.CatCols); f > 0 {
 		for _, v := range s.tmp[:m] {
 			copy(out.NodeCat[int(v)*f:int(v+1)*f], in.CatVocab)

@@ -3,6 +3,7 @@ package aug_test
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/augloader/augloader/aug"
@@ -144,4 +145,88 @@ func TestAttrMaskProperties(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDropRatioProperties: dropnode:ratio=R keeps N − min(N−1, ⌊R·N⌋)
+// nodes and is the subgraph they induce, each kept node with its own
+// features, ids in input order; dropedge:ratio=R keeps E − ⌊R·E⌋ of the
+// input's edges, each with its own features, and every node. Without a
+// ratio both are the one-element baselines.
+func TestDropRatioProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	var s aug.Scratch
+	var out aug.Graph
+	for gid := range 200 {
+		n := int32(1 + r.IntN(50))
+		g := randomGraph(r, int64(gid), n, r.IntN(int(n)*2+1))
+		in := identified(gid, g.N, g.Edges, nil, nil)
+		for _, ratio := range []float64{0, 0.2, 0.5, 1} {
+			params := map[string]string{"ratio": strconv.FormatFloat(ratio, 'g', -1, 64)}
+			nodes, _ := aug.New("dropnode", params, nil)
+			if err := nodes.Apply(&in, &out, s.Rand(3, 1, in.ID, aug.OpDropNode), &s); err != nil {
+				t.Fatal(err)
+			}
+			if err := aug.Check(&out, 0); err != nil {
+				t.Fatalf("graph %d ratio %v: %v", gid, ratio, err)
+			}
+			if want := int(n) - min(int(n)-1, int(ratio*float64(n))); int(out.N) != want {
+				t.Fatalf("graph %d ratio %v: %d nodes kept, want %d", gid, ratio, out.N, want)
+			}
+			kept := make([]int32, out.N)
+			isKept := make([]bool, n)
+			for v := range out.N {
+				kept[v] = int32(out.X[3*v]) - 1
+				isKept[kept[v]] = true
+				if v > 0 && kept[v] <= kept[v-1] {
+					t.Fatalf("graph %d: ids not in input order", gid)
+				}
+			}
+			var induced []int32
+			for k := 0; k < len(in.Edges); k += 2 {
+				if u, v := in.Edges[k], in.Edges[k+1]; isKept[u] && isKept[v] {
+					induced = append(induced, int32(slices.Index(kept, u)), int32(slices.Index(kept, v)))
+				}
+			}
+			if !slices.Equal(induced, out.Edges) {
+				t.Fatalf("graph %d ratio %v: not the kept nodes' induced subgraph", gid, ratio)
+			}
+			edges, _ := aug.New("dropedge", params, nil)
+			if err := edges.Apply(&in, &out, s.Rand(3, 1, in.ID, aug.OpDropEdge), &s); err != nil {
+				t.Fatal(err)
+			}
+			if err := aug.Check(&out, 0); err != nil {
+				t.Fatal(err)
+			}
+			e := len(in.Edges) / 2
+			if out.N != in.N || len(out.Edges)/2 != e-int(ratio*float64(e)) || !slices.Equal(out.X, in.X) {
+				t.Fatalf("graph %d ratio %v: %d nodes, %d of %d edges kept", gid, ratio, out.N, len(out.Edges)/2, e)
+			}
+			// Every kept edge is an input edge, with that edge's codes.
+			for k := 0; k < len(out.Edges); k += 2 {
+				i := pairIndex(in.Edges, out.Edges[k], out.Edges[k+1])
+				if i < 0 || !slices.Equal(out.EdgeCat[k/2*int(in.EdgeCatCols):(k/2+1)*int(in.EdgeCatCols)],
+					in.EdgeCat[i*int(in.EdgeCatCols):(i+1)*int(in.EdgeCatCols)]) {
+					t.Fatalf("graph %d: kept edge (%d, %d) is not an input edge with its features", gid, out.Edges[k], out.Edges[k+1])
+				}
+			}
+		}
+	}
+	for _, name := range []string{"dropnode", "dropedge"} {
+		if op, _ := aug.New(name, nil, nil); op != (aug.DropNode{}) && op != (aug.DropEdge{}) {
+			t.Errorf("%s without a ratio is %T, want the one-element baseline", name, op)
+		}
+		if _, err := aug.New(name, map[string]string{"ratio": "1.5"}, nil); err == nil {
+			t.Errorf("%s ratio=1.5 accepted", name)
+		}
+	}
+}
+
+// pairIndex is the index of undirected edge (u, v) in a sorted pair list, or -1.
+func pairIndex(edges []int32, u, v int32) int {
+	for k := 0; k < len(edges); k += 2 {
+		if edges[k] == u && edges[k+1] == v {
+			return k / 2
+		}
+	}
+	return -1
 }

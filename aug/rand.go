@@ -38,7 +38,17 @@ const (
 	StreamPartner uint64 = 13
 	OpSubgraph    uint64 = 14
 	OpAttrMask    uint64 = 15
+	// StreamTwinChoice keys which declared twin set a graph's twins get
+	// (a request's twin_weights over the daemon's sets).
+	StreamTwinChoice uint64 = 16
 )
+
+// TwinStride separates the streams of a graph's twins: twin t draws its
+// op's randomness from stream OpID+t·TwinStride and its mixture's choice
+// from StreamPolicyChoice+t·TwinStride. Twin 0's streams are a plain
+// stream's, so twin 0 of a twin set is byte for byte what a daemon serving
+// that twin's schedule alone sends; the stride is above every other id.
+const TwinStride uint64 = 1 << 16
 
 // Stream ids of the epoch-level draws (package epoch).
 const (

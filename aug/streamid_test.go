@@ -28,6 +28,8 @@ func TestStreamIDsPinned(t *testing.T) {
 		"StreamPartner":      {aug.StreamPartner, 13},
 		"OpSubgraph":         {aug.OpSubgraph, 14},
 		"OpAttrMask":         {aug.OpAttrMask, 15},
+		"StreamTwinChoice":   {aug.StreamTwinChoice, 16},
+		"TwinStride":         {aug.TwinStride, 1 << 16},
 		"StreamPermutation":  {aug.StreamPermutation, 1000},
 		"StreamFolds":        {aug.StreamFolds, 1001},
 		"StreamBlocks":       {aug.StreamBlocks, 1002},

@@ -88,16 +88,25 @@ func (o Subgraph) Apply(in, out *Graph, r Rand, s *Scratch) error {
 		add(v)
 	}
 	s.tmp = frontier
-	// New ids in input order: monotone, so the kept pairs stay sorted.
+	induced(in, out, s, kept)
+	return nil
+}
+
+// induced writes into out the subgraph of in induced by the nodes whose
+// stamp is gen: every edge between two of them, with its features, node
+// ids renumbered in input order (monotone, so pairs stay sorted), every
+// node's features, the label and targets. Linear in nodes plus edges.
+func induced(in, out *Graph, s *Scratch, gen uint32) {
+	n := int(in.N)
 	s.cnt = grow(s.cnt, n)
 	next := int32(0)
 	for v := range n {
-		if s.stamp[v] == kept {
+		if s.stamp[v] == gen {
 			s.cnt[v] = next
 			next++
 		}
 	}
-	keep := func(v int32) bool { return s.stamp[v] == kept }
+	keep := func(v int32) bool { return s.stamp[v] == gen }
 	out.Index = nil
 	out.ID, out.N = in.ID, next
 	out.copyLayout(in)
@@ -138,5 +147,4 @@ func (o Subgraph) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	if oneHot {
 		out.FeatOff = append(out.FeatOff, int32(len(out.Codes)))
 	}
-	return nil
 }

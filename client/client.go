@@ -185,7 +185,7 @@ func readArrow(r io.Reader, o Options, fn func(arrow.RecordBatch) error, res *Re
 		}
 		seen = tee.n
 		res.Batches++
-		res.Graphs += int(rec.NumRows())
+		res.Graphs += int(rec.NumRows()) / wire.Copies(res.Schema)
 		if fn != nil {
 			if err := fn(rec); err != nil {
 				return err

@@ -237,7 +237,7 @@ func (m *many) run(ctx context.Context, fn func(arrow.RecordBatch) error) (*Resu
 				res.BatchDigests = append(res.BatchDigests, it.digest)
 			}
 			res.Batches++
-			res.Graphs += int(it.rec.NumRows())
+			res.Graphs += int(it.rec.NumRows()) / wire.Copies(it.rec.Schema())
 			res.Bytes += it.bytes
 			close(it.ack)
 			if err != nil {

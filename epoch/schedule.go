@@ -322,14 +322,74 @@ func NewPolicy(ops []aug.Op, weights []float64) (*Policy, error) {
 // Choose returns the op for graph id in epoch e: a draw keyed by (seed,
 // epoch, graph id, aug.StreamPolicyChoice), so independent of rank and worker.
 func (p *Policy) Choose(seed, e uint64, id int64) aug.Op {
+	return p.ChooseStream(seed, e, id, aug.StreamPolicyChoice)
+}
+
+// ChooseStream is Choose drawing from stream id stream (a twin's:
+// aug.StreamPolicyChoice+t·aug.TwinStride).
+func (p *Policy) ChooseStream(seed, e uint64, id int64, stream uint64) aug.Op {
 	if len(p.Ops) == 1 {
 		return p.Ops[0]
 	}
-	_, h := aug.Stream(seed, e, id, aug.StreamPolicyChoice)
-	u := float64(h>>11) / (1 << 53) // the stream key is itself a uniform hash
-	i := sort.SearchFloat64s(p.cum, u)
-	if i < len(p.cum) && p.cum[i] == u {
-		i++
+	return p.Ops[Pick(p.cum, seed, e, id, stream)]
+}
+
+// Pick draws an index from cumulative weights cum (ascending, the last 1;
+// an entry equal to the one before it has weight 0 and is never drawn),
+// keyed by (seed, epoch, graph id, stream).
+func Pick(cum []float64, seed, e uint64, id int64, stream uint64) int {
+	_, h := aug.Stream(seed, e, id, stream)
+	u := float64(h>>11) / (1 << 53) // the stream key is itself a uniform hash; u < 1
+	// The first bound above u: a zero weight's bound equals the one
+	// before it, so it is skipped.
+	i := sort.Search(len(cum), func(i int) bool { return cum[i] > u })
+	return min(i, len(cum)-1)
+}
+
+// Cumulative turns non-negative relative weights (at least one positive)
+// into Pick's cumulative bounds.
+func Cumulative(weights []float64) ([]float64, error) {
+	var sum float64
+	for _, w := range weights {
+		if !(w >= 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("epoch: weight %g is not a finite non-negative number", w)
+		}
+		sum += w
 	}
-	return p.Ops[min(i, len(p.Ops)-1)]
+	if !(sum > 0) || math.IsInf(sum, 0) {
+		return nil, fmt.Errorf("epoch: weights %v: want at least one positive, summing to a finite number", weights)
+	}
+	cum := make([]float64, len(weights))
+	var acc float64
+	for i, w := range weights {
+		acc += w
+		cum[i] = acc / sum
+	}
+	// The last positive weight's bound and every one after it is 1.
+	for i := len(cum) - 1; i >= 0; i-- {
+		cum[i] = 1
+		if weights[i] > 0 {
+			break
+		}
+	}
+	return cum, nil
+}
+
+// ParseTwinSet reads one declared twin set, a schedule per twin separated
+// by '/': "dropnode:p=0.2 / subgraph:ratio=0.2" (docs/schedule.md,
+// "Twins"). It has 2 to maxTwins twins.
+func ParseTwinSet(text string, maxTwins int) ([]*Schedule, error) {
+	parts := strings.Split(text, "/")
+	if len(parts) < 2 || len(parts) > maxTwins {
+		return nil, fmt.Errorf("%w: twin set %q has %d schedules: want 2 to %d, separated by '/'", ErrSchedule, text, len(parts), maxTwins)
+	}
+	set := make([]*Schedule, len(parts))
+	for i, part := range parts {
+		s, err := ParseSchedule(part)
+		if err != nil {
+			return nil, fmt.Errorf("twin set %q, twin %d: %w", text, i, err)
+		}
+		set[i] = s
+	}
+	return set, nil
 }

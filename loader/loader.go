@@ -2,9 +2,12 @@ package loader
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +61,11 @@ type Config struct {
 	// of page blocks (epoch.Shuffle), SubMix then drawing its partner
 	// from the target's window.
 	Shuffle epoch.Shuffle
+	// Twins are the twin sets a request with twins draws from
+	// (wire.Request.Twins; docs/protocol.md, "Twins"): each a schedule per
+	// twin, every set as long (2..wire.MaxTwins), at most
+	// wire.MaxTwinSets. None: the loader serves no twins.
+	Twins [][]*epoch.Schedule
 }
 
 // EnsureDefaults fills the settings left at their zero value.
@@ -114,6 +122,14 @@ func (c *Config) Validate() error {
 	if c.Shuffle.Window < 0 {
 		errs = append(errs, fmt.Errorf("loader: shuffle window %d is negative", c.Shuffle.Window))
 	}
+	if len(c.Twins) > wire.MaxTwinSets {
+		errs = append(errs, fmt.Errorf("loader: %d twin sets (at most %d)", len(c.Twins), wire.MaxTwinSets))
+	}
+	for i, set := range c.Twins {
+		if len(set) < 2 || len(set) > wire.MaxTwins || len(set) != len(c.Twins[0]) {
+			errs = append(errs, fmt.Errorf("loader: twin set %d has %d schedules: every set has the same 2 to %d", i, len(set), wire.MaxTwins))
+		}
+	}
 	if c.Shuffle.Window == 0 && c.Shuffle.Bytes > 0 {
 		errs = append(errs, fmt.Errorf("loader: shuffle %s: a window by size must be turned into pages first (app.LoaderOptions does)", c.Shuffle))
 	}
@@ -125,6 +141,8 @@ type Loader struct {
 	src *Source
 	cfg Config
 	id  wire.Config
+	// twins is the declared twin sets' canonical form (wire.Config.Twins).
+	twins string
 	// collators holds batch buffers between batches and requests (see
 	// collator): a steady stream allocates none.
 	collators sync.Pool
@@ -152,7 +170,26 @@ func New(src *Source, cfg Config) (*Loader, error) {
 		l.id.Shuffle = cfg.Shuffle.String()
 	}
 	l.id = l.id.WithID()
+	if len(cfg.Twins) > 0 {
+		canon := make([][]string, len(cfg.Twins))
+		for i, set := range cfg.Twins {
+			for _, sch := range set {
+				canon[i] = append(canon[i], sch.Canonical())
+			}
+		}
+		b, _ := json.Marshal(canon)
+		l.twins = string(b)
+	}
 	return l, nil
+}
+
+// Twins is the number of twins a twin request gets (0: the loader serves
+// none).
+func (l *Loader) Twins() int {
+	if len(l.cfg.Twins) == 0 {
+		return 0
+	}
+	return len(l.cfg.Twins[0])
 }
 
 // Identity is the configuration's identity: every setting that changes
@@ -186,25 +223,123 @@ type Plan struct {
 	// OverBudget lists the batches (indices in the rank's epoch) made of
 	// one graph whose bound alone exceeds the node or edge budget.
 	OverBudget []int
-	// passPolicies, under a windowed shuffle, is the policy of each pass
-	// the plan draws from: its SubMix draws partners in that pass's
-	// windows. Empty: Policy serves every pass.
+	// Identity is the configuration's identity as this request's bytes
+	// depend on it: the loader's, and a twin request's sets and weights.
+	Identity wire.Config
+	// Twins is the copies of each graph a batch holds (0: a plain stream).
+	Twins int
+	// pols are the policies of every pass but those of passPolicies.
+	pols *policies
+	// passPolicies, under a windowed shuffle, is the policies of each
+	// pass the plan draws from: its SubMix draws partners in that pass's
+	// windows. Empty: pols serves every pass.
 	passPolicies []passPolicy
+	// twinCum is the cumulative weights of the twin sets (epoch.Pick).
+	twinCum []float64
+}
+
+// policies are one pass's resolved schedules: the view's, and under a twin
+// request every twin set's, a policy per twin.
+type policies struct {
+	main  *epoch.Policy
+	twins [][]*epoch.Policy
 }
 
 type passPolicy struct {
 	pass uint64
-	pol  *epoch.Policy
+	pol  *policies
 }
 
-// policy returns the policy of the items drawn in pass.
-func (p *Plan) policy(pass uint64) *epoch.Policy {
+// policiesOf returns the policies of the items drawn in pass.
+func (p *Plan) policiesOf(pass uint64) *policies {
 	for _, pp := range p.passPolicies {
 		if pp.pass == pass {
 			return pp.pol
 		}
 	}
-	return p.Policy
+	return p.pols
+}
+
+// ops returns the op of each copy of it into buf: the view's policy's
+// draw for a plain stream; under twins, the draw of one twin set
+// (StreamTwinChoice over the request's weights) and each twin t's op of
+// that set's schedule t, drawn from its own stream (aug.TwinStride).
+func (p *Plan) ops(seed uint64, it epoch.Item, buf *[wire.MaxTwins]aug.Op) []aug.Op {
+	pol := p.policiesOf(it.Pass)
+	if p.Twins == 0 {
+		buf[0] = pol.main.Choose(seed, it.Pass, it.Graph)
+		return buf[:1]
+	}
+	set := 0
+	if len(p.twinCum) > 1 {
+		set = epoch.Pick(p.twinCum, seed, it.Pass, it.Graph, aug.StreamTwinChoice)
+	}
+	for t := range p.Twins {
+		buf[t] = pol.twins[set][t].ChooseStream(seed, it.Pass, it.Graph, aug.StreamPolicyChoice+uint64(t)*aug.TwinStride)
+	}
+	return buf[:p.Twins]
+}
+
+// resolve builds the policies of epoch e (SubMix's partners from partners).
+func (l *Loader) resolve(req wire.Request, e uint64, partners aug.Partners) (*policies, error) {
+	main, err := l.cfg.Schedule.Resolve(e, partners)
+	if err != nil {
+		return nil, err
+	}
+	pols := &policies{main: main}
+	if req.Twins > 0 {
+		for _, set := range l.cfg.Twins {
+			var tw []*epoch.Policy
+			for _, sch := range set {
+				pol, err := sch.Resolve(e, partners)
+				if err != nil {
+					return nil, err
+				}
+				tw = append(tw, pol)
+			}
+			pols.twins = append(pols.twins, tw)
+		}
+	}
+	return pols, nil
+}
+
+// checkTwins checks a request's twins against the declared sets and
+// returns the sets' cumulative weights and the identity saying them.
+func (l *Loader) checkTwins(req wire.Request) ([]float64, wire.Config, error) {
+	id := l.id
+	if req.Twins == 0 {
+		return nil, id, nil
+	}
+	k := l.Twins()
+	switch {
+	case k == 0:
+		return nil, id, fmt.Errorf("%w: twins %d asked, and this view serves no twins (the daemon declares twin sets with --twins 'A / B'; a test or valid set gets them only with --augment-test)", epoch.ErrRange, req.Twins)
+	case req.Twins != k:
+		return nil, id, fmt.Errorf("%w: twins %d asked, and this daemon's twin sets are of %d", epoch.ErrRange, req.Twins, k)
+	case len(req.TwinWeights) > 0 && len(req.TwinWeights) != len(l.cfg.Twins):
+		return nil, id, fmt.Errorf("%w: %d twin weights for the daemon's %d twin sets (one a set, in the order declared)", epoch.ErrRange, len(req.TwinWeights), len(l.cfg.Twins))
+	}
+	w := req.TwinWeights
+	if len(w) == 0 {
+		w = make([]float64, len(l.cfg.Twins))
+		for i := range w {
+			w[i] = 1
+		}
+	}
+	cum, err := epoch.Cumulative(w)
+	if err != nil {
+		return nil, id, fmt.Errorf("%w: %v", epoch.ErrRange, err)
+	}
+	var sum float64
+	for _, x := range w {
+		sum += x
+	}
+	norm := make([]string, len(w))
+	for i, x := range w {
+		norm[i] = strconv.FormatFloat(x/sum, 'g', -1, 64)
+	}
+	id.Twins, id.TwinWeights = l.twins, strings.Join(norm, ",")
+	return cum, id.WithID(), nil
 }
 
 // Graphs counts the graphs in the plan.
@@ -246,7 +381,11 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	case req.BatchesPerEpoch > 0 && req.Epoch > (1<<62)/uint64(req.BatchesPerEpoch):
 		return nil, fmt.Errorf("%w: epoch %d with %d batches per epoch", epoch.ErrRange, req.Epoch, req.BatchesPerEpoch)
 	}
-	pol, err := l.cfg.Schedule.Resolve(req.Epoch, l.src)
+	twinCum, ident, err := l.checkTwins(req)
+	if err != nil {
+		return nil, err
+	}
+	pols, err := l.resolve(req, req.Epoch, l.src)
 	if err != nil {
 		return nil, err
 	}
@@ -256,12 +395,12 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	if req.BatchesPerEpoch == 0 {
 		// One pass: the epoch's permutation, its draws keyed by the epoch.
 		var pp *passPolicy
-		batches, bounds, pp, err = l.cutPass(req, req.Epoch, pol, nil)
+		batches, bounds, pp, err = l.cutPass(req, req.Epoch, pols, twinCum, nil)
 		if pp != nil {
 			passes = append(passes, *pp)
 		}
 	} else {
-		batches, bounds, passes, err = l.fixedEpoch(req, pol)
+		batches, bounds, passes, err = l.fixedEpoch(req, pols, twinCum)
 	}
 	if err != nil {
 		return nil, err
@@ -270,8 +409,10 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		return nil, fmt.Errorf("%w: start batch %d, the rank has %d batches", epoch.ErrRange, req.StartBatch, len(batches))
 	}
 	si := l.src.schemaInfo(req)
-	p := &Plan{Request: req, Total: len(batches), Policy: pol, passPolicies: passes, Schema: wire.BatchSchema(si),
-		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab)}
+	si.Twins = req.Twins
+	p := &Plan{Request: req, Total: len(batches), Policy: pols.main, pols: pols, passPolicies: passes, Schema: wire.BatchSchema(si),
+		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab),
+		Identity: ident, Twins: req.Twins, twinCum: twinCum}
 	lay := l.src.Layout()
 	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
 	limit := l.cfg.Memory.WorkLimit()
@@ -286,23 +427,28 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 		// within it: the request is refused before anything is sent,
 		// naming it, and the daemon lives on.
 		var work int64
+		var buf [wire.MaxTwins]aug.Op
 		for _, it := range b {
-			op := p.policy(it.Pass).Choose(l.cfg.Seed, it.Pass, it.Graph)
-			w := l.src.Work(op, it.Graph)
-			if w > limit {
-				sz := l.src.Size(it.Graph)
-				partner := ""
-				if id := op.Spec().ID; id == aug.OpSubMix || id == aug.OpSubMixBase {
-					partner = fmt.Sprintf(" (its partner may be the served set's largest graph (%d nodes, %d edges))", l.src.maxNodes, l.src.maxEdges)
+			for _, op := range p.ops(l.cfg.Seed, it, &buf) {
+				w := l.src.Work(op, it.Graph)
+				if w > limit {
+					sz := l.src.Size(it.Graph)
+					partner := ""
+					if id := op.Spec().ID; id == aug.OpSubMix || id == aug.OpSubMixBase {
+						partner = fmt.Sprintf(" (its partner may be the served set's largest graph (%d nodes, %d edges))", l.src.maxNodes, l.src.maxEdges)
+					}
+					return nil, fmt.Errorf("%w: graph %d (%d nodes, %d edges) needs about %d MiB of working memory to augment with %s%s, more than the daemon's memory budget allows (%d MiB, --memory-budget): raise it, or serve a set without that graph",
+						epoch.ErrRange, it.Graph, sz.Nodes, sz.Edges, (w+(1<<20)-1)>>20, op.Spec().Name, partner, limit>>20)
 				}
-				return nil, fmt.Errorf("%w: graph %d (%d nodes, %d edges) needs about %d MiB of working memory to augment with %s%s, more than the daemon's memory budget allows (%d MiB, --memory-budget): raise it, or serve a set without that graph",
-					epoch.ErrRange, it.Graph, sz.Nodes, sz.Edges, (w+(1<<20)-1)>>20, op.Spec().Name, partner, limit>>20)
+				work = max(work, w)
 			}
-			work = max(work, w)
 		}
 		p.Batches = append(p.Batches, b)
 		p.Index = append(p.Index, bi)
-		p.Bytes = append(p.Bytes, batchBytes(bounds[bi], &lay, p.nodeWidth, p.edgeWidth)+work)
+		// A twin batch's bounds sum its copies' sizes; each copy's row
+		// costs what a graph's does.
+		rows := int64(max(req.Twins, 1)-1) * int64(len(b)) * batchBytes([]aug.Size{{}}, &lay, p.nodeWidth, p.edgeWidth)
+		p.Bytes = append(p.Bytes, batchBytes(bounds[bi], &lay, p.nodeWidth, p.edgeWidth)+rows+work)
 		p.Work = append(p.Work, work)
 	}
 	return p, nil
@@ -338,7 +484,7 @@ func (l *Loader) Oversize() (ids []int64, need int64, op string) {
 // counted at the bound of the op it will get, so the budgets hold for the
 // augmented batch, and the memory estimate does; bound, when set, gives
 // that bound instead (fixedEpoch's, the same for every epoch).
-func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound func(id int64) aug.Size) ([][]epoch.Item, [][]aug.Size, *passPolicy, error) {
+func (l *Loader) cutPass(req wire.Request, pass uint64, pols *policies, twinCum []float64, bound func(id int64) aug.Size) ([][]epoch.Item, [][]aug.Size, *passPolicy, error) {
 	var perm []int64
 	var pp *passPolicy
 	if w := l.cfg.Shuffle.Window; w > 0 {
@@ -348,11 +494,12 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 			return nil, nil, nil, err
 		}
 		perm = win.Perm
-		wpol, err := l.cfg.Schedule.Resolve(req.Epoch, l.src.windowPartners(win))
+		wpol, err := l.resolve(req, req.Epoch, l.src.windowPartners(win))
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		pp = &passPolicy{pass: pass, pol: wpol}
+		pols = wpol
 	} else {
 		perm = epoch.Permutation(l.cfg.Seed, pass, l.src.served)
 	}
@@ -367,12 +514,20 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pol *epoch.Policy, bound
 		return nil, nil, nil, err
 	}
 	sizes := make([]aug.Size, len(items))
+	// The plan draws each item's ops as Plan and the workers do.
+	draw := &Plan{pols: pols, Twins: req.Twins, twinCum: twinCum}
+	var buf [wire.MaxTwins]aug.Op
 	for i := range items {
 		items[i].Pass = pass
 		if bound != nil {
 			sizes[i] = bound(items[i].Graph)
-		} else {
-			sizes[i] = l.src.Bound(pol.Choose(l.cfg.Seed, pass, items[i].Graph), items[i].Graph)
+			continue
+		}
+		// A twin batch holds every copy: their sizes add up.
+		for _, op := range draw.ops(l.cfg.Seed, items[i], &buf) {
+			b := l.src.Bound(op, items[i].Graph)
+			sizes[i].Nodes += b.Nodes
+			sizes[i].Edges += b.Edges
 		}
 	}
 	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
@@ -406,21 +561,34 @@ func resumePhases(in []wire.ResumePhase) []epoch.Phase {
 // served set, each cut as cutPass cuts an epoch. Batch boundaries must not
 // depend on which epoch a batch falls in, so with a node or edge budget a
 // graph is counted at the largest bound any op of the schedule can give it.
-func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item, [][]aug.Size, []passPolicy, error) {
+func (l *Loader) fixedEpoch(req wire.Request, pols *policies, twinCum []float64) ([][]epoch.Item, [][]aug.Size, []passPolicy, error) {
 	var bound func(id int64) aug.Size
 	budgeted := l.cfg.NodeBudget > 0 || l.cfg.EdgeBudget > 0
 	if budgeted {
-		ops, err := l.cfg.Schedule.Ops(l.src)
-		if err != nil {
-			return nil, nil, nil, err
+		scheds := []*epoch.Schedule{l.cfg.Schedule}
+		copies := 1
+		if req.Twins > 0 {
+			scheds, copies = nil, req.Twins
+			for _, set := range l.cfg.Twins {
+				scheds = append(scheds, set...)
+			}
 		}
+		var ops []aug.Op
+		for _, sch := range scheds {
+			o, err := sch.Ops(l.src)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			ops = append(ops, o...)
+		}
+		// Each copy counted at the largest bound any op gives the graph.
 		bound = func(id int64) aug.Size {
 			var b aug.Size
 			for _, op := range ops {
 				s := l.src.Bound(op, id)
 				b.Nodes, b.Edges = max(b.Nodes, s.Nodes), max(b.Edges, s.Edges)
 			}
-			return b
+			return aug.Size{Nodes: b.Nodes * copies, Edges: b.Edges * copies}
 		}
 	}
 	B := uint64(req.BatchesPerEpoch)
@@ -433,7 +601,7 @@ func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item
 		if !budgeted && pass == 0 {
 			// Every pass has the same number of batches: skip to the first
 			// pass the epoch needs without cutting the ones before.
-			pb, _, _, err := l.cutPass(req, 0, pol, nil)
+			pb, _, _, err := l.cutPass(req, 0, pols, twinCum, nil)
 			if err != nil {
 				return nil, nil, nil, err
 			}
@@ -443,7 +611,7 @@ func (l *Loader) fixedEpoch(req wire.Request, pol *epoch.Policy) ([][]epoch.Item
 			per := uint64(len(pb))
 			pass, seen = want/per, want/per*per
 		}
-		pb, pbounds, pp, err := l.cutPass(req, pass, pol, bound)
+		pb, pbounds, pp, err := l.cutPass(req, pass, pols, twinCum, bound)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -639,7 +807,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 			}
 			err := sink(r.rec)
 			st.WaitSink += time.Since(t1)
-			st.Graphs += int(r.rec.NumRows())
+			st.Graphs += int(r.rec.NumRows()) / max(p.Twins, 1)
 			st.SubMixUnchanged += r.unchanged
 			r.rec.Release()
 			if err != nil {
@@ -710,24 +878,29 @@ func (w *worker) build(ctx context.Context, col *collator, items []epoch.Item) (
 	}()
 	col.reset(&w.l.src.ds.lay, w.p.nodeWidth, w.p.edgeWidth)
 	seed := w.l.cfg.Seed
-	for _, it := range items {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	// A twin batch is the batch's graphs once per twin, twin-major: rows
+	// t·n … t·n+n−1 are twin t's, graph i of every twin the same graph.
+	var buf [wire.MaxTwins]aug.Op
+	for t := range max(w.p.Twins, 1) {
+		for _, it := range items {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			op := w.p.ops(seed, it, &buf)[t]
+			fused, err := w.augment(op, it.Graph, seed, it.Pass, aug.OpID(op)+uint64(t)*aug.TwinStride, col)
+			if err != nil {
+				return nil, err
+			}
+			col.add(&w.out, op.Spec().Name, it.Padded, fused)
 		}
-		op := w.p.policy(it.Pass).Choose(seed, it.Pass, it.Graph)
-		fused, err := w.augment(op, it.Graph, seed, it.Pass, col)
-		if err != nil {
-			return nil, err
-		}
-		col.add(&w.out, op.Spec().Name, it.Padded, fused)
 	}
 	return col.record(w.p.Schema, w.l.cfg.Mem), nil
 }
 
-// augment applies op to graph id into w.out. An op that can
-// (aug.CoalescedApplier) writes the edges straight into col's, and
-// augment reports it fused.
-func (w *worker) augment(op aug.Op, id int64, seed, e uint64, col *collator) (fused bool, err error) {
+// augment applies op to graph id into w.out, drawing from stream (the
+// op's id, offset for a twin). An op that can (aug.CoalescedApplier)
+// writes the edges straight into col's, and augment reports it fused.
+func (w *worker) augment(op aug.Op, id int64, seed, e, stream uint64, col *collator) (fused bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &GraphError{Graph: id, Policy: op.Spec().Name, Err: fmt.Errorf("panic: %v", p)}
@@ -736,7 +909,7 @@ func (w *worker) augment(op aug.Op, id int64, seed, e uint64, col *collator) (fu
 	if err := w.l.src.Load(id, &w.in); err != nil {
 		return false, &GraphError{Graph: id, Policy: op.Spec().Name, Err: err}
 	}
-	r := w.scratch.Rand(seed, e, id, aug.OpID(op))
+	r := w.scratch.Rand(seed, e, id, stream)
 	if ca, ok := op.(aug.CoalescedApplier); ok && !w.in.HasEdgeFeatures() {
 		// Edge features follow out.Edges: such a graph is collated from
 		// them with its edges' ids.

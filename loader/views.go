@@ -142,6 +142,9 @@ func (v *Views) Describe() []map[string]any {
 		if w.PerFold {
 			d["folds"] = len(w.Folds)
 		}
+		if k := l.Twins(); k > 0 {
+			d["twins"] = k
+		}
 		if n == v.Default {
 			d["default"] = true
 		}

@@ -45,9 +45,9 @@ type liveStream struct {
 }
 
 func (s *liveStream) Info() wire.Response {
-	id := s.l.Identity()
+	id := s.p.Identity
 	r := wire.Response{Dataset: s.l.Source().Manifest().Dataset, Epoch: s.p.Request.Epoch,
-		Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs(), Config: &id}
+		Batches: len(s.p.Batches), TotalBatches: s.p.Total, Graphs: s.p.Graphs(), Twins: s.p.Twins, Config: &id}
 	for _, b := range s.p.OverBudget {
 		if b >= s.p.Request.StartBatch {
 			r.OverBudget = append(r.OverBudget, b)

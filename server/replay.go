@@ -152,6 +152,8 @@ func (f *replayFold) open(req wire.Request) (Stream, error) {
 		return nil, fmt.Errorf("%w: negative batches_per_epoch, start_batch, stride or count", epoch.ErrRange)
 	case len(req.Resume) > 0:
 		return nil, fmt.Errorf("%w: resume phases: materialized epochs were cut for %d ranks and replay at that world size only (start_batch); serve the shards to resume at another world size", epoch.ErrRange, f.world)
+	case req.Twins > 0:
+		return nil, fmt.Errorf("%w: twins %d: materialized epochs hold one copy of each graph; serve the shards (--twins) for twin streams", epoch.ErrRange, req.Twins)
 	case req.BatchesPerEpoch > 0 && !f.stitch:
 		return nil, fmt.Errorf("%w: batches_per_epoch cannot be replayed from these epochs: %s; materialize and request whole epochs instead", epoch.ErrRange, f.why)
 	}

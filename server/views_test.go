@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -122,3 +123,32 @@ func TestViews(t *testing.T) {
 func fold(i int) string { return "fold-0" + string(rune('0'+i)) + ".json" }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Declared twin sets reach every training or whole-set view, not a test
+// view (unless AugmentTest); sets of different lengths, or a bad schedule
+// in one, are refused naming the flag.
+func TestViewTwins(t *testing.T) {
+	dir := fixture.SynthShards(t, "COLLAB", 60, 1)
+	folds, _ := writeFolds(t, dir, 3)
+	o := app.LoaderOptions{Shards: dir, Workers: 2, BatchSize: 8, Remainder: "pad", Folds: folds,
+		Views: []string{"pre=all:none", "train={fold}:training", "test={fold}:test"}, Twins: []string{"dropnode:ratio=0.2 / subgraph", "attrmask / attrmask"}}
+	b, err := app.BuildViews(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for view, want := range map[string]int{"pre": 2, "train": 2, "test": 0} {
+		if got := b.Views.View(view).Folds[0].Twins(); got != want {
+			t.Errorf("view %s serves %d twins, want %d", view, got, want)
+		}
+	}
+	for _, twins := range [][]string{{"none / none", "none / none / none"}, {"none / nope"}, {"none"}} {
+		o.Twins = twins
+		if b2, err := app.BuildViews(context.Background(), o); err == nil || !strings.Contains(err.Error(), "--twins") {
+			if b2 != nil {
+				b2.Close()
+			}
+			t.Errorf("twins %q: %v, want an error naming --twins", twins, err)
+		}
+	}
+}

@@ -39,6 +39,10 @@ type protocolDoc struct {
 		MaxRanks  int `json:"max_ranks"`
 		MaxPhases int `json:"max_phases"`
 	} `json:"resume"`
+	Twins struct {
+		MaxTwins int `json:"max_twins"`
+		MaxSets  int `json:"max_sets"`
+	} `json:"twins"`
 	Codes          []string          `json:"codes"`
 	Columns        []string          `json:"columns"`
 	MetadataKeys   []string          `json:"metadata_keys"`
@@ -78,6 +82,7 @@ func TestProtocolGolden(t *testing.T) {
 	d.Shm.RecordSize, d.Shm.Read = wire.ShmRecordSize, wire.ShmRead
 	d.Shm.MinRing, d.Shm.MaxRing = wire.MinShmRing, wire.MaxShmRing
 	d.Resume.MaxRanks, d.Resume.MaxPhases = wire.MaxResumeRanks, wire.MaxResumePhases
+	d.Twins.MaxTwins, d.Twins.MaxSets = wire.MaxTwins, wire.MaxTwinSets
 	d.Codes = []string{wire.CodeBadRequest, wire.CodeOutOfRange, wire.CodeUnavailable, wire.CodeInternal}
 	d.Columns = []string{wire.ColGraphID, wire.ColNumNodes, wire.ColEdgeSrc, wire.ColEdgeDst, wire.ColXNode, wire.ColXCode,
 		wire.ColXWeight, wire.ColX, wire.ColY, wire.ColYMix, wire.ColYQ, wire.ColPolicy, wire.ColPadded,
@@ -85,7 +90,7 @@ func TestProtocolGolden(t *testing.T) {
 	d.MetadataKeys = []string{wire.MetaProtocolVersion, wire.MetaDataset, wire.MetaFeatureKind, wire.MetaFeatureDim,
 		wire.MetaClasses, wire.MetaEpoch, wire.MetaRank, wire.MetaWorld,
 		wire.MetaTask, wire.MetaTargets, wire.MetaNodeVocab, wire.MetaNodeDense, wire.MetaEdgeVocab, wire.MetaEdgeDense,
-		wire.MetaEdgeFill, wire.MetaEdgeFillX}
+		wire.MetaEdgeFill, wire.MetaEdgeFillX, wire.MetaTwins}
 	d.RequestFields = jsonFields(wire.Request{})
 	d.ResponseFields = jsonFields(wire.Response{})
 	d.TrailerFields = jsonFields(wire.Trailer{})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 )
 
 // Error codes in an error body (both transports; Flight maps them to gRPC
@@ -61,6 +62,16 @@ type Request struct {
 	// in the epoch's order (docs/protocol.md, "Resume"). One-pass epochs
 	// only (not with BatchesPerEpoch).
 	Resume []ResumePhase `json:"resume,omitempty"`
+	// Twins, when set (2..MaxTwins), asks for that many differently
+	// augmented copies of every graph, index-aligned, each record batch
+	// holding its graphs once per twin (docs/protocol.md, "Twins"): the
+	// k schedules of one of the twin sets the daemon declares (--twins).
+	// 0: the view's own schedule, one copy.
+	Twins int `json:"twins,omitempty"`
+	// TwinWeights, with Twins, are the relative probabilities of the
+	// daemon's twin sets, one a set in the order declared (JOAO's
+	// per-epoch distribution); absent: equal.
+	TwinWeights []float64 `json:"twin_weights,omitempty"`
 }
 
 // ResumePhase is one earlier phase of a resumed epoch: World ranks, rank r
@@ -75,6 +86,12 @@ type ResumePhase struct {
 const (
 	MaxResumeRanks  = 4096
 	MaxResumePhases = 64
+)
+
+// Twin bounds: copies of a graph in a request, sets a daemon declares.
+const (
+	MaxTwins    = 4
+	MaxTwinSets = 64
 )
 
 // MaxViewName caps a view's name.
@@ -115,6 +132,12 @@ type Config struct {
 	// Shuffle is the epoch order's draw when not the global permutation
 	// ("page-window:N", epoch.Shuffle; absent: global).
 	Shuffle string `json:"shuffle,omitempty"`
+	// Twins, in a twin stream's identity only, is the daemon's declared
+	// twin sets (a JSON list of lists of canonical schedules), and
+	// TwinWeights the request's normalised weights over them
+	// (comma-separated, shortest form): both change which op a twin gets.
+	Twins       string `json:"twins,omitempty"`
+	TwinWeights string `json:"twin_weights,omitempty"`
 }
 
 // Compression is a stream's record batch body codec (Arrow IPC body
@@ -190,10 +213,20 @@ func (c Config) Diff(other Config) []string {
 	add("wire compression", orNone(c.WireCompression), orNone(other.WireCompression))
 	add("edge fill", orDefault(c.EdgeFill), orDefault(other.EdgeFill))
 	add("shuffle", orGlobal(c.Shuffle), orGlobal(other.Shuffle))
+	add("twins", orAbsent(c.Twins), orAbsent(other.Twins))
+	add("twin weights", orAbsent(c.TwinWeights), orAbsent(other.TwinWeights))
 	if len(d) == 0 && c.ID != other.ID {
 		d = append(d, fmt.Sprintf("id %s vs %s", c.ID, other.ID))
 	}
 	return d
+}
+
+// orAbsent names a setting a plain stream's identity lacks.
+func orAbsent(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // orGlobal names the default shuffle.
@@ -233,7 +266,10 @@ type Response struct {
 	Epoch        uint64 `json:"epoch"`
 	Batches      int    `json:"batches"`       // batches that follow
 	TotalBatches int    `json:"total_batches"` // batches of the whole rank slice
-	Graphs       int    `json:"graphs"`        // graphs that follow
+	Graphs       int    `json:"graphs"`        // graphs that follow (each Twins times in a twin stream)
+	// Twins is the copies of each graph a record batch holds (a twin
+	// stream; absent: one).
+	Twins int `json:"twins,omitempty"`
 	// OverBudget lists the batches (indices in the whole rank slice, from
 	// the request's start on) made of one graph that may alone exceed the
 	// server's node or edge budget.
@@ -313,7 +349,36 @@ func DecodeRequest(body []byte) (Request, error) {
 	if err := CheckResume(req.Resume); err != nil {
 		return req, err
 	}
+	if err := CheckTwins(req.Twins, req.TwinWeights); err != nil {
+		return req, err
+	}
 	return req, nil
+}
+
+// CheckTwins checks a request's twins and twin weights for what needs no
+// daemon: twins 0 or 2..MaxTwins; weights only with twins, at most
+// MaxTwinSets, each finite and non-negative, at least one positive.
+// Errors wrap ErrProtocol.
+func CheckTwins(twins int, weights []float64) error {
+	switch {
+	case twins < 0 || twins == 1 || twins > MaxTwins:
+		return fmt.Errorf("%w: twins %d: ask for 2 to %d copies of each graph (0: one, the view's own schedule)", ErrProtocol, twins, MaxTwins)
+	case twins == 0 && len(weights) > 0:
+		return fmt.Errorf("%w: twin_weights without twins", ErrProtocol)
+	case len(weights) > MaxTwinSets:
+		return fmt.Errorf("%w: %d twin weights (a daemon declares at most %d twin sets)", ErrProtocol, len(weights), MaxTwinSets)
+	}
+	positive := false
+	for i, w := range weights {
+		if !(w >= 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("%w: twin weight %d is %g: want a finite non-negative number", ErrProtocol, i, w)
+		}
+		positive = positive || w > 0
+	}
+	if len(weights) > 0 && !positive {
+		return fmt.Errorf("%w: every twin weight is 0: give one set a positive weight", ErrProtocol)
+	}
+	return nil
 }
 
 // CheckResume checks a request's resume phases for what needs no dataset:

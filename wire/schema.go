@@ -65,6 +65,10 @@ const (
 	MetaEdgeDense = "augloader.edge_dense"
 	MetaEdgeFill  = "augloader.edge_fill"
 	MetaEdgeFillX = "augloader.edge_fill_value"
+	// MetaTwins, only in a twin stream, is the copies of each graph a
+	// record batch holds (rows twin-major: twin t's graphs are rows
+	// t·n … t·n+n−1 of a batch of k·n rows).
+	MetaTwins = "augloader.twins"
 )
 
 // SchemaInfo is what a stream's schema says besides its columns.
@@ -94,6 +98,8 @@ type SchemaInfo struct {
 	EdgeFillX float32
 	Targets   int
 	Task      string
+	// Twins > 0: a twin stream of that many copies (MetaTwins).
+	Twins int
 }
 
 // V2 reports whether the stream is batch schema 2: it has schema 2's
@@ -122,6 +128,22 @@ func joinInts(v []int32) string {
 		parts[i] = strconv.Itoa(int(x))
 	}
 	return strings.Join(parts, ",")
+}
+
+// Copies reports how many copies of each graph a stream's record batches
+// hold: its MetaTwins, or 1 (a plain stream, or a value that is not a
+// count from 2 to MaxTwins).
+func Copies(s *arrow.Schema) int {
+	if s == nil {
+		return 1
+	}
+	md := s.Metadata()
+	if i := md.FindKey(MetaTwins); i >= 0 {
+		if k, err := strconv.Atoi(md.Values()[i]); err == nil && k >= 2 && k <= MaxTwins {
+			return k
+		}
+	}
+	return 1
 }
 
 // BatchSchema is the schema of every record batch of a stream.
@@ -190,6 +212,10 @@ func BatchSchema(s SchemaInfo) *arrow.Schema {
 		vals = append(vals, task, strconv.Itoa(s.Targets), joinInts(s.NodeVocab), strconv.Itoa(nodeDense),
 			joinInts(s.EdgeVocab), strconv.Itoa(s.EdgeDense), joinInts(s.EdgeFill),
 			strconv.FormatFloat(float64(s.EdgeFillX), 'g', -1, 32))
+	}
+	if s.Twins > 0 {
+		keys = append(keys, MetaTwins)
+		vals = append(vals, strconv.Itoa(s.Twins))
 	}
 	md := arrow.NewMetadata(keys, vals)
 	return arrow.NewSchema(fields, &md)

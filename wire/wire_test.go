@@ -14,7 +14,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	var b bytes.Buffer
 	want := wire.Request{Epoch: 7, Rank: 1, World: 4, BatchSize: 32, StartBatch: 3,
-		Resume: []wire.ResumePhase{{World: 2, Graphs: []int{5, 4}}}}
+		Resume: []wire.ResumePhase{{World: 2, Graphs: []int{5, 4}}}, Twins: 2, TwinWeights: []float64{0.5, 0, 2}}
 	if err := wire.WriteFrame(&b, wire.MagicRequest, wire.StatusOK, want); err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +54,18 @@ func TestBadFrames(t *testing.T) {
 		"too long":     append([]byte("AUGQ\x01\x00\x00\x00"), 0, 0, 0, 1),
 		// Resume phases: a world without ranks, a count a rank short, a
 		// negative count.
-		"resume world 0":       frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":0,"graphs":[]}]}`),
-		"resume counts short":  frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":2,"graphs":[4]}]}`),
-		"resume negative":      frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":1,"graphs":[-1]}]}`),
-		"resume unknown field": frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":1,"graphs":[1],"x":1}]}`),
+		"resume world 0":        frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":0,"graphs":[]}]}`),
+		"resume counts short":   frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":2,"graphs":[4]}]}`),
+		"resume negative":       frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":1,"graphs":[-1]}]}`),
+		"resume unknown field":  frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":1,"graphs":[1],"x":1}]}`),
+		"twins 1":               frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":1}`),
+		"twins 5":               frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":5}`),
+		"twins negative":        frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":-2}`),
+		"weights without twins": frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twin_weights":[1]}`),
+		"weights all zero":      frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":[0,0]}`),
+		"weight negative":       frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":[1,-1]}`),
+		"weight not a number":   frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":["x"]}`),
+		"weight huge":           frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":[1e999]}`),
 	}
 	for name, in := range cases {
 		if _, err := wire.ParseRequest(bytes.NewReader(in)); !errors.Is(err, wire.ErrProtocol) {
@@ -109,6 +117,9 @@ func FuzzParseRequest(f *testing.F) {
 	b.Reset()
 	wire.WriteFrame(&b, wire.MagicRequest, 0, wire.Request{Epoch: 1, World: 3, Resume: []wire.ResumePhase{{World: 2, Graphs: []int{3, 2}}}})
 	f.Add(b.Bytes())
+	b.Reset()
+	wire.WriteFrame(&b, wire.MagicRequest, 0, wire.Request{Epoch: 1, World: 1, Twins: 2, TwinWeights: []float64{1, 0.5}})
+	f.Add(b.Bytes())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		req, err := wire.ParseRequest(bytes.NewReader(in))
 		if err != nil {
@@ -116,6 +127,9 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if req.Rank < 0 || req.World < 1 || req.BatchSize < 0 || req.StartBatch < 0 || len(req.Resume) > wire.MaxResumePhases {
 			t.Fatalf("accepted %+v", req)
+		}
+		if wire.CheckTwins(req.Twins, req.TwinWeights) != nil {
+			t.Fatalf("accepted twins %d, weights %v", req.Twins, req.TwinWeights)
 		}
 		for _, ph := range req.Resume {
 			if ph.World < 1 || len(ph.Graphs) != ph.World {

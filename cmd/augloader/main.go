@@ -163,6 +163,7 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
 			&cli.BoolFlag{Name: "exit-when-stdin-closes", Usage: "stop, as on SIGTERM, when standard input reaches its end: a launcher that holds a pipe to it (augloader.Daemon does) takes the daemon with it however it ends, SIGKILL included"},
 			&cli.StringFlag{Name: "remove-on-exit", Usage: "remove this folder when the daemon exits: the one a launcher made for the socket and log (its name must start with augloader-)"},
+			&cli.StringSliceFlag{Name: "twins", Usage: "a twin set, repeatable: 'A / B' (2 to 4 schedules separated by /, e.g. 'dropnode:p=0.2 / subgraph:ratio=0.2'): a request with twins=k gets k differently augmented, aligned copies of every graph, each graph's set drawn over the sets by the request's twin_weights (GraphCL, JOAO; docs/contrastive.md)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
 			log := logger()
@@ -225,6 +226,7 @@ func serveCmd() *cli.Command {
 				if err != nil {
 					return err
 				}
+				lo.Twins = c.StringSlice("twins")
 				b, err := app.BuildViews(c.Context, lo)
 				if err != nil {
 					return err
@@ -248,7 +250,7 @@ func serveCmd() *cli.Command {
 					"workers", b.Loader.Config().Workers, "views", len(b.Views.Names()))
 				for _, d := range b.Views.Describe() {
 					var attrs []any
-					for _, k := range []string{"view", "set", "folds", "graphs", "schedule", "augments", "default"} {
+					for _, k := range []string{"view", "set", "folds", "graphs", "schedule", "augments", "twins", "default"} {
 						if v, ok := d[k]; ok {
 							attrs = append(attrs, k, v)
 						}
@@ -438,6 +440,8 @@ func fetchCmd() *cli.Command {
 				return err
 			}},
 			&cli.StringSliceFlag{Name: "resume", Usage: "an earlier phase of an epoch resumed at another world size, repeatable, oldest first: W:G0,G1,… (rank r of W ranks received its slice's first Gr graphs); --rank and --world split what the phases left (docs/protocol.md, \"Resume\")"},
+			&cli.IntFlag{Name: "twins", Usage: "read k aligned, differently augmented copies of every graph (2..4: the k of the daemon's --twins sets; docs/contrastive.md)", Action: cliutil.IntRange("twins", 0, wire.MaxTwins)},
+			&cli.StringFlag{Name: "twin-weights", Usage: "with --twins: the relative probabilities of the daemon's twin sets, comma-separated, one a set (default: equal)"},
 			&cli.BoolFlag{Name: "no-digest", Usage: "read without hashing: counts only, no sha256 (SHA-256 over every byte, twice, is most of what fetch costs)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
@@ -446,6 +450,19 @@ func fetchCmd() *cli.Command {
 				BatchSize: c.Int("batch-size"), StartBatch: c.Int("start-batch"), Stride: c.Int("stride"), Count: c.Int("count"),
 				BatchesPerEpoch: c.Int("batches-per-epoch"), DropLast: c.Bool("drop-last"), View: c.String("view"), Fold: c.Int("fold"),
 				Digest: c.Bool("server-digest")}
+			req.Twins = c.Int("twins")
+			if w := c.String("twin-weights"); w != "" {
+				for _, f := range strings.Split(w, ",") {
+					x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+					if err != nil {
+						return cli.Exit(fmt.Sprintf("augloader fetch: --twin-weights %q: %q is not a number", w, f), 2)
+					}
+					req.TwinWeights = append(req.TwinWeights, x)
+				}
+			}
+			if err := wire.CheckTwins(req.Twins, req.TwinWeights); err != nil {
+				return cli.Exit(fmt.Sprintf("augloader fetch: --twins %d --twin-weights %q: %v", req.Twins, c.String("twin-weights"), err), 2)
+			}
 			for _, ph := range c.StringSlice("resume") {
 				p, err := parseResumePhase(ph)
 				if err != nil {

@@ -129,7 +129,7 @@ class Client:
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
               start_batch: int = 0, digest: bool = False, *, stride: int = 1, count: int = 0,
               batches_per_epoch: int = 0, drop_last: bool = False, view: str = "", fold: int = 0,
-              server_digest: bool = False, resume=None) -> Stream:
+              server_digest: bool = False, resume=None, twins: int = 0, twin_weights=None) -> Stream:
         """One epoch of one rank: batches start_batch, start_batch+stride, …
         (at most count; 0: all) of view's fold. batches_per_epoch makes an
         epoch that many batches drawn from consecutive passes; drop_last
@@ -139,9 +139,13 @@ class Client:
         (``stream.sha256`` then holds the server's). resume: the epoch's
         earlier phases at other world sizes, ``[{"world": W, "graphs":
         [G0, …]}]`` (docs/protocol.md, "Resume"); ``rank`` and ``world``
-        then split what they left."""
+        then split what they left. twins=k: k aligned, differently
+        augmented copies of every graph in each batch (``Batch.twin(t)``),
+        from one of the daemon's --twins sets, drawn per graph by
+        twin_weights (one a set; default equal; docs/contrastive.md)."""
         req = request(epoch, rank, world, batch_size, start_batch, stride=stride, count=count,
-                      batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume)
+                      batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume,
+                      twins=twins, twin_weights=twin_weights)
         if self._transport == "unix":
             if server_digest:
                 req["digest"] = True
@@ -153,7 +157,7 @@ class Client:
 
 def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0, *,
             stride: int = 1, count: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-            view: str = "", fold: int = 0, resume=None) -> dict:
+            view: str = "", fold: int = 0, resume=None, twins: int = 0, twin_weights=None) -> dict:
     """A request body with only the fields that differ from their defaults."""
     req = {"epoch": int(epoch), "rank": int(rank), "world": int(world)}
     for k, v, default in (("batch_size", batch_size, 0), ("start_batch", start_batch, 0), ("stride", stride, 1),
@@ -166,6 +170,10 @@ def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, star
         req["view"] = str(view)
     if resume:
         req["resume"] = [{"world": int(p["world"]), "graphs": [int(g) for g in p["graphs"]]} for p in resume]
+    if twins:
+        req["twins"] = int(twins)
+    if twin_weights is not None and len(twin_weights):
+        req["twin_weights"] = [float(w) for w in twin_weights]
     return req
 
 

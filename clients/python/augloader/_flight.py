@@ -49,7 +49,6 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
                 if trailer is not None:
                     raise ConnectionLost("protocol error: data after the Flight trailer")
                 n += 1
-                graphs += chunk.data.num_rows
                 if info_of is None:  # one schema a stream: checked and parsed once
                     # The protocol's schema, as the socket reader checks it:
                     # a damaged or foreign Flight stream is refused, never
@@ -61,7 +60,9 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
                 # Buffer sizes against lengths, as on the socket: a damaged
                 # message must not give numpy a view past its buffer.
                 chunk.data.validate()
-                yield Batch.from_record_batch(chunk.data, info_of)
+                b = Batch.from_record_batch(chunk.data, info_of)
+                graphs += b.num_graphs // b.twins  # a twin batch holds each graph once per twin
+                yield b
         except (fl.FlightError, pa.ArrowException) as e:
             raise flight_error(e) from e
         except (ValueError, TypeError, KeyError, IndexError) as e:

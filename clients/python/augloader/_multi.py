@@ -29,7 +29,7 @@ _CONFIG_FIELDS = (("dataset", "dataset"), ("shards_sha256", "shards"), ("served"
                   ("served_sha256", "served set"), ("seed", "seed"), ("schedule", "schedule"),
                   ("batch_size", "batch size"), ("node_budget", "node budget"), ("edge_budget", "edge budget"),
                   ("remainder", "remainder"), ("wire_compression", "wire compression"), ("edge_fill", "edge fill"),
-                  ("shuffle", "shuffle"))
+                  ("shuffle", "shuffle"), ("twins", "twins"), ("twin_weights", "twin weights"))
 
 
 def config_diff(a: dict, b: dict) -> list:
@@ -42,6 +42,8 @@ def config_diff(a: dict, b: dict) -> list:
             return v or "global"
         if key == "edge_fill":
             return v or "default"
+        if key in ("twins", "twin_weights"):
+            return v or "none"
         if key.endswith("sha256") and isinstance(v, str) and len(v) > 12:
             return v[:12] + "…"
         return v

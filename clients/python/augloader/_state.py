@@ -27,7 +27,10 @@ from ._multi import config_diff
 FORMAT = "augloader-state/1"
 
 # key -> the type its value must have. Request fields first.
-_REQUEST_KEYS = {"view": str, "fold": int, "batch_size": int, "batches_per_epoch": int, "drop_last": bool}
+_REQUEST_KEYS = {"view": str, "fold": int, "batch_size": int, "batches_per_epoch": int, "drop_last": bool,
+                 "twins": int, "twin_weights": str}
+# Keys a state saved before twins existed lacks, and their values there.
+_LATER_KEYS = {"twins": 0, "twin_weights": ""}
 _KEYS = {"format": str, "epoch": int, "world": int, "rank": int, "batches": int, "graphs": int,
          **_REQUEST_KEYS, "config": str, "detail": str}
 
@@ -80,6 +83,7 @@ def parse(state) -> Progress:
     their epoch) and returns its progress; StateError names what is wrong."""
     if not isinstance(state, dict):
         raise StateError(f"augloader: a loader state is a dict, not {type(state).__name__}")
+    state = {**_LATER_KEYS, **state}
     unknown = sorted(set(state) - set(_KEYS))
     missing = sorted(set(_KEYS) - set(state))
     if unknown or missing:
@@ -93,6 +97,11 @@ def parse(state) -> Progress:
             _nonneg(v, k)
         elif not isinstance(v, t) or (t is not bool and isinstance(v, bool)):
             raise StateError(f"augloader: state field {k} = {v!r} is not a {t.__name__}")
+    try:
+        weights = json.loads(state["twin_weights"]) if state["twin_weights"] else None
+        _wire.check_twins(state["twins"], weights)
+    except ValueError as e:
+        raise StateError(f"augloader: state fields twins {state['twins']!r}, twin_weights {state['twin_weights'][:80]!r}: {e}") from None
     world, rank = state["world"], state["rank"]
     if world < 1 or rank >= world:
         raise StateError(f"augloader: state field rank {rank} of world {world}")

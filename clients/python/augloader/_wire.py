@@ -44,15 +44,22 @@ METADATA_KEYS_V1 = ("augloader.protocol_version", "augloader.dataset", "augloade
 METADATA_KEYS_V2 = ("augloader.task", "augloader.targets", "augloader.node_vocab", "augloader.node_dense",
                     "augloader.edge_vocab", "augloader.edge_dense", "augloader.edge_fill",
                     "augloader.edge_fill_value")
-METADATA_KEYS = METADATA_KEYS_V1 + METADATA_KEYS_V2
+# Only in a twin stream: the copies of each graph a record batch holds.
+METADATA_TWINS = "augloader.twins"
+METADATA_KEYS = METADATA_KEYS_V1 + METADATA_KEYS_V2 + (METADATA_TWINS,)
 TASKS = ("class", "binary", "regression")
 
 REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch", "stride", "count",
-                  "batches_per_epoch", "drop_last", "view", "fold", "digest", "shm", "resume")
+                  "batches_per_epoch", "drop_last", "view", "fold", "digest", "shm", "resume", "twins",
+                  "twin_weights")
 # An elastic resume's earlier phases (request field resume): the ranks of
 # all phases together, and the phases.
 MAX_RESUME_RANKS = 4096
 MAX_RESUME_PHASES = 64
+# Twins (request fields twins, twin_weights): copies of each graph a
+# request may ask, twin sets a daemon may declare (one weight each).
+MAX_TWINS = 4
+MAX_TWIN_SETS = 64
 
 # The shared-memory transport: descriptors (kind u32 | length u32 | offset
 # u64) in place of the stream's messages; records (u64) back: a release
@@ -147,6 +154,11 @@ def schema_info(md: dict) -> dict:
             raise ConnectionLost(f"protocol error: task {info['task']} with {info['targets']} targets, "
                                  f"edge fill {info['edge_fill']} for vocabularies {info['edge_vocab']}")
     info["dense"] = kind == "attributes" or info["node_dense"] > 0
+    info["twins"] = 1
+    if METADATA_TWINS in md:
+        info["twins"] = _count(md, METADATA_TWINS)
+        if not 2 <= info["twins"] <= MAX_TWINS:
+            raise ConnectionLost(f"protocol error: schema metadata {METADATA_TWINS}={info['twins']}: want 2 to {MAX_TWINS}")
     return info
 
 
@@ -202,8 +214,12 @@ def encode_request(req: dict) -> bytes:
                 raise ValueError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")
         elif k == "resume":
             check_resume(v)
+        elif k == "twin_weights":
+            check_twins(req.get("twins", 0), v)
         elif not is_count(v):
             raise ValueError(f"augloader: request field {k}={v!r} is not a non-negative integer")
+        elif k == "twins":
+            check_twins(v, None)
     body = json.dumps(req, separators=(",", ":")).encode()
     return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
 
@@ -229,6 +245,25 @@ def check_resume(phases) -> None:
         ranks += w
         if ranks > MAX_RESUME_RANKS:
             raise ValueError(f"augloader: resume phases of more than {MAX_RESUME_RANKS} ranks together")
+
+
+def check_twins(twins, weights) -> None:
+    """Checks a request's twins and twin weights as the server's
+    DecodeRequest does: twins 0 or 2..MAX_TWINS; weights only with twins,
+    at most MAX_TWIN_SETS finite non-negative numbers, one positive."""
+    import math
+
+    if not is_count(twins) or twins == 1 or twins > MAX_TWINS:
+        raise ValueError(f"augloader: twins={twins!r}: ask for 2 to {MAX_TWINS} copies of each graph (0: one)")
+    if weights is None:
+        return
+    if not twins:
+        raise ValueError("augloader: twin_weights without twins")
+    if (not isinstance(weights, list) or len(weights) > MAX_TWIN_SETS
+            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights)
+            or not any(w > 0 for w in weights)):
+        raise ValueError(f"augloader: twin_weights={weights!r}: want at most {MAX_TWIN_SETS} finite non-negative "
+                         f"numbers, one a declared twin set, at least one positive")
 
 
 def read_exact(f, mv: memoryview) -> None:

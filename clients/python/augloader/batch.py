@@ -51,6 +51,12 @@ class Batch:
     node_vocab: tuple = ()                 # vocabulary size of each x_cat column (the size: attrmask's reserved code)
     edge_vocab: tuple = ()                 # of each edge_cat column (the edge fill's reserved code is the size)
     edge_fill: tuple = ()                  # the fill code of each edge_cat column
+    # A twin stream's batch holds each of its graphs once per twin,
+    # twin-major (docs/protocol.md, "Twins"): rows t·n … t·n+n−1 are twin
+    # t's, graph i of every twin the same graph. The whole batch is itself
+    # a valid batch of twins·n graphs (one encoder pass over every twin);
+    # twin(t) is one twin's own batch.
+    twins: int = 1
 
     # The record batch message's SHA-256 (hex), when the stream was read
     # with digest=True over the socket.
@@ -61,7 +67,50 @@ class Batch:
 
     @property
     def num_graphs(self) -> int:
+        """Rows: graphs × twins in a twin batch (graphs_per_twin: each once)."""
         return len(self.graph_id)
+
+    @property
+    def graphs_per_twin(self) -> int:
+        """The batch's distinct graphs: num_graphs // twins."""
+        return len(self.graph_id) // self.twins
+
+    def twin(self, t: int) -> "Batch":
+        """Twin t's batch: its n graphs (graph i the same graph as graph i
+        of every other twin), node ids from 0, numpy slices of this batch's
+        arrays (node and edge ids shifted, a copy; the rest views)."""
+        if not 0 <= t < self.twins:
+            raise IndexError(f"augloader: twin {t} of a batch of {self.twins}")
+        if self.twins == 1:
+            return self
+        n = self.graphs_per_twin
+        r0, r1 = t * n, (t + 1) * n
+        n0, n1 = int(self.ptr[r0]), int(self.ptr[r1])
+        rb = self.record
+        eo = rb.column("edge_src").offsets.to_numpy(zero_copy_only=False)
+        e0, e1 = int(eo[r0]), int(eo[r1])  # offsets index .values, the whole child array
+        x_node = x_code = x_weight = None
+        if self.x_code is not None:
+            ko = rb.column("x_code").offsets.to_numpy(zero_copy_only=False)
+            k0, k1 = int(ko[r0]), int(ko[r1])
+            x_node, x_code, x_weight = self.x_node[k0:k1] - n0, self.x_code[k0:k1], self.x_weight[k0:k1]
+        rows = slice(r0, r1)
+        return Batch(
+            graph_id=self.graph_id[rows], num_nodes=self.num_nodes[rows], ptr=self.ptr[r0:r1 + 1] - n0,
+            batch=self.batch[n0:n1] - r0, edge_src=self.edge_src[e0:e1] - n0, edge_dst=self.edge_dst[e0:e1] - n0,
+            x_node=x_node, x_code=x_code, x_weight=x_weight,
+            x_float=None if self.x_float is None else self.x_float[n0:n1],
+            y=self.y[rows], y_mix=None if self.y_mix is None else self.y_mix[rows],
+            y_q=None if self.y_q is None else self.y_q[rows], padded=self.padded[rows],
+            feature_dim=self.feature_dim, num_classes=self.num_classes, record=rb.slice(r0, n),
+            x_cat=None if self.x_cat is None else self.x_cat[n0:n1],
+            edge_cat=None if self.edge_cat is None else self.edge_cat[e0:e1],
+            edge_x=None if self.edge_x is None else self.edge_x[e0:e1],
+            task=self.task, node_vocab=self.node_vocab, edge_vocab=self.edge_vocab, edge_fill=self.edge_fill)
+
+    def split_twins(self) -> list:
+        """[twin(0), …, twin(twins-1)]; [self] for a plain batch."""
+        return [self.twin(t) for t in range(self.twins)]
 
     @property
     def policy(self) -> list:
@@ -188,6 +237,9 @@ class Batch:
         num_nodes = col("num_nodes").to_numpy(zero_copy_only=True)
         num_classes = info["classes"]
         b = len(num_nodes)
+        twins = info.get("twins", 1)
+        if b % twins:
+            raise ValueError(f"augloader: {b} rows in a batch of {twins} twins")
         if len(num_nodes) and num_nodes.min() < 0:
             raise ValueError("augloader: node counts out of range")
         if info["targets"]:
@@ -269,4 +321,5 @@ class Batch:
             node_vocab=tuple(info["node_vocab"]),
             edge_vocab=tuple(info["edge_vocab"]),
             edge_fill=tuple(info["edge_fill"]),
+            twins=twins,
         )

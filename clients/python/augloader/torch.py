@@ -29,6 +29,7 @@ training loop does not wait for them.
 """
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Optional
 
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from . import Batch, ServerError, _state, connect
+from . import Batch, ServerError, _state, _wire, connect
 from ._multi import put_unless_stopped
 
 try:  # optional
@@ -248,7 +249,25 @@ def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: boo
         "num_graphs": b.num_graphs,
         "num_nodes": n,
         "padded": torch.from_numpy(b.padded),
+        "twins": b.twins,
     }
+
+
+def twin_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: bool = False) -> tuple:
+    """One ``to_tensors`` dict per twin of a twin batch (docs/contrastive.md):
+    graph i of every dict is the same graph, each twin its own augmented
+    copy, node ids from 0. A plain batch gives a 1-tuple. (``to_tensors``
+    of the whole batch is every twin at once, twins·n graphs, twin-major:
+    one encoder pass, then split the pooled rows in k.)"""
+    return tuple(to_tensors(tb, device, layout=layout, non_blocking=non_blocking) for tb in b.split_twins())
+
+
+def _tensor_items(item):
+    """The tensors of a to_tensors dict, or of a tuple of them."""
+    for d in (item if isinstance(item, tuple) else (item,)):
+        for v in d.values():
+            if isinstance(v, torch.Tensor):
+                yield v
 
 
 class CodeEmbedding(torch.nn.Module):
@@ -275,7 +294,8 @@ class CodeEmbedding(torch.nn.Module):
 
 
 class Prefetcher:
-    """Iterates ``to_tensors(b, device, ...)`` of a stream's batches, made
+    """Iterates ``to_tensors(b, device, ...)`` of a stream's batches (of a
+    twin stream: ``twin_tensors``, a tuple of one dict per twin), made
     ``depth`` batches ahead on a background thread, so the training loop
     finds each batch ready: receiving, decoding and (on CUDA) the pinned
     host-to-device copies, issued on a side stream, overlap the step. The
@@ -300,12 +320,17 @@ class Prefetcher:
         for b in it:
             if self._stream is not None:
                 with torch.cuda.stream(self._stream):
-                    t = to_tensors(b, self.device, layout=self.layout, non_blocking=True)
+                    t = self._tensors(b, non_blocking=True)
                     ev = torch.cuda.Event()
                     ev.record(self._stream)
                 yield t, ev
             else:
-                yield to_tensors(b, self.device, layout=self.layout), None
+                yield self._tensors(b), None
+
+    def _tensors(self, b: Batch, non_blocking: bool = False):
+        if b.twins > 1:
+            return twin_tensors(b, self.device, layout=self.layout, non_blocking=non_blocking)
+        return to_tensors(b, self.device, layout=self.layout, non_blocking=non_blocking)
 
     def __iter__(self):
         import time
@@ -320,8 +345,8 @@ class Prefetcher:
                 self.wait_s += time.perf_counter() - t0
             if ev is not None:
                 torch.cuda.current_stream(self.device).wait_event(ev)
-                for v in item.values():
-                    if isinstance(v, torch.Tensor) and v.device.type == "cuda":
+                for v in _tensor_items(item):
+                    if v.device.type == "cuda":
                         v.record_stream(torch.cuda.current_stream(self.device))
             yield item
 
@@ -431,24 +456,38 @@ class _SharedEpoch:
     Shared with a worker process as it starts (fork, or pickled while
     spawning it); any other copy (deepcopy, torch.save) gets its own."""
 
-    def __init__(self, values=(0, 0)):
+    def __init__(self, values=(0, 0), weights=()):
         import multiprocessing
 
         self._a = multiprocessing.RawArray("q", 2)
         self._a[:] = list(values)
+        # The twin weights (JOAO's, set per epoch): a count, then the weights.
+        self._w = multiprocessing.RawArray("d", 1 + _wire.MAX_TWIN_SETS)
+        self.twin_weights = list(weights)
 
     def __getstate__(self):
         from multiprocessing import context
 
         if context.get_spawning_popen() is not None:
-            return {"shared": self._a}
-        return {"values": list(self._a)}
+            return {"shared": self._a, "shared_weights": self._w}
+        return {"values": list(self._a), "weights": self.twin_weights}
 
     def __setstate__(self, st):
         if "shared" in st:
-            self._a = st["shared"]
+            self._a, self._w = st["shared"], st["shared_weights"]
         else:
-            self.__init__(st["values"])
+            self.__init__(st["values"], st.get("weights", ()))
+
+    @property
+    def twin_weights(self) -> list:
+        return list(self._w[1:1 + int(self._w[0])])
+
+    @twin_weights.setter
+    def twin_weights(self, w) -> None:
+        w = [float(x) for x in w]
+        self._w[0] = 0  # a reader mid-write sees none rather than half
+        self._w[1:1 + len(w)] = w
+        self._w[0] = len(w)
 
     @property
     def epoch(self) -> int:
@@ -493,7 +532,8 @@ class AugloaderDataset(IterableDataset):
     def __init__(self, url: str, *, token: Optional[str] = None, batch_size: int = 0,
                  rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None,
                  view: str = "", fold: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-                 digest: bool = False, layout: str = "pyg", commit: str = "yield", prefetch: int = 0):
+                 digest: bool = False, layout: str = "pyg", commit: str = "yield", prefetch: int = 0,
+                 twins: int = 0, twin_weights=None):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)}")
@@ -505,13 +545,15 @@ class AugloaderDataset(IterableDataset):
         self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
         self.view, self.fold, self.batches_per_epoch, self.drop_last = view, fold, batches_per_epoch, drop_last
         self.digest = digest
+        _wire.check_twins(int(twins), None if twin_weights is None else [float(w) for w in twin_weights])
+        self.twins = int(twins)
         if rank is None or world is None:
             if torch.distributed.is_available() and torch.distributed.is_initialized():
                 rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
             else:
                 rank, world = 0, 1
         self.rank, self.world = rank, world
-        self._shared = _SharedEpoch()
+        self._shared = _SharedEpoch(weights=twin_weights or ())
         self.pyg = (PyGBatch is not None) if pyg is None else pyg
         self.last_stream = None
         self.config: Optional[dict] = None  # the daemon's identity, from the last stream
@@ -540,9 +582,25 @@ class AugloaderDataset(IterableDataset):
             self._progress = None
         self.epoch = epoch
 
+    @property
+    def twin_weights(self) -> list:
+        """The twin sets' weights the next iteration asks for ([]: equal)."""
+        return self._shared.twin_weights
+
+    def set_twin_weights(self, weights) -> None:
+        """JOAO's per-epoch choice: the relative probabilities of the
+        daemon's twin sets (one a set, in the order declared; None or []:
+        equal) for the next iteration, persistent DataLoader workers
+        included. Part of the request a state records."""
+        w = [float(x) for x in weights or ()]
+        _wire.check_twins(self.twins, w or None)
+        self._shared.twin_weights = w
+
     def _request(self) -> dict:
+        w = self._shared.twin_weights
         return {"view": self.view, "fold": self.fold, "batch_size": self.batch_size,
-                "batches_per_epoch": self.batches_per_epoch, "drop_last": self.drop_last}
+                "batches_per_epoch": self.batches_per_epoch, "drop_last": self.drop_last,
+                "twins": self.twins, "twin_weights": json.dumps(w) if w else ""}
 
     # ---------------------------------------------------------- state
 
@@ -593,6 +651,10 @@ class AugloaderDataset(IterableDataset):
         here, naming the field; one saved against another configuration is
         refused before the first batch, naming the settings that differ."""
         p = _state.parse(state)
+        if p.request["twins"] == self.twins and self.twins:
+            # The epoch's twin weights are the state's (as its epoch is):
+            # JOAO's distribution when it was saved.
+            self.set_twin_weights(json.loads(p.request["twin_weights"]) if p.request["twin_weights"] else None)
         _state.check_request(p, self._request())
         info = get_worker_info()
         if p.worker is None:
@@ -608,6 +670,8 @@ class AugloaderDataset(IterableDataset):
         handed out before it); the state counts it from now on."""
         if self.commit_mode != "manual":
             raise RuntimeError("augloader: commit() is for a dataset made with commit='manual'")
+        if isinstance(batch, tuple) and batch:  # a twin batch: its twins share the index
+            batch = batch[0]
         index = batch["batch_index"] if isinstance(batch, dict) else getattr(batch, "batch_index", None)
         for i, (idx, _) in enumerate(self._pending):
             if idx == index:
@@ -652,7 +716,8 @@ class AugloaderDataset(IterableDataset):
             return
         client = connect(self.url, token=self.token)
         kw = dict(rank=self.rank, world=self.world, batch_size=self.batch_size, view=self.view, fold=self.fold,
-                  batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last)
+                  batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last, twins=self.twins,
+                  twin_weights=self._shared.twin_weights or None)
         try:
             stream = client.epoch(epoch, start_batch=pl.start, stride=pl.stride, resume=pl.phases or None,
                                   digest=self.digest, **kw)
@@ -670,21 +735,28 @@ class AugloaderDataset(IterableDataset):
         self.last_stream = stream
         start, stride = pl.start, pl.stride
 
+        def one(t, index, i):
+            t["batch_index"] = index  # the batch's index in the rank's epoch (phase)
+            if self.digest:
+                t["digest"] = stream.batch_digests[i]
+            if self.pyg and PyGBatch is not None:
+                extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x", "x_code", "x_node", "x_weight") if k in t}
+                out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
+                               y=t["y_soft"] if t["soft"] else t["y"], **extra)
+                out._num_graphs = t["num_graphs"]
+                out.batch_index = index
+                return out
+            return t
+
         def made():
             for i, b in enumerate(stream):
-                t = to_tensors(b, self.device, layout=self.layout)
-                t["batch_index"] = start + i * stride  # the batch's index in the rank's epoch (phase)
-                if self.digest:
-                    t["digest"] = stream.batch_digests[i]
-                if self.pyg and PyGBatch is not None:
-                    extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x", "x_code", "x_node", "x_weight") if k in t}
-                    out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
-                                   y=t["y_soft"] if t["soft"] else t["y"], **extra)
-                    out._num_graphs = t["num_graphs"]
-                    out.batch_index = t["batch_index"]
+                index = start + i * stride
+                if self.twins:
+                    # A tuple of the batch's twins, graph i of each the same graph.
+                    out = tuple(one(t, index, i) for t in twin_tensors(b, self.device, layout=self.layout))
                 else:
-                    out = t
-                yield out, t["batch_index"], b.num_graphs
+                    out = one(to_tensors(b, self.device, layout=self.layout), index, i)
+                yield out, index, b.graphs_per_twin
 
         ahead = _Ahead(made(), self.prefetch, "augloader-dataset-ahead") if self.prefetch else None
         try:
