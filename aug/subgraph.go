@@ -61,7 +61,15 @@ func (o Subgraph) Apply(in, out *Graph, r Rand, s *Scratch) error {
 		out.CopyFrom(in)
 		return nil
 	}
-	s.csr(in.N, in.Edges)
+	// The adjacency: the loader's index when the graph has one (the same
+	// sorted runs, so the same draws), else built here.
+	off, adj := s.off, s.adj
+	if in.Index != nil {
+		off, adj = in.Index.Off, in.Index.Adj
+	} else {
+		s.csr(in.N, in.Edges)
+		off, adj = s.off, s.adj
+	}
 	// Two fresh stamps: kept, and on the frontier.
 	kept := s.nextGen(n)
 	front := s.nextGen(n)
@@ -70,7 +78,7 @@ func (o Subgraph) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	s.stamp[seed] = kept
 	count := 1
 	add := func(v int32) {
-		for _, w := range s.adj[s.off[v]:s.off[v+1]] {
+		for _, w := range adj[off[v]:off[v+1]] {
 			if s.stamp[w] != kept && s.stamp[w] != front {
 				s.stamp[w] = front
 				frontier = append(frontier, w)
@@ -88,42 +96,88 @@ func (o Subgraph) Apply(in, out *Graph, r Rand, s *Scratch) error {
 		add(v)
 	}
 	s.tmp = frontier
-	induced(in, out, s, kept)
+	next := renumber(in, s, kept)
+	if in.HasEdgeFeatures() {
+		inducedEdges(in, out, s, kept)
+	} else {
+		// A few kept nodes of many: their sorted adjacency runs give the
+		// induced pairs, in order (ids grow in input order), without a
+		// pass over every edge.
+		out.Edges = out.Edges[:0]
+		out.EdgeCat, out.EdgeX = out.EdgeCat[:0], out.EdgeX[:0]
+		for u := range n {
+			if s.stamp[u] != kept {
+				continue
+			}
+			nu := s.cnt[u]
+			for _, w := range adj[off[u]:off[u+1]] {
+				if int(w) > u && s.stamp[w] == kept {
+					out.Edges = append(out.Edges, nu, s.cnt[w])
+				}
+			}
+		}
+	}
+	inducedNodes(in, out, s, kept, next)
 	return nil
 }
 
 // induced writes into out the subgraph of in induced by the nodes whose
 // stamp is gen: every edge between two of them, with its features, node
 // ids renumbered in input order (monotone, so pairs stay sorted), every
-// node's features, the label and targets. Linear in nodes plus edges.
+// kept node's features, the label and targets. Linear in nodes plus edges.
 func induced(in, out *Graph, s *Scratch, gen uint32) {
+	next := renumber(in, s, gen)
+	inducedEdges(in, out, s, gen)
+	inducedNodes(in, out, s, gen, next)
+}
+
+// renumber sets s.cnt[v] to node v's id among the nodes stamped gen, in
+// input order, and returns their count.
+func renumber(in *Graph, s *Scratch, gen uint32) int32 {
 	n := int(in.N)
 	s.cnt = grow(s.cnt, n)
+	stamp, cnt := s.stamp[:n], s.cnt[:n]
 	next := int32(0)
-	for v := range n {
-		if s.stamp[v] == gen {
-			s.cnt[v] = next
+	for v := range stamp {
+		if stamp[v] == gen {
+			cnt[v] = next
 			next++
 		}
 	}
-	keep := func(v int32) bool { return s.stamp[v] == gen }
+	return next
+}
+
+// inducedEdges writes into out.Edges (and its edge features) every edge of
+// in between two nodes stamped gen, renumbered by s.cnt (renumber).
+func inducedEdges(in, out *Graph, s *Scratch, gen uint32) {
+	stamp, cnt := s.stamp, s.cnt
+	kc, kd := int(in.EdgeCatCols), int(in.EdgeDim)
+	out.EdgeCat, out.EdgeX = out.EdgeCat[:0], out.EdgeX[:0]
+	e := in.Edges
+	out.Edges = out.Edges[:0]
+	for k := 0; k+1 < len(e); k += 2 {
+		u, v := e[k], e[k+1]
+		if stamp[u] != gen || stamp[v] != gen {
+			continue
+		}
+		out.Edges = append(out.Edges, cnt[u], cnt[v])
+		if kc|kd != 0 {
+			i := k / 2
+			out.EdgeCat = append(out.EdgeCat, in.EdgeCat[i*kc:(i+1)*kc]...)
+			out.EdgeX = append(out.EdgeX, in.EdgeX[i*kd:(i+1)*kd]...)
+		}
+	}
+}
+
+// inducedNodes writes into out everything but the edges: next nodes (those
+// stamped gen), each with its features, the layout, label and targets.
+func inducedNodes(in, out *Graph, s *Scratch, gen uint32, next int32) {
+	n := int(in.N)
 	out.Index = nil
 	out.ID, out.N = in.ID, next
 	out.copyLayout(in)
 	out.Label, out.MixLabel, out.Q = in.Label, in.MixLabel, in.Q
 	out.Y = append(out.Y[:0], in.Y...)
-	out.Edges = out.Edges[:0]
-	kc, kd := int(in.EdgeCatCols), int(in.EdgeDim)
-	out.EdgeCat, out.EdgeX = out.EdgeCat[:0], out.EdgeX[:0]
-	for e := 0; e < len(in.Edges)/2; e++ {
-		u, v := in.Edges[2*e], in.Edges[2*e+1]
-		if !keep(u) || !keep(v) {
-			continue
-		}
-		out.Edges = append(out.Edges, s.cnt[u], s.cnt[v])
-		out.EdgeCat = append(out.EdgeCat, in.EdgeCat[e*kc:(e+1)*kc]...)
-		out.EdgeX = append(out.EdgeX, in.EdgeX[e*kd:(e+1)*kd]...)
-	}
 	f := int(in.CatCols)
 	out.NodeCat = out.NodeCat[:0]
 	d := 0
@@ -134,7 +188,7 @@ func induced(in, out *Graph, s *Scratch, gen uint32) {
 	oneHot := in.oneHot()
 	out.FeatOff, out.Codes, out.Weights = out.FeatOff[:0], out.Codes[:0], out.Weights[:0]
 	for v := range n {
-		if !keep(int32(v)) {
+		if s.stamp[v] != gen {
 			continue
 		}
 		out.NodeCat = append(out.NodeCat, in.NodeCat[v*f:(v+1)*f]...)

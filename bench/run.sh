@@ -42,6 +42,7 @@ step convert bash bench/convert_collab.sh
 step scaleout bash bench/scaleout.sh
 step molecules bash bench/molecules.sh
 step tensors bash bench/python_tensors.sh
+step twins bash bench/python_twins.sh
 step shuffle bash bench/shuffle.sh
 step large bash bench/large.sh
 # bench/report is a module of its own (its plotting library stays out of

@@ -154,7 +154,13 @@ func New(src *Source, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !cfg.NoIndex && cfg.Schedule.UsesIndex() {
+	usesIndex := cfg.Schedule.UsesIndex()
+	for _, set := range cfg.Twins {
+		for _, sch := range set {
+			usesIndex = usesIndex || sch.UsesIndex()
+		}
+	}
+	if !cfg.NoIndex && usesIndex {
 		src.EnablePPRCache(cfg.PPRCache)
 		src.EnableIndex()
 	}
@@ -228,7 +234,8 @@ type Plan struct {
 	Identity wire.Config
 	// Twins is the copies of each graph a batch holds (0: a plain stream).
 	Twins int
-	// pols are the policies of every pass but those of passPolicies.
+	// pols are the policies of every pass but those of passPolicies
+	// (Policy standing for pols.main).
 	pols *policies
 	// passPolicies, under a windowed shuffle, is the policies of each
 	// pass the plan draws from: its SubMix draws partners in that pass's
@@ -250,14 +257,15 @@ type passPolicy struct {
 	pol  *policies
 }
 
-// policiesOf returns the policies of the items drawn in pass.
-func (p *Plan) policiesOf(pass uint64) *policies {
+// policiesOf returns the policies of the items drawn in pass: a windowed
+// pass's own, else Policy (which a caller may replace) and pols' twins.
+func (p *Plan) policiesOf(pass uint64) (*epoch.Policy, [][]*epoch.Policy) {
 	for _, pp := range p.passPolicies {
 		if pp.pass == pass {
-			return pp.pol
+			return pp.pol.main, pp.pol.twins
 		}
 	}
-	return p.pols
+	return p.Policy, p.pols.twins
 }
 
 // ops returns the op of each copy of it into buf: the view's policy's
@@ -265,9 +273,9 @@ func (p *Plan) policiesOf(pass uint64) *policies {
 // (StreamTwinChoice over the request's weights) and each twin t's op of
 // that set's schedule t, drawn from its own stream (aug.TwinStride).
 func (p *Plan) ops(seed uint64, it epoch.Item, buf *[wire.MaxTwins]aug.Op) []aug.Op {
-	pol := p.policiesOf(it.Pass)
+	main, twins := p.policiesOf(it.Pass)
 	if p.Twins == 0 {
-		buf[0] = pol.main.Choose(seed, it.Pass, it.Graph)
+		buf[0] = main.Choose(seed, it.Pass, it.Graph)
 		return buf[:1]
 	}
 	set := 0
@@ -275,7 +283,7 @@ func (p *Plan) ops(seed uint64, it epoch.Item, buf *[wire.MaxTwins]aug.Op) []aug
 		set = epoch.Pick(p.twinCum, seed, it.Pass, it.Graph, aug.StreamTwinChoice)
 	}
 	for t := range p.Twins {
-		buf[t] = pol.twins[set][t].ChooseStream(seed, it.Pass, it.Graph, aug.StreamPolicyChoice+uint64(t)*aug.TwinStride)
+		buf[t] = twins[set][t].ChooseStream(seed, it.Pass, it.Graph, aug.StreamPolicyChoice+uint64(t)*aug.TwinStride)
 	}
 	return buf[:p.Twins]
 }
@@ -515,7 +523,7 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pols *policies, twinCum 
 	}
 	sizes := make([]aug.Size, len(items))
 	// The plan draws each item's ops as Plan and the workers do.
-	draw := &Plan{pols: pols, Twins: req.Twins, twinCum: twinCum}
+	draw := &Plan{Policy: pols.main, pols: pols, Twins: req.Twins, twinCum: twinCum}
 	var buf [wire.MaxTwins]aug.Op
 	for i := range items {
 		items[i].Pass = pass

@@ -89,7 +89,7 @@ func load(dir string) (*page, error) {
 	for _, b := range []struct {
 		file string
 		into *[]map[string]string
-	}{{"scaleout.txt", &pg.scaleout}, {"molecules.txt", &pg.molecules}, {"large.txt", &pg.large}, {"shuffle.txt", &pg.shuffle}, {"tensors.txt", &pg.tensors}} {
+	}{{"scaleout.txt", &pg.scaleout}, {"molecules.txt", &pg.molecules}, {"large.txt", &pg.large}, {"shuffle.txt", &pg.shuffle}, {"tensors.txt", &pg.tensors}, {"twins.txt", &pg.twins}} {
 		if p := opt(b.file); p != "" {
 			if *b.into, err = readResultLines(p); err != nil {
 				return nil, err

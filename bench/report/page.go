@@ -20,6 +20,7 @@ type page struct {
 	scaleout                          []map[string]string
 	molecules                         []map[string]string
 	tensors                           []map[string]string
+	twins                             []map[string]string
 	shuffle                           []map[string]string
 	large                             []map[string]string
 	largeDecoded                      string // ", about N GiB decoded" from the large step's log
@@ -83,6 +84,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeScaleOut(w)
 	pg.writeMolecules(w)
 	pg.writeTensors(w)
+	pg.writeTwins(w)
 	pg.writeShuffle(w)
 	pg.writeLarge(w)
 	return nil
@@ -314,6 +316,7 @@ func (pg *page) goals() []goal {
 	}
 	gs = append(gs, pg.molGoals()...)
 	gs = append(gs, pg.tensorGoals()...)
+	gs = append(gs, pg.twinGoals()...)
 	gs = append(gs, pg.largeGoals()...)
 	return append(gs, pg.shuffleGoals()...)
 }

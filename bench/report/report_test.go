@@ -115,7 +115,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
-		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, large.txt, shuffle.txt, tensors.txt.",
+		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, large.txt, shuffle.txt, tensors.txt, twins.txt.",
 		// Scale-out: compression ratios against none, a skipped link named, scaling with its digests.
 		"| loopback | lz4 | 14 | 0.07× | 0.400 | 0.50× |",
 		"| 1 Gbit/s (tbf) | — | not measured: needs root netns tc |",
@@ -251,6 +251,28 @@ func TestTensorsSection(t *testing.T) {
 		// The Prefetcher-fed loop, each layout within 5%.
 		"| pyg | 10 | 2.000 | 2.200 | 0.088 | 4.0% |",
 		"pyg: 4.0% (0.088 s of 2.200 s; resident 2.000 s); codes: 1.0% (0.010 s of 1.000 s; resident 1.000 s) | **met**",
+	)
+}
+
+// The twins section: every row, the fastest comparisons, and the goal
+// (met when one layout and transport reaches 10×).
+func TestTwinsSection(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "twins\tbash bench/python_twins.sh\n",
+		"twins.txt": "noise\n" +
+			"RESULT kind=ours name=augloader/socket/pyg/bs=128 bs=128 wall_s=0.25 cpu_s=0.16 graphs=5000 layout=pyg transport=socket\n" +
+			"RESULT kind=ours name=augloader/shm/pyg/bs=128 bs=128 wall_s=0.2 cpu_s=0.1 graphs=5000 layout=pyg transport=shm\n" +
+			"RESULT kind=peer name=pyg/pyg/bs=128/workers=2/persistent bs=128 wall_s=2.1 cpu_s=0.33 graphs=5000 layout=pyg\n" +
+			"RESULT kind=fastest name=pyg/pyg/bs=128/workers=2/persistent layout=pyg transport=socket bs=128 wall_s=2.1000 cpu_s=0.3300 ours=augloader/socket/pyg/bs=128 ours_wall_s=0.2500 ours_cpu_s=0.1600\n" +
+			"RESULT kind=fastest name=pyg/pyg/bs=128/workers=2/persistent layout=pyg transport=shm bs=128 wall_s=2.1000 cpu_s=0.3300 ours=augloader/shm/pyg/bs=128 ours_wall_s=0.2000 ours_cpu_s=0.1000\n" +
+			"RESULT kind=fastest name=REDDIT-BINARY/pyg/pyg/bs=128/workers=2 layout=pyg transport=shm bs=128 wall_s=1.0 cpu_s=0.3 ours=REDDIT-BINARY/augloader/shm/pyg/bs=128 ours_wall_s=0.5 ours_cpu_s=0.4\n",
+	})
+	page, _ := renderPage(t, dir)
+	pageHas(t, page,
+		"| `augloader/shm/pyg/bs=128` | 128 | 0.200 | 0.100 |",
+		"- `augloader/shm/pyg/bs=128` against PyG at its fastest (`pyg/pyg/bs=128/workers=2/persistent`): 10.5× the wall time, 3.30× the trainer CPU",
+		"- `REDDIT-BINARY/augloader/shm/pyg/bs=128` against PyG at its fastest (`REDDIT-BINARY/pyg/pyg/bs=128/workers=2`): 2.0× the wall time",
+		"pyg layout over socket: 8.4× (0.250 vs 2.100 s; trainer CPU 0.160 vs 0.330 s); pyg layout over shm: 10.5× (0.200 vs 2.100 s; trainer CPU 0.100 vs 0.330 s) | **met**",
 	)
 }
 

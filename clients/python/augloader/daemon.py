@@ -100,13 +100,16 @@ class Daemon:
     loopback port (or on this ``grpc://HOST:PORT``); args: any other
     ``serve`` flags, as a list, e.g. ``args=["--cache-limit", "2GiB",
     "--shuffle", "window:64MiB", "--memory-budget", "512MiB"]`` (``augloader
-    serve --help`` lists them).
+    serve --help`` lists them); twins: twin sets (``"A / B"`` each), the
+    aligned, differently augmented copies a request with ``twins=k`` gets
+    (docs/contrastive.md).
     """
 
     def __init__(self, shards=None, *, materialized=None, views: Sequence[str] = (), folds=None,
                  policy: Optional[str] = None, seed: int = 0, workers: Optional[int] = None,
                  batch_size: Optional[int] = None, flight=False, socket=None, binary: Optional[str] = None,
-                 args: Sequence[str] = (), ready_timeout: float = 120.0, stop_timeout: float = 30.0):
+                 args: Sequence[str] = (), ready_timeout: float = 120.0, stop_timeout: float = 30.0,
+                 twins: Sequence[str] = ()):
         if (shards is None) == (materialized is None):
             raise ValueError("augloader.Daemon: give shards (a shard folder) or materialized (a folder of materialized epochs)")
         self._tmp = tempfile.TemporaryDirectory(prefix="augloader-daemon-")
@@ -120,6 +123,8 @@ class Daemon:
             cmd += ["--folds", str(folds)]
         for v in views:
             cmd += ["--view", v]
+        for t in twins:  # twin sets, "A / B" each (docs/contrastive.md)
+            cmd += ["--twins", t]
         if policy is not None:
             cmd += ["--policy", policy]
         if workers is not None:

@@ -30,6 +30,7 @@ training loop does not wait for them.
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from typing import Optional
 
@@ -103,8 +104,15 @@ class _OneHotBuffers:
     the buffer shares, says whether anything wrote into it in place; such
     a buffer is cleared whole. Writes that bypass torch
     (``x.numpy()[...] = v``, or through ``x.data``) are not seen: do not
-    write into a batch's x that way and then drop it. Where torch cannot
-    say a storage's use count (before 2.x), every batch gets fresh zeros."""
+    write into a batch's x that way and then drop it.
+
+    Where torch cannot say a storage's use count (before 2.x), the buffers
+    are NumPy arrays handed out through ``torch.from_numpy``, whose storage
+    holds a reference to the array while any tensor, view or autograd saved
+    tensor uses it: a buffer is idle when only this class refers to it
+    (``sys.getrefcount``). Without the version counter there, an idle
+    buffer's last rows are cleared whole (a memset, still a third of the
+    cost of fresh zeros, which the kernel faults in page by page)."""
 
     _KEEP = 8  # the loop's batch, the prefetched ones, autograd's
 
@@ -112,6 +120,7 @@ class _OneHotBuffers:
         import threading
 
         self._use_count = getattr(torch._C, "_storage_Use_Count", None)
+        self._idle_count = None  # a buffer's use count when idle (_idle)
         self._lock = threading.Lock()
         # [flat float32 base tensor, (dim, version, rows, nodes, codes) of
         # the last batch written into it, or None while all zeros]
@@ -122,8 +131,14 @@ class _OneHotBuffers:
         return self._use_count is not None
 
     def _idle(self, base: torch.Tensor) -> bool:
-        # 2: the base tensor's own reference and the storage object made here.
-        return self._use_count(base.untyped_storage()._cdata) == 2
+        # What a buffer nothing else uses counts, measured on this torch:
+        # the constant 2 this was written for (the base's reference and the
+        # storage object made for the call) is 1 on torch 2.9, where it
+        # handed out a buffer that a live view still used.
+        if self._idle_count is None:
+            t = torch.from_numpy(np.zeros(1, dtype=np.float32))
+            self._idle_count = self._use_count(t.untyped_storage()._cdata)
+        return self._use_count(base.untyped_storage()._cdata) == self._idle_count
 
     def _take(self, nelem: int, dim: int):
         """An idle buffer of at least nelem elements last written with
@@ -139,11 +154,34 @@ class _OneHotBuffers:
             self._bufs.append(e)
             return e, e[0][:0]
 
+    def _refs(self, e) -> int:
+        return sys.getrefcount(e[0])
+
+    def _dense_x_numpy(self, b: Batch, n: int, dim: int) -> torch.Tensor:
+        """dense_x for torch before 2.x: NumPy buffers, idle by refcount."""
+        b.check_codes()
+        with self._lock:
+            e = next((e for e in self._bufs if len(e[0]) >= n * dim and self._refs(e) == e[2]), None)
+            if e is None:
+                if len(self._bufs) >= self._KEEP:
+                    self._bufs.pop(0)  # the oldest goes; whoever holds it keeps it
+                e = [np.zeros(max(n * dim + n * dim // 4, 1 << 16), dtype=np.float32), 0, 0]
+                self._bufs.append(e)
+                e[2] = self._refs(e)  # what "idle" counts: this entry's own references
+            flat = e[0]
+            flat[:e[1]] = 0  # the last batch's rows, whatever was written into them
+            view = flat[:n * dim].reshape(n, dim)
+            view[b.x_node, b.x_code] = b.x_weight  # (node, code) pairs are unique
+            e[1] = n * dim
+            return torch.from_numpy(view)
+
     def dense_x(self, b: Batch) -> torch.Tensor:
         n, dim = int(b.ptr[-1]), b.feature_dim
         node, code, w = b.x_node, b.x_code, b.x_weight
-        if not self.enabled or n == 0 or dim == 0:
+        if n == 0 or dim == 0:
             return torch.from_numpy(b.dense_x())
+        if not self.enabled:
+            return self._dense_x_numpy(b, n, dim)
         b.check_codes()
         e, claim = self._take(n * dim, dim)
         flat = e[0].numpy()

@@ -154,3 +154,37 @@ def test_one_hot_buffers_never_reused_while_referenced(batches, one_hot):
     x = to_tensors(bs[0], "cpu")["x"]
     assert torch.equal(x, want[0])
     assert x.data_ptr() in ptrs | {e[0].data_ptr() for e in one_hot._bufs}
+
+
+def test_one_hot_numpy_buffers(batches, one_hot, monkeypatch):
+    """torch before 2.x (no storage use count): NumPy buffers, idle by
+    reference count. A batch's x, a view of it and a tensor autograd saved
+    keep their buffers from the next batches; an x changed in place is
+    cleared whole before its buffer serves again; dropped buffers are
+    taken again."""
+    import torch
+    from augloader.torch import to_tensors
+
+    monkeypatch.setattr(one_hot, "_use_count", None)
+    assert not one_hot.enabled
+    bs, _ = batches
+    kept = [to_tensors(b, "cpu")["x"] for b in bs[:2]]
+    view = to_tensors(bs[2], "cpu")["x"][:, :3]
+    lin = torch.nn.Linear(bs[3].feature_dim, 4, bias=False)
+    saved = lin(to_tensors(bs[3], "cpu")["x"]).sum()
+    want = [torch.from_numpy(b.dense_x()) for b in bs[:4]]
+    for i, b in enumerate((bs * 4)[4:]):
+        x = to_tensors(b, "cpu")["x"]
+        assert torch.equal(x, torch.from_numpy(b.dense_x())), f"batch {i}"
+        if i % 2:
+            x.mul_(3.0).add_(1.0)  # in place: the next batch must not see it
+        del x
+    assert all(torch.equal(k, w) for k, w in zip(kept, want[:2]))
+    assert torch.equal(view, want[2][:, :3])
+    saved.backward()
+    assert torch.allclose(lin.weight.grad, want[3].sum(0).expand(4, -1))
+    assert 5 <= len(one_hot._bufs) <= 6, "the dropped batches did not share their buffers"
+    del kept, view, saved
+    x = to_tensors(bs[0], "cpu")["x"]
+    assert torch.equal(x, want[0])
+    assert x.data_ptr() in {e[0].ctypes.data for e in one_hot._bufs}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Two views of every graph (issue 38): an epoch of GraphCL twins into PyG
+Batches, augloader against GraphCL's augmentations written clean-room in a
+PyG Dataset.get run by PyG's DataLoader, each at its fastest setting. Same
+view pair (node dropping 10% / a subgraph of 20% of the nodes), same batch
+size, the same graphs (OneHotDegree features, as PyG users build COLLAB).
+
+  augloader/<t>/<layout>/bs=<b>      AugloaderDataset(twins=2, pyg=True, layout=<layout>) over
+                                     transport t (socket, shm): a pair of PyG Batches per
+                                     batch of b graphs
+  pyg/<layout>/bs=<b>/workers=<w>[/persistent]
+                                     DataLoader(GraphCLPair(data), batch_size=b, shuffle=True,
+                                     num_workers=w): Dataset.get returns (view1, view2), each
+                                     made per graph (bench/peers/graphcl.py); PyG's Collater
+                                     makes the two Batches. kind=fastest names the fastest
+                                     configuration of each layout.
+
+layout pyg: x is the dense one-hot degree [N, dim] float32 in both (to_tensors
+builds it from the codes); codes: augloader's Batch holds the int32 codes
+(x_code, x_node, x_weight: what CodeEmbedding takes), PyG's Data.x the int64
+degree code [N] (what an Embedding takes).
+
+Per epoch (median over epochs): wall time and this (the trainer) process's
+CPU time (getrusage, user + system; DataLoader workers are other processes;
+the daemon is another process).
+
+Usage: python bench/python_twins.py --bin bin --shards COLLAB.shards --epochs 3 [--prefix NAME/]
+"""
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import augloader  # noqa: E402
+from python_client import PEER_CONFIGS, load_pyg  # noqa: E402
+from python_tensors import as_codes  # noqa: E402
+
+PAIR = "dropnode:ratio=0.1 / subgraph:ratio=0.2"
+
+
+def cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(it):
+    """(wall s, trainer CPU s, graphs) of one pass over it."""
+    t, c, graphs = time.perf_counter(), cpu_s(), 0
+    for a, b in it:
+        assert a.num_graphs == b.num_graphs
+        graphs += a.num_graphs
+    return time.perf_counter() - t, cpu_s() - c, graphs
+
+
+def medians(runs):
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), runs[0][2]
+
+
+def ours(url, layout, batch_size, epochs):
+    from augloader.torch import AugloaderDataset
+    ds = AugloaderDataset(url, pyg=True, twins=2, batch_size=batch_size, layout=layout)
+    runs = []
+    for e in range(epochs + 1):  # the first warms the daemon's caches
+        ds.set_epoch(e)
+        r = timed(ds)
+        if e:
+            runs.append(r)
+    return medians(runs)
+
+
+def peer(data, batch_size, workers, persistent, epochs):
+    import torch
+    from torch_geometric.loader import DataLoader
+
+    import graphcl
+    torch.set_num_threads(1)
+    loader = DataLoader(graphcl.GraphCLPair(data, seed=0), batch_size=batch_size, shuffle=True, num_workers=workers,
+                        persistent_workers=persistent)
+    runs = [timed(loader) for _ in range(epochs + (1 if persistent else 0))]
+    return medians(runs[1:] if persistent else runs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="bin")
+    ap.add_argument("--shards", required=True)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch-sizes", default="32,128")
+    ap.add_argument("--layouts", default="pyg,codes")
+    ap.add_argument("--prefix", default="", help="prefix of the measurement names (e.g. REDDIT-BINARY/)")
+    args = ap.parse_args()
+    dense = load_pyg(args.shards)
+    rows = []
+
+    def record(kind, name, bs, wall, cpu, graphs, **extra):
+        more = " ".join(f"{k}={v}" for k, v in extra.items())
+        print(f"{args.prefix + name:44s} wall {wall:.3f} s  trainer CPU {cpu:.3f} s  ({graphs} graphs)", flush=True)
+        print(f"RESULT kind={kind} name={args.prefix}{name} bs={bs} wall_s={wall:.4f} cpu_s={cpu:.4f} graphs={graphs} {more}",
+              flush=True)
+        rows.append({"kind": kind, "name": name, "bs": bs, "wall_s": wall, "cpu_s": cpu, **extra})
+
+    with augloader.Daemon(args.shards, binary=os.path.join(args.bin, "augloader"), policy="none", twins=[PAIR],
+                          seed=0) as d:
+        for t, url in (("socket", d.url), ("shm", d.url.replace("unix://", "unix+shm://"))):
+            for layout in args.layouts.split(","):
+                for bs in (int(b) for b in args.batch_sizes.split(",")):
+                    record("ours", f"augloader/{t}/{layout}/bs={bs}", bs, *ours(url, layout, bs, args.epochs),
+                           layout=layout, transport=t)
+    for layout in args.layouts.split(","):
+        data = dense if layout == "pyg" else as_codes(dense)
+        for bs in (int(b) for b in args.batch_sizes.split(",")):
+            for workers, persistent in PEER_CONFIGS:
+                name = f"pyg/{layout}/bs={bs}/workers={workers}" + ("/persistent" if persistent else "")
+                record("peer", name, bs, *peer(data, bs, workers, persistent, args.epochs), layout=layout)
+    for layout in args.layouts.split(","):
+        best = min((r for r in rows if r["kind"] == "peer" and r["layout"] == layout), key=lambda r: r["wall_s"])
+        for t in ("socket", "shm"):
+            same = next(r for r in rows if r["kind"] == "ours" and r["layout"] == layout and r["transport"] == t
+                        and r["bs"] == best["bs"])
+            print(f"RESULT kind=fastest name={args.prefix}{best['name']} layout={layout} transport={t} bs={best['bs']} "
+                  f"wall_s={best['wall_s']:.4f} cpu_s={best['cpu_s']:.4f} ours={args.prefix}{same['name']} "
+                  f"ours_wall_s={same['wall_s']:.4f} ours_cpu_s={same['cpu_s']:.4f}", flush=True)
+            print(f"{args.prefix}{layout} over {t}: two views a graph, PyG at its fastest ({best['name']}): "
+                  f"{best['wall_s'] / same['wall_s']:.1f}x the wall time, {best['cpu_s'] / same['cpu_s']:.2f}x the trainer CPU "
+                  f"(PyG's ÷ ours) at batch size {best['bs']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

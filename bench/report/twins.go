@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// twinGoals is issue #38's row of the goals table: an epoch of two views
+// of every COLLAB graph into PyG Batches ≥ 10× the clean-room GraphCL peer
+// at its fastest, in each layout and over each transport.
+func (pg *page) twinGoals() []goal {
+	var parts []string
+	met, measured := false, false
+	for _, layout := range []string{"pyg", "codes"} {
+		for _, t := range []string{"socket", "shm"} {
+			m, ok := rowWith(pg.twins, "kind", "fastest", "layout", layout, "transport", t)
+			if !ok || strings.HasPrefix(m["name"], "REDDIT-BINARY/") { // COLLAB's rows come first
+				continue
+			}
+			r := num(m, "wall_s") / num(m, "ours_wall_s")
+			measured = measured || !math.IsNaN(r)
+			met = met || r >= 10
+			parts = append(parts, fmt.Sprintf("%s layout over %s: %.1f× (%s vs %s s; trainer CPU %s vs %s s)", layout, t, r,
+				fs(num(m, "ours_wall_s")), fs(num(m, "wall_s")), fs(num(m, "ours_cpu_s")), fs(num(m, "cpu_s"))))
+		}
+	}
+	if parts == nil {
+		return nil
+	}
+	peer, _ := rowWith(pg.twins, "kind", "fastest", "layout", "pyg")
+	return []goal{{"#38", fmt.Sprintf("a COLLAB epoch of two views of every graph (node dropping 10%% / subgraph 20%%) into PyG Batches ≥ 10× "+
+		"GraphCL's augmentations in a PyG `Dataset.get` at its fastest (%s), same pair, same batch size (met when one "+
+		"layout and transport is; each is shown)", strings.TrimPrefix(peer["name"], "pyg/")),
+		strings.Join(parts, "; "), met, measured, false}}
+}
+
+// writeTwins: two views a graph (step twins).
+func (pg *page) writeTwins(w *bytes.Buffer) {
+	if !section(w, "Two views of every graph (`bench/python_twins.py`)", "twins.txt", pg.twins) {
+		return
+	}
+	fmt.Fprintf(w, "Command: %s (step `twins`). GraphCL's contrastive pre-training needs two augmented copies of every graph "+
+		"(docs/contrastive.md, twins). One epoch of the real COLLAB (5,000 graphs) and REDDIT-BINARY (2,000) with the pair node "+
+		"dropping 10%% / a subgraph of 20%% of the nodes, into a pair of PyG `Batch`es per batch: augloader's "+
+		"`AugloaderDataset(twins=2, pyg=True)` from a daemon declaring `--twins 'dropnode:ratio=0.1 / subgraph:ratio=0.2'` "+
+		"(the daemon on every core of the same machine), against a PyG `DataLoader` over a `Dataset` whose `get` makes both views "+
+		"of the graph per call, GraphCL's augmentations written clean-room with `torch_geometric.utils` and NumPy "+
+		"(`bench/peers/graphcl.py`), in every configuration of workers, persistence and batch size (32, 128; REDDIT-BINARY 128 "+
+		"only), the fastest by wall time taken as the peer; ours at that batch size. Layout `pyg`: `x` the dense one-hot degree "+
+		"on both sides; `codes`: augloader's int32 codes (`CodeEmbedding`), PyG's `x` the int64 degree code. Per epoch (median): "+
+		"wall time and the trainer process's CPU (`getrusage`; DataLoader workers and the daemon are other processes). %s\n\n",
+		pg.command("twins"), pg.machineLine())
+	fmt.Fprintf(w, "| configuration | batch | wall s/epoch | trainer CPU s/epoch |\n|---|---:|---:|---:|\n")
+	for _, m := range pg.twins {
+		if m["kind"] == "ours" || m["kind"] == "peer" {
+			fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", m["name"], m["bs"], fs(num(m, "wall_s")), fs(num(m, "cpu_s")))
+		}
+	}
+	fmt.Fprintf(w, "\n")
+	for _, m := range pg.twins {
+		if m["kind"] == "fastest" {
+			fmt.Fprintf(w, "- `%s` against PyG at its fastest (`%s`): %.1f× the wall time, %.2f× the trainer CPU (PyG's ÷ ours).\n",
+				m["ours"], m["name"], num(m, "wall_s")/num(m, "ours_wall_s"), num(m, "cpu_s")/num(m, "ours_cpu_s"))
+		}
+	}
+	for _, g := range pg.twinGoals() {
+		fmt.Fprintf(w, "- %s: %s (%s).\n", g.what, g.measured, verdict(g))
+	}
+	fmt.Fprintf(w, "\n")
+}
