@@ -22,15 +22,7 @@ import (
 // sets ("A / B" each).
 func twinLoader(t testing.TB, dir, view string, workers int, sets ...string) *loader.Loader {
 	t.Helper()
-	var twins [][]*epoch.Schedule
-	for _, s := range sets {
-		set, err := epoch.ParseTwinSet(s, wire.MaxTwins)
-		if err != nil {
-			t.Fatal(err)
-		}
-		twins = append(twins, set)
-	}
-	return fixture.Loader(t, dir, nil, view, loader.Config{Seed: 7, BatchSize: 6, Workers: workers, Twins: twins})
+	return fixture.Loader(t, dir, nil, view, loader.Config{Seed: 7, BatchSize: 6, Workers: workers, Twins: fixture.Twins(t, sets...)})
 }
 
 // row is one served graph, its node ids relative to its own first node:
@@ -328,9 +320,7 @@ func TestTwinsRefused(t *testing.T) {
 		}
 	}
 	// Sets of different lengths are refused at configuration.
-	s3, _ := epoch.ParseTwinSet("none / none / none", wire.MaxTwins)
-	s2, _ := epoch.ParseTwinSet("none / none", wire.MaxTwins)
-	cfg := loader.Config{Schedule: mustSchedule(t, "none"), Twins: [][]*epoch.Schedule{s2, s3}}
+	cfg := loader.Config{Schedule: mustSchedule(t, "none"), Twins: fixture.Twins(t, "none / none", "none / none / none")}
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err == nil {
 		t.Fatal("twin sets of 2 and 3 accepted")

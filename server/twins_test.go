@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/augloader/augloader/client"
-	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
@@ -18,15 +17,7 @@ import (
 // twinLoader serves the policy and twin sets ("A / B" each) with workers.
 func twinLoader(t *testing.T, dir string, workers int, sets ...string) *loader.Loader {
 	t.Helper()
-	var twins [][]*epoch.Schedule
-	for _, s := range sets {
-		set, err := epoch.ParseTwinSet(s, wire.MaxTwins)
-		if err != nil {
-			t.Fatal(err)
-		}
-		twins = append(twins, set)
-	}
-	return fixture.Loader(t, dir, nil, policy, loader.Config{Seed: 11, Workers: workers, BatchSize: 8, Twins: twins})
+	return fixture.Loader(t, dir, nil, policy, loader.Config{Seed: 11, Workers: workers, BatchSize: 8, Twins: fixture.Twins(t, sets...)})
 }
 
 // A twin stream is the same bytes whatever the workers (1 and 4) and the

@@ -139,3 +139,37 @@ func TestNonRegularFilesRefused(t *testing.T) {
 		})
 	}
 }
+
+// serve --twins and fetch --twins end to end: the daemon's log names the
+// twins a view serves; a fetch of twins counts graphs once (each is sent
+// twice); malformed weights are refused by the flag parser (exit 2), and
+// another k than the daemon's sets by the daemon, naming it.
+func TestServeFetchTwins(t *testing.T) {
+	shards := fixture.SynthShards(t, "COLLAB", 60, 1)
+	d := startDaemon(t, "", "--shards", shards, "--policy", "none", "--workers", "2",
+		"--twins", "dropnode:ratio=0.2 / subgraph", "--twins", "attrmask / dropedge:ratio=0.1")
+	out, stderr, code := runBin(t, "fetch", "--addr", d.sock, "--twins", "2", "--twin-weights", "1,3", "--json")
+	if code != 0 || !strings.Contains(out, `"graphs":60`) {
+		t.Fatalf("fetch --twins 2: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--twins", "2", "--twin-weights", "1,x"}, 2, `"x" is not a number`},
+		{[]string{"--twin-weights", "1,1"}, 2, "twin_weights without twins"},
+		{[]string{"--twins", "2", "--twin-weights", "0,0"}, 2, "every twin weight is 0"},
+		{[]string{"--twins", "3"}, 1, "sets are of 2"},
+		{[]string{"--twins", "2", "--twin-weights", "1"}, 1, "1 twin weights for the daemon's 2 twin sets"},
+	} {
+		_, stderr, code := runBin(t, append([]string{"fetch", "--addr", d.sock}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("fetch %v: exit %d, %s; want exit %d saying %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	d.stop(t)
+	if !strings.Contains(d.logs.String(), "twins=2") {
+		t.Fatalf("the start-up log does not say the twins:\n%s", d.logs)
+	}
+}

@@ -122,56 +122,27 @@ def test_one_hot_buffers_cleared_exactly(batches, one_hot, monkeypatch):
     assert len(ptrs) == len(one_hot._bufs) <= 3 < 2 * len(bs), "the buffers were not reused"
 
 
-def test_one_hot_buffers_never_reused_while_referenced(batches, one_hot):
-    """With torch's real use count: a batch's x, a view of it kept after x
-    is gone, and a tensor autograd saved for the backward pass each keep
-    their buffer from the next batches, which get other buffers; once
-    everything is dropped, a buffer is taken again."""
+@pytest.mark.parametrize("mode", ["use_count", "numpy"])
+def test_one_hot_buffers_never_reused_while_referenced(batches, one_hot, monkeypatch, mode):
+    """A batch's x, a view of it kept after x is gone, and a tensor autograd
+    saved for the backward pass each keep their buffer from the next
+    batches, which get other buffers; an x changed in place is cleared
+    before its buffer serves again; once everything is dropped, a buffer
+    is taken again. use_count: torch 2.x's storage use count; numpy: torch
+    before 2.x, NumPy buffers idle by reference count."""
     import torch
     from augloader.torch import to_tensors
 
-    if not one_hot.enabled:
+    if mode == "numpy":
+        monkeypatch.setattr(one_hot, "_use_count", None)
+    elif not one_hot.enabled:
         pytest.skip(f"torch {torch.__version__} cannot say a storage's use count (torch._C._storage_Use_Count); "
-                    "every batch gets fresh zeros there")
+                    "the numpy mode serves it")
     bs, _ = batches
     kept = [to_tensors(b, "cpu")["x"] for b in bs[:2]]
     view = to_tensors(bs[2], "cpu")["x"][:, :3]  # only a view survives
     lin = torch.nn.Linear(bs[3].feature_dim, 4, bias=False)
     saved = lin(to_tensors(bs[3], "cpu")["x"]).sum()  # autograd holds x for the weight's gradient
-    want = [torch.from_numpy(b.dense_x()) for b in bs[:4]]
-    for b in (bs * 4)[4:]:
-        x = to_tensors(b, "cpu")["x"]
-        assert torch.equal(x, torch.from_numpy(b.dense_x()))
-        del x
-    assert all(torch.equal(k, w) for k, w in zip(kept, want[:2]))
-    assert torch.equal(view, want[2][:, :3])
-    saved.backward()
-    assert torch.allclose(lin.weight.grad, want[3].sum(0).expand(4, -1))
-    # 4 held, and the dropped batches shared one or two (a larger batch).
-    assert 5 <= len(one_hot._bufs) <= 6, "the dropped batches did not share their buffers"
-    ptrs = {k.data_ptr() for k in kept} | {view.data_ptr()}
-    del kept, view, saved
-    x = to_tensors(bs[0], "cpu")["x"]
-    assert torch.equal(x, want[0])
-    assert x.data_ptr() in ptrs | {e[0].data_ptr() for e in one_hot._bufs}
-
-
-def test_one_hot_numpy_buffers(batches, one_hot, monkeypatch):
-    """torch before 2.x (no storage use count): NumPy buffers, idle by
-    reference count. A batch's x, a view of it and a tensor autograd saved
-    keep their buffers from the next batches; an x changed in place is
-    cleared whole before its buffer serves again; dropped buffers are
-    taken again."""
-    import torch
-    from augloader.torch import to_tensors
-
-    monkeypatch.setattr(one_hot, "_use_count", None)
-    assert not one_hot.enabled
-    bs, _ = batches
-    kept = [to_tensors(b, "cpu")["x"] for b in bs[:2]]
-    view = to_tensors(bs[2], "cpu")["x"][:, :3]
-    lin = torch.nn.Linear(bs[3].feature_dim, 4, bias=False)
-    saved = lin(to_tensors(bs[3], "cpu")["x"]).sum()
     want = [torch.from_numpy(b.dense_x()) for b in bs[:4]]
     for i, b in enumerate((bs * 4)[4:]):
         x = to_tensors(b, "cpu")["x"]
@@ -183,8 +154,11 @@ def test_one_hot_numpy_buffers(batches, one_hot, monkeypatch):
     assert torch.equal(view, want[2][:, :3])
     saved.backward()
     assert torch.allclose(lin.weight.grad, want[3].sum(0).expand(4, -1))
+    # 4 held, and the dropped batches shared one or two (a larger batch).
     assert 5 <= len(one_hot._bufs) <= 6, "the dropped batches did not share their buffers"
+    ptrs = {k.data_ptr() for k in kept} | {view.data_ptr()}
     del kept, view, saved
     x = to_tensors(bs[0], "cpu")["x"]
     assert torch.equal(x, want[0])
-    assert x.data_ptr() in {e[0].ctypes.data for e in one_hot._bufs}
+    bufs = {e[0].ctypes.data if mode == "numpy" else e[0].data_ptr() for e in one_hot._bufs}
+    assert x.data_ptr() in ptrs | bufs
