@@ -61,7 +61,7 @@ var allowed = map[string][]string{
 	"cmd/shardconv":                {"ingest", "ingest/", "shard", "internal/"},
 	"bench":                        {"*"},
 	"bench/shuffle":                {"app", "epoch", "shard", "internal/bytesize"},
-	"internal/testkit/fixture":     {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard"},
+	"internal/testkit/fixture":     {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard", "wire"},
 	"internal/testkit/testutil":    {"aug"},
 	"internal/testkit":             {},
 	"internal/testkit/archtest":    {},
