@@ -11,7 +11,9 @@
 // POLICY is a schedule (docs/schedule.md). Without one, a test or valid
 // set gets none and any other set the daemon's --policy (nodesam unless
 // given); a test or valid set with an augmenting schedule is refused
-// unless AugmentTest.
+// unless AugmentTest. Twin sets (Twins, `serve --twins 'A / B'`) reach
+// every training or whole-set view, and a test or valid one only with
+// AugmentTest.
 package app
 
 import (
