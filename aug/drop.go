@@ -67,7 +67,6 @@ func (o DropNodes) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	m := min(max(n-1, 0), int(o.Ratio*float64(n)))
 	if m == 0 {
 		out.CopyFrom(in)
-		out.Index = nil
 		return nil
 	}
 	dropped := s.drawSet(n, m, r)
@@ -86,7 +85,6 @@ func (o DropEdges) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	e := in.NumEdges()
 	m := int(o.Ratio * float64(e))
 	out.CopyFrom(in)
-	out.Index = nil
 	if m == 0 {
 		return nil
 	}

@@ -63,7 +63,7 @@ func (o Subgraph) Apply(in, out *Graph, r Rand, s *Scratch) error {
 	}
 	// The adjacency: the loader's index when the graph has one (the same
 	// sorted runs, so the same draws), else built here.
-	off, adj := s.off, s.adj
+	var off, adj []int32
 	if in.Index != nil {
 		off, adj = in.Index.Off, in.Index.Adj
 	} else {

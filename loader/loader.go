@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,15 @@ type Config struct {
 	// twin, every set as long (2..wire.MaxTwins), at most
 	// wire.MaxTwinSets. None: the loader serves no twins.
 	Twins [][]*epoch.Schedule
+}
+
+// twinSchedules lists every schedule of every twin set.
+func (c *Config) twinSchedules() []*epoch.Schedule {
+	var out []*epoch.Schedule
+	for _, set := range c.Twins {
+		out = append(out, set...)
+	}
+	return out
 }
 
 // EnsureDefaults fills the settings left at their zero value.
@@ -154,13 +164,7 @@ func New(src *Source, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	usesIndex := cfg.Schedule.UsesIndex()
-	for _, set := range cfg.Twins {
-		for _, sch := range set {
-			usesIndex = usesIndex || sch.UsesIndex()
-		}
-	}
-	if !cfg.NoIndex && usesIndex {
+	if !cfg.NoIndex && slices.ContainsFunc(append(cfg.twinSchedules(), cfg.Schedule), (*epoch.Schedule).UsesIndex) {
 		src.EnablePPRCache(cfg.PPRCache)
 		src.EnableIndex()
 	}
@@ -268,24 +272,30 @@ func (p *Plan) policiesOf(pass uint64) (*epoch.Policy, [][]*epoch.Policy) {
 	return p.Policy, p.pols.twins
 }
 
-// ops returns the op of each copy of it into buf: the view's policy's
-// draw for a plain stream; under twins, the draw of one twin set
-// (StreamTwinChoice over the request's weights) and each twin t's op of
-// that set's schedule t, drawn from its own stream (aug.TwinStride).
+// ops returns the op of each copy of it into buf (drawOps with the
+// policies of its pass).
 func (p *Plan) ops(seed uint64, it epoch.Item, buf *[wire.MaxTwins]aug.Op) []aug.Op {
 	main, twins := p.policiesOf(it.Pass)
-	if p.Twins == 0 {
+	return drawOps(main, twins, p.Twins, p.twinCum, seed, it, buf)
+}
+
+// drawOps returns the op of each copy of it into buf: main's draw for a
+// plain stream (k 0); under k twins, the draw of one twin set
+// (StreamTwinChoice over the cumulative weights cum) and each twin t's op
+// of that set's schedule t, drawn from its own stream (aug.TwinStride).
+func drawOps(main *epoch.Policy, twins [][]*epoch.Policy, k int, cum []float64, seed uint64, it epoch.Item, buf *[wire.MaxTwins]aug.Op) []aug.Op {
+	if k == 0 {
 		buf[0] = main.Choose(seed, it.Pass, it.Graph)
 		return buf[:1]
 	}
 	set := 0
-	if len(p.twinCum) > 1 {
-		set = epoch.Pick(p.twinCum, seed, it.Pass, it.Graph, aug.StreamTwinChoice)
+	if len(cum) > 1 {
+		set = epoch.Pick(cum, seed, it.Pass, it.Graph, aug.StreamTwinChoice)
 	}
-	for t := range p.Twins {
+	for t := range k {
 		buf[t] = twins[set][t].ChooseStream(seed, it.Pass, it.Graph, aug.StreamPolicyChoice+uint64(t)*aug.TwinStride)
 	}
-	return buf[:p.Twins]
+	return buf[:k]
 }
 
 // resolve builds the policies of epoch e (SubMix's partners from partners).
@@ -522,8 +532,6 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pols *policies, twinCum 
 		return nil, nil, nil, err
 	}
 	sizes := make([]aug.Size, len(items))
-	// The plan draws each item's ops as Plan and the workers do.
-	draw := &Plan{Policy: pols.main, pols: pols, Twins: req.Twins, twinCum: twinCum}
 	var buf [wire.MaxTwins]aug.Op
 	for i := range items {
 		items[i].Pass = pass
@@ -532,7 +540,7 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pols *policies, twinCum 
 			continue
 		}
 		// A twin batch holds every copy: their sizes add up.
-		for _, op := range draw.ops(l.cfg.Seed, items[i], &buf) {
+		for _, op := range drawOps(pols.main, pols.twins, req.Twins, twinCum, l.cfg.Seed, items[i], &buf) {
 			b := l.src.Bound(op, items[i].Graph)
 			sizes[i].Nodes += b.Nodes
 			sizes[i].Edges += b.Edges
@@ -573,13 +581,9 @@ func (l *Loader) fixedEpoch(req wire.Request, pols *policies, twinCum []float64)
 	var bound func(id int64) aug.Size
 	budgeted := l.cfg.NodeBudget > 0 || l.cfg.EdgeBudget > 0
 	if budgeted {
-		scheds := []*epoch.Schedule{l.cfg.Schedule}
-		copies := 1
+		scheds, copies := []*epoch.Schedule{l.cfg.Schedule}, 1
 		if req.Twins > 0 {
-			scheds, copies = nil, req.Twins
-			for _, set := range l.cfg.Twins {
-				scheds = append(scheds, set...)
-			}
+			scheds, copies = l.cfg.twinSchedules(), req.Twins
 		}
 		var ops []aug.Op
 		for _, sch := range scheds {
