@@ -122,15 +122,19 @@ class _OneHotBuffers:
         self._use_count = getattr(torch._C, "_storage_Use_Count", None)
         self._idle_count = None  # a buffer's use count when idle (_idle)
         self._lock = threading.Lock()
-        # [flat float32 base tensor, (dim, version, rows, nodes, codes) of
-        # the last batch written into it, or None while all zeros]
+        # [flat float32 base (a tensor, or with no use count the NumPy
+        # array), (dim, version, rows, nodes, codes) of the last batch
+        # written into it or None while all zeros, the array's reference
+        # count when idle (NumPy mode)]
         self._bufs: list = []
 
     @property
     def enabled(self) -> bool:
         return self._use_count is not None
 
-    def _idle(self, base: torch.Tensor) -> bool:
+    def _idle(self, e) -> bool:
+        if not self.enabled:
+            return sys.getrefcount(e[0]) == e[2]
         # What a buffer nothing else uses counts, measured on this torch:
         # the constant 2 this was written for (the base's reference and the
         # storage object made for the call) is 1 on torch 2.9, where it
@@ -138,7 +142,7 @@ class _OneHotBuffers:
         if self._idle_count is None:
             t = torch.from_numpy(np.zeros(1, dtype=np.float32))
             self._idle_count = self._use_count(t.untyped_storage()._cdata)
-        return self._use_count(base.untyped_storage()._cdata) == self._idle_count
+        return self._use_count(e[0].untyped_storage()._cdata) == self._idle_count
 
     def _take(self, nelem: int, dim: int):
         """An idle buffer of at least nelem elements last written with
@@ -146,57 +150,45 @@ class _OneHotBuffers:
         beside it until the caller drops that view."""
         with self._lock:
             for e in self._bufs:
-                if len(e[0]) >= nelem and (e[1] is None or e[1][0] == dim) and self._idle(e[0]):
+                if len(e[0]) >= nelem and (e[1] is None or e[1][0] == dim) and self._idle(e):
                     return e, e[0][:0]
             if len(self._bufs) >= self._KEEP:
                 self._bufs.pop(0)  # the oldest goes; whoever holds it keeps it
-            e = [torch.from_numpy(np.zeros(max(nelem + nelem // 4, 1 << 16), dtype=np.float32)), None]
+            e = [np.zeros(max(nelem + nelem // 4, 1 << 16), dtype=np.float32), None, 0]
+            if self.enabled:
+                e[0] = torch.from_numpy(e[0])
+            else:
+                e[2] = sys.getrefcount(e[0])  # what "idle" counts: this entry's own reference
             self._bufs.append(e)
             return e, e[0][:0]
-
-    def _refs(self, e) -> int:
-        return sys.getrefcount(e[0])
-
-    def _dense_x_numpy(self, b: Batch, n: int, dim: int) -> torch.Tensor:
-        """dense_x for torch before 2.x: NumPy buffers, idle by refcount."""
-        b.check_codes()
-        with self._lock:
-            e = next((e for e in self._bufs if len(e[0]) >= n * dim and self._refs(e) == e[2]), None)
-            if e is None:
-                if len(self._bufs) >= self._KEEP:
-                    self._bufs.pop(0)  # the oldest goes; whoever holds it keeps it
-                e = [np.zeros(max(n * dim + n * dim // 4, 1 << 16), dtype=np.float32), 0, 0]
-                self._bufs.append(e)
-                e[2] = self._refs(e)  # what "idle" counts: this entry's own references
-            flat = e[0]
-            flat[:e[1]] = 0  # the last batch's rows, whatever was written into them
-            view = flat[:n * dim].reshape(n, dim)
-            view[b.x_node, b.x_code] = b.x_weight  # (node, code) pairs are unique
-            e[1] = n * dim
-            return torch.from_numpy(view)
 
     def dense_x(self, b: Batch) -> torch.Tensor:
         n, dim = int(b.ptr[-1]), b.feature_dim
         node, code, w = b.x_node, b.x_code, b.x_weight
         if n == 0 or dim == 0:
             return torch.from_numpy(b.dense_x())
-        if not self.enabled:
-            return self._dense_x_numpy(b, n, dim)
         b.check_codes()
         e, claim = self._take(n * dim, dim)
-        flat = e[0].numpy()
+        flat = e[0].numpy() if self.enabled else e[0]
         if e[1] is not None:
             _, version, rows, nodes, codes = e[1]
-            if e[0]._version != version:  # written in place: clear all it handed out
+            # Written in place (or, without torch's version counter, maybe
+            # so): clear all it handed out; else only what the batch set.
+            if version is None or e[0]._version != version:
                 flat[:rows * dim] = 0
             else:
                 flat[:rows * dim].reshape(rows, dim)[nodes, codes] = 0
         # (node, code) pairs are unique (a node's codes are merged by the
         # server): plain fancy assignment is exact.
         flat[:n * dim].reshape(n, dim)[node, code] = w
-        e[1] = (dim, e[0]._version, n, node.copy(), code.copy())
+        if self.enabled:
+            e[1] = (dim, e[0]._version, n, node.copy(), code.copy())
+            x = e[0][:n * dim].view(n, dim)
+        else:
+            e[1] = (dim, None, n, None, None)
+            x = torch.from_numpy(flat[:n * dim].reshape(n, dim))
         del claim
-        return e[0][:n * dim].view(n, dim)
+        return x
 
 
 _ONE_HOT = _OneHotBuffers()

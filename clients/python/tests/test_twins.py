@@ -67,6 +67,7 @@ def test_flight_equals_socket(bins, make_synth_shards, daemon):
 
 
 def test_dataset_pairs_and_resume(served):
+    pytest.importorskip("torch_geometric")  # the pairs are PyG Batches
     ds = AugloaderDataset(served.url, pyg=True, twins=2)
     ds.set_epoch(2)
     full = []
