@@ -336,6 +336,9 @@ func DecodeRequest(body []byte) (Request, error) {
 	if err := json.Unmarshal(body, &present); err != nil || present.Epoch == nil || present.Rank == nil || present.World == nil {
 		return req, fmt.Errorf("%w: a request needs epoch, rank and world", ErrProtocol)
 	}
+	if err := checkNoNulls(body); err != nil {
+		return req, err
+	}
 	if req.Rank < 0 || req.World < 0 || req.BatchSize < 0 || req.StartBatch < 0 || req.Stride < 0 ||
 		req.Count < 0 || req.BatchesPerEpoch < 0 || req.Fold < 0 {
 		return req, fmt.Errorf("%w: negative rank, world, batch_size, start_batch, stride, count, batches_per_epoch or fold", ErrProtocol)
@@ -353,6 +356,40 @@ func DecodeRequest(body []byte) (Request, error) {
 		return req, err
 	}
 	return req, nil
+}
+
+// checkNoNulls refuses a null where a request's lists hold numbers: Go
+// decodes a JSON null into an int or float64 as 0 without error, so a
+// resume count, a phase's world or a twin weight of null would be read as
+// 0 (a rank that received nothing, a set never drawn) rather than refused.
+func checkNoNulls(body []byte) error {
+	var lists struct {
+		Resume []struct {
+			World  *json.RawMessage   `json:"world"`
+			Graphs []*json.RawMessage `json:"graphs"`
+		} `json:"resume"`
+		TwinWeights []*json.RawMessage `json:"twin_weights"`
+	}
+	if err := json.Unmarshal(body, &lists); err != nil {
+		return fmt.Errorf("%w: request body: %v", ErrProtocol, err)
+	}
+	null := func(m *json.RawMessage) bool { return m == nil || string(*m) == "null" }
+	for i, ph := range lists.Resume {
+		if null(ph.World) {
+			return fmt.Errorf("%w: resume phase %d: world is null or absent", ErrProtocol, i)
+		}
+		for r, g := range ph.Graphs {
+			if null(g) {
+				return fmt.Errorf("%w: resume phase %d: rank %d's graph count is null", ErrProtocol, i, r)
+			}
+		}
+	}
+	for i, w := range lists.TwinWeights {
+		if null(w) {
+			return fmt.Errorf("%w: twin weight %d is null: want a finite non-negative number", ErrProtocol, i)
+		}
+	}
+	return nil
 }
 
 // CheckTwins checks a request's twins and twin weights for what needs no

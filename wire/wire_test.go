@@ -66,6 +66,12 @@ func TestBadFrames(t *testing.T) {
 		"weight negative":       frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":[1,-1]}`),
 		"weight not a number":   frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":["x"]}`),
 		"weight huge":           frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":[1e999]}`),
+		// A null where a number goes (Go would read it as 0, issue #44).
+		"resume null count": frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":2,"graphs":[4,null]}]}`),
+		"resume null world": frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"resume":[{"world":null,"graphs":[]}]}`),
+		"weight null":       frame("AUGQ", 1, 0, `{"epoch":3,"rank":0,"world":1,"twins":2,"twin_weights":[1,null]}`),
+		"epoch 2^64":        frame("AUGQ", 1, 0, `{"epoch":18446744073709551616,"rank":0,"world":1}`),
+		"count 2^63":        frame("AUGQ", 1, 0, `{"epoch":0,"rank":0,"world":1,"count":9223372036854775808}`),
 	}
 	for name, in := range cases {
 		if _, err := wire.ParseRequest(bytes.NewReader(in)); !errors.Is(err, wire.ErrProtocol) {

@@ -322,7 +322,7 @@ func TestAmplifiersBounded(t *testing.T) {
 		}, nil, "raw/data.npz/node_feat.npy: 40000 feature columns, more than the limit of 4096 (shardconv convert --max-columns raises it)"},
 		{"Parquet dictionary-encoded lists", func(t *testing.T) string {
 			return parquetEdges(t, 8<<20, 2)
-		}, nil, "bomb.parquet:1: its values decode to more than 8388608 bytes held at once"},
+		}, nil, "bomb.parquet:1: decoding its values needs more than 67108864 bytes held at once"},
 		{"an archive's member inflating to a gigabyte", func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), "bomb.tar.gz")
 			f, _ := os.Create(p)

@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/augloader/augloader/ingest"
@@ -60,6 +62,12 @@ func write(t *testing.T, p string, gs []graph, rowGroup int64) {
 // writeWithout is write leaving out the columns named.
 func writeWithout(t *testing.T, p string, gs []graph, rowGroup int64, omit ...string) {
 	t.Helper()
+	writeProps(t, p, gs, rowGroup, parquet.NewWriterProperties(), omit...)
+}
+
+// writeProps is writeWithout with the writer's properties (compression).
+func writeProps(t *testing.T, p string, gs []graph, rowGroup int64, props *parquet.WriterProperties, omit ...string) {
+	t.Helper()
 	mem := memory.DefaultAllocator
 	ll := arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int64))
 	ei, nf, ea := array.NewListBuilder(mem, ll.Elem()), array.NewListBuilder(mem, ll.Elem()), array.NewListBuilder(mem, ll.Elem())
@@ -101,7 +109,7 @@ func writeWithout(t *testing.T, p string, gs []graph, rowGroup int64, omit ...st
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := pqarrow.WriteTable(tbl, f, rowGroup, nil, pqarrow.DefaultWriterProps()); err != nil {
+	if err := pqarrow.WriteTable(tbl, f, rowGroup, props, pqarrow.DefaultWriterProps()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -308,5 +316,52 @@ func zipFolder(t *testing.T, dir, p string) {
 	}
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A legitimate table whose values are within the expansion bound, but
+// whose decoder works with more than that (issue #44: 1,017 molecules
+// with hundreds of mostly-missing targets each, 60 KB on disk, were
+// refused as a decompression bomb): the bound counts the values the table
+// decodes to, not the decoder's level buffers and growth slack.
+func TestWideSparseTargetsAreNoBomb(t *testing.T) {
+	const n, tasks = 1017, 300
+	gs := make([]graph, n)
+	for i := range gs {
+		nodes := int64(12 + i%9)
+		g := graph{nodes: nodes, y: make([]float64, tasks)}
+		for v := range nodes - 1 {
+			g.edges[0] = append(g.edges[0], v)
+			g.edges[1] = append(g.edges[1], v+1)
+			g.edgeAttr = append(g.edgeAttr, []int64{int64(v % 3), 0, 1})
+		}
+		for v := range nodes {
+			g.nodeFeat = append(g.nodeFeat, []int64{int64(v % 7), 0, int64(v % 2), 5, 0, 0, 1, 0, 0})
+		}
+		for k := range g.y {
+			g.y[k] = math.NaN()
+		}
+		g.y[i%tasks], g.y[(7*i)%tasks] = float64(i%2), 1
+		gs[i] = g
+	}
+	p := filepath.Join(t.TempDir(), "wide.parquet")
+	// Compressed as augloader.write_shards writes it (and as pyarrow does
+	// by default): 100 times its size is less than the decoder holds.
+	writeProps(t, p, gs, 4096, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd)))
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := convertFile(t, p)
+	if err != nil {
+		t.Fatalf("a %d-byte table of %d graphs × %d targets refused: %v", st.Size(), n, tasks, err)
+	}
+	r, err := shard.Open(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.NumGraphs() != n {
+		t.Fatalf("%d graphs stored, want %d", r.NumGraphs(), n)
 	}
 }

@@ -60,10 +60,10 @@ def _check_pyarrow_numpy() -> None:
 _check_pyarrow_numpy()
 
 from . import _flight, _socket  # noqa: E402
-from ._wire import ConnectionLost, ServerError  # noqa: E402
+from ._wire import ConnectionLost, RequestError, ServerError  # noqa: E402
 from .batch import Batch  # noqa: E402
 
-__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "Stream", "Daemon", "DaemonError",
+__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "RequestError", "Stream", "Daemon", "DaemonError",
            "write_shards", "ConvertError"]
 
 
@@ -105,6 +105,11 @@ class Stream:
 
     def __iter__(self) -> Iterator[Batch]:
         return self._batches(self)
+
+    def close(self) -> None:
+        """Closes the connection of a stream not (or not wholly) iterated."""
+        if self._close is not None:
+            self._close()
 
 
 class Client:

@@ -77,7 +77,9 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
             raise ConnectionLost(f"{url}: received {n} batches and {graphs} graphs, the trailer says "
                                  f"{trailer.get('batches')} and {trailer.get('graphs')}, the response promised {info.get('batches')}")
 
-    return make_stream(batches, info)
+    stream = make_stream(batches, info)
+    stream._close = client.close
+    return stream
 
 
 def flight_error(e) -> Exception:

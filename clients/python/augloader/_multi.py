@@ -112,11 +112,15 @@ class MultiClient:
 
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0,
               digest: bool = False, *, stride: int = 1, count: int = 0, batches_per_epoch: int = 0,
-              drop_last: bool = False, view: str = "", fold: int = 0, resume=None):
+              drop_last: bool = False, view: str = "", fold: int = 0, resume=None, server_digest: bool = False,
+              twins: int = 0, twin_weights=None):
+        """Client.epoch's request, its batches read from every daemon
+        at once (the same arguments, the same batches in the same order)."""
         from . import Stream
 
         base = dict(epoch=epoch, rank=rank, world=world, batch_size=batch_size, digest=digest,
-                    batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume)
+                    batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume,
+                    server_digest=server_digest, twins=twins, twin_weights=twin_weights)
         D, s = len(self.clients), max(int(stride), 1)
         dead = [False] * D
 
@@ -201,7 +205,14 @@ class MultiClient:
                     ln.stop.set()
 
         info0["batches"] = total
-        return Stream(batches, info0)
+
+        def close():
+            for ln in lanes:
+                ln.stop.set()
+
+        stream = Stream(batches, info0)
+        stream._close = close
+        return stream
 
 
 def connect_many(urls: List[str], token: Optional[str] = None, timeout: Optional[float] = None,

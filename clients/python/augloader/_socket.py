@@ -327,6 +327,8 @@ def open_stream(path: str, req: dict, timeout, digest: bool, make_stream, shm_ri
         fail()
         raise ServerError(info.get("code", "internal"), info.get("error", ""))
 
+    closed = []
+
     def batches(stream):
         complete = False
         try:
@@ -334,8 +336,17 @@ def open_stream(path: str, req: dict, timeout, digest: bool, make_stream, shm_ri
             yield from read_conversation(f, stream, digest, messages)
             complete = True
         finally:
-            sock.close()
-            if ring is not None:
-                ring.finish(complete)
+            if not closed:
+                closed.append(True)
+                sock.close()
+                if ring is not None:
+                    ring.finish(complete)
 
-    return make_stream(batches, info)
+    def close():
+        if not closed:
+            closed.append(True)
+            fail()
+
+    stream = make_stream(batches, info)
+    stream._close = close
+    return stream

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
@@ -33,6 +34,17 @@ _REQUEST_KEYS = {"view": str, "fold": int, "batch_size": int, "batches_per_epoch
 _LATER_KEYS = {"twins": 0, "twin_weights": ""}
 _KEYS = {"format": str, "epoch": int, "world": int, "rank": int, "batches": int, "graphs": int,
          **_REQUEST_KEYS, "config": str, "detail": str}
+
+
+# The daemon's identity (wire.Config): the fields every identity has, and
+# their JSON types; the others (wire_compression, edge_fill, shuffle,
+# twins, twin_weights) are strings present only when set.
+_IDENTITY = {"id": str, "dataset": str, "shards_sha256": str, "served": int, "served_sha256": str, "seed": int,
+             "schedule": str, "batch_size": int, "node_budget": int, "edge_budget": int, "remainder": str}
+_IDENTITY_OPTIONAL = ("wire_compression", "edge_fill", "shuffle", "twins", "twin_weights")
+# A rank key as the state writes it: ASCII decimal without leading zeros
+# ('00', '٠' and '²' are not rank 0, 0 and 2).
+_RANK_KEY = re.compile(r"(?:0|[1-9][0-9]{0,17})\Z", re.ASCII)
 
 
 class StateError(ValueError):
@@ -72,10 +84,29 @@ class Progress:
                 "detail": json.dumps(detail, sort_keys=True, separators=(",", ":"))}
 
 
-def _nonneg(v, what: str) -> int:
-    if not _wire.is_count(v):
-        raise StateError(f"augloader: state field {what} = {v!r} is not a non-negative integer")
+def _nonneg(v, what: str, limit: int = _wire.MAX_COUNT) -> int:
+    if not _wire.is_count(v, limit):
+        raise StateError(f"augloader: state field {what} = {str(v)[:80]} is not an integer in 0..{limit}")
     return v
+
+
+def check_identity(config, where: str = "state field config") -> dict:
+    """config as a daemon identity (every field of wire.Config with its
+    type, a 16-hex-digit id), or StateError: a state without one cannot be
+    checked against the daemon it resumes on, so it is refused."""
+    if not isinstance(config, dict) or not config:
+        raise StateError(f"augloader: {where} holds no identity of the daemon the state was saved against "
+                         f"({json.dumps(config)[:80]}): a state must carry one to be checked before it resumes")
+    for k, t in _IDENTITY.items():
+        v = config.get(k)
+        if not isinstance(v, t) or isinstance(v, bool) or (t is int and not _wire.is_count(v, _wire.MAX_EPOCH)):
+            raise StateError(f"augloader: {where}: identity field {k} = {str(v)[:80]} is not a {t.__name__}")
+    if not re.fullmatch(r"[0-9a-f]{16}", config["id"]):
+        raise StateError(f"augloader: {where}: identity id {config['id'][:80]!r} is not 16 hex digits")
+    for k in _IDENTITY_OPTIONAL:
+        if k in config and not isinstance(config[k], str):
+            raise StateError(f"augloader: {where}: identity field {k} = {str(config[k])[:80]} is not a str")
+    return config
 
 
 def parse(state) -> Progress:
@@ -94,11 +125,13 @@ def parse(state) -> Progress:
     for k, t in _KEYS.items():
         v = state[k]
         if t is int:
-            _nonneg(v, k)
+            _nonneg(v, k, _wire.MAX_EPOCH if k == "epoch" else _wire.MAX_COUNT)
         elif not isinstance(v, t) or (t is not bool and isinstance(v, bool)):
             raise StateError(f"augloader: state field {k} = {v!r} is not a {t.__name__}")
     try:
         weights = json.loads(state["twin_weights"]) if state["twin_weights"] else None
+        if state["twin_weights"] and not isinstance(weights, list):
+            raise ValueError("not a JSON list")
         _wire.check_twins(state["twins"], weights)
     except ValueError as e:
         raise StateError(f"augloader: state fields twins {state['twins']!r}, twin_weights {state['twin_weights'][:80]!r}: {e}") from None
@@ -112,14 +145,14 @@ def parse(state) -> Progress:
         raise StateError(f"augloader: state field detail or config is not JSON: {e}") from None
     if not isinstance(detail, dict) or set(detail) != {"ranks", "resume", "total", "worker"}:
         raise StateError("augloader: state field detail does not hold ranks, resume, total and worker")
-    if config is not None and not isinstance(config, dict):
-        raise StateError("augloader: state field config is not an identity")
+    check_identity(config)
     ranks = {}
     if not isinstance(detail["ranks"], dict):
         raise StateError("augloader: state field detail.ranks is not a map of rank to [batches, graphs]")
     for r, v in detail["ranks"].items():
-        if not r.isdigit() or len(r) > 18 or int(r) >= world or not isinstance(v, list) or len(v) != 2:
-            raise StateError(f"augloader: state field detail.ranks[{r!r}] = {v!r}: want rank < {world} -> [batches, graphs]")
+        if not _RANK_KEY.match(r) or int(r) >= world or not isinstance(v, list) or len(v) != 2:
+            raise StateError(f"augloader: state field detail.ranks[{r[:40]!r}] = {str(v)[:80]}: want a rank < {world} "
+                             "in decimal digits -> [batches, graphs]")
         ranks[int(r)] = [_nonneg(v[0], f"detail.ranks[{r}] batches"), _nonneg(v[1], f"detail.ranks[{r}] graphs")]
     try:
         _wire.check_resume(detail["resume"])
@@ -157,56 +190,41 @@ def check_request(p: Progress, request: dict) -> None:
                          + " (state vs this dataset)")
 
 
-def check_config(p: Progress, config: Optional[dict]) -> None:
+def check_config(expected: dict, config: Optional[dict]) -> None:
     """Refuses to resume on a daemon serving another configuration than
-    the one the state was saved against, naming each setting that differs
-    (wire compression aside: it changes no decoded batch)."""
-    if not p.config or not config:
-        return
-    a = {k: v for k, v in p.config.items() if k not in ("id", "wire_compression")}
+    expected, the identity a state was saved against, naming each setting
+    that differs (wire compression aside: it changes no decoded batch); a
+    daemon that sends no identity cannot be checked, and is refused."""
+    if not isinstance(config, dict) or not config:
+        raise StateError("augloader: the daemon sent no identity of its configuration: a loaded state cannot be checked "
+                         "against it")
+    a = {k: v for k, v in expected.items() if k not in ("id", "wire_compression")}
     b = {k: v for k, v in config.items() if k not in ("id", "wire_compression")}
     if a == b:
         return
-    diff = [d for d in config_diff(p.config, config) if not d.startswith(("wire compression", "id "))]
+    diff = [d for d in config_diff(expected, config) if not d.startswith(("wire compression", "id "))]
     raise StateError("augloader: the state was saved against another configuration: "
                      + (", ".join(diff) or "identity " + json.dumps(a, sort_keys=True)) + " (state vs this daemon)")
 
 
-@dataclass
-class Plan:
-    """The request that continues a loaded state in this iteration."""
-    phases: list            # resume phases to send
-    start: int              # start_batch
-    stride: int
-    base: list              # [batches, graphs] of the rank before this iteration (in the new phase)
-    done: list              # [batches, graphs] this worker already received (a worker's state)
-    empty: bool = False     # nothing left: no request needed
-    new_phase: bool = False  # a phase the state's world size ended (its total no longer applies)
-
-
-def plan(p: Optional[Progress], world: int, rank: int, worker: Optional[tuple]) -> Plan:
-    """The request of rank of world (in DataLoader worker (w, K), or None)
-    that continues p (None: the epoch from its start)."""
-    w, K = worker if worker is not None else (0, 1)
-    if p is None:
-        return Plan([], w, K, [0, 0], [0, 0])
+def begin(p: Progress, world: int, rank: int) -> Progress:
+    """Where rank of world stands once p is loaded, before any batch: the
+    one computation of a resumed position. A state saved right after the
+    load (before the first batch) is this; the iteration that follows
+    starts from it (``plan``). At p's world size, the rank's own count in
+    p's phase (a DataLoader worker's state keeps its worker's); at
+    another, a new phase over what every rank of p left, at 0. Refuses
+    what cannot resume here, naming why."""
     if p.world == world:
-        if p.worker is not None:
-            pw, pK, m, g = p.worker
-            if worker is None or (pw, pK) != (w, K):
-                where = f"worker {w} of {K}" if worker is not None else "the main process"
-                raise StateError(f"augloader: this state is DataLoader worker {pw} of {pK}'s (StatefulDataLoader): load it "
-                                 f"through a StatefulDataLoader with {pK} workers, not into {where}")
-            base = p.ranks.get(rank, [0, 0])
-            start = base[0] + w + m * K
-            return Plan(p.phases, start, K, base, [m, g], empty=p.total is not None and p.rank == rank and start >= p.total)
+        if p.worker is not None and p.rank != rank:
+            raise StateError(f"augloader: this state is rank {p.rank}'s DataLoader worker {p.worker[0]}'s, not rank {rank}'s")
         if rank not in p.ranks:
-            raise StateError(f"augloader: the state holds ranks {sorted(p.ranks)} of {p.world}, not rank {rank}: "
+            raise StateError(f"augloader: the state holds ranks {sorted(p.ranks)[:8]} of {p.world}, not rank {rank}: "
                              "save every rank's (state_dict on every rank, or torch.distributed.checkpoint)")
-        base = p.ranks[rank]
         # The total is the saving rank's (ranks' totals differ under a node budget).
-        total = p.total if p.rank == rank else None
-        return Plan(p.phases, base[0] + w, K, base, [0, 0], empty=total is not None and base[0] + w >= total)
+        return Progress(p.epoch, world, rank, dict(p.request), phases=list(p.phases), ranks={rank: list(p.ranks[rank])},
+                        total=p.total if p.rank == rank else None,
+                        worker=list(p.worker) if p.worker is not None else None, config=p.config)
     # Another world size: a new phase over what every old rank left.
     if p.worker is not None:
         raise StateError(f"augloader: a DataLoader worker's state (worker {p.worker[0]} of {p.worker[1]}) resumes at its own "
@@ -226,7 +244,57 @@ def plan(p: Optional[Progress], world: int, rank: int, worker: Optional[tuple]) 
         _wire.check_resume(phases)  # the protocol's bounds on phases and ranks
     except ValueError as e:
         raise StateError(f"augloader: cannot resume at world {world} once more in this epoch: {e}") from None
-    return Plan(phases, w, K, [0, 0], [0, 0], new_phase=True)
+    return Progress(p.epoch, world, rank, dict(p.request), phases=phases, ranks={rank: [0, 0]}, config=p.config)
+
+
+@dataclass
+class Plan:
+    """The request that continues a position in this iteration."""
+    phases: list            # resume phases to send
+    start: int              # start_batch
+    stride: int
+    base: list              # [batches, graphs] of the rank before this iteration (in the phase)
+    done: list              # [batches, graphs] this worker already received (a worker's state)
+
+
+def plan(start: Optional[Progress], worker: Optional[tuple]) -> Plan:
+    """The request of one iteration (in DataLoader worker (w, K), or None)
+    from start, a rank's position as ``begin`` gives it (None: the epoch
+    from its first batch). Worker w of K reads every K-th batch of the
+    rank's from its own next one."""
+    w, K = worker if worker is not None else (0, 1)
+    if start is None:
+        return Plan([], w, K, [0, 0], [0, 0])
+    base = start.ranks[start.rank]
+    if start.worker is not None:
+        pw, pK, m, g = start.worker
+        if worker is None or (pw, pK) != (w, K):
+            where = f"worker {w} of {K}" if worker is not None else "the main process"
+            raise StateError(f"augloader: this state is DataLoader worker {pw} of {pK}'s (StatefulDataLoader): load it "
+                             f"through a StatefulDataLoader with {pK} workers, not into {where}")
+        return Plan(start.phases, base[0] + w + m * K, K, base, [m, g])
+    return Plan(start.phases, base[0] + w, K, base, [0, 0])
+
+
+def gathered(p: Progress, entries: list) -> Progress:
+    """p holding every rank's position, from each rank's entry (rank,
+    epoch, phases, [batches, graphs], total) as ``entry`` gives it: what
+    ``state_dict`` under torch.distributed saves, the same on every rank
+    (torch.distributed.checkpoint keeps one rank's copy of each key): rank
+    0's position at the top, a total only when every rank has the same."""
+    if len({(e, json.dumps(ph)) for _, e, ph, _, _ in entries}) > 1:
+        raise RuntimeError("augloader: the ranks are at different epochs or resume phases: "
+                           + ", ".join(f"rank {r} epoch {e} phase {len(ph)}" for r, e, ph, _, _ in entries))
+    if sorted(r for r, *_ in entries) != list(range(len(entries))):
+        raise RuntimeError(f"augloader: the gathered ranks are {sorted(r for r, *_ in entries)[:8]}, not 0..{len(entries) - 1}")
+    totals = {t for *_, t in entries}
+    return replace(p, rank=0, ranks={r: list(own) for r, _, _, own, _ in entries},
+                   total=totals.pop() if len(totals) == 1 else None)
+
+
+def entry(p: Progress) -> tuple:
+    """This rank's contribution to ``gathered``."""
+    return (p.rank, p.epoch, p.phases, p.own(), p.total)
 
 
 def _agree(ps: list, keys: tuple, who) -> None:
@@ -254,7 +322,7 @@ def merge(states) -> dict:
     for p in ps:
         if p.worker is not None:
             raise StateError(f"augloader: rank {p.rank}'s state is a DataLoader worker's: merge the datasets' own states")
-        check_config(first, p.config)
+        check_config(first.config, p.config)
         for r, v in p.ranks.items():
             if r in ranks and ranks[r] != v:
                 raise StateError(f"augloader: two states give rank {r} different positions: {ranks[r]} and {v}")

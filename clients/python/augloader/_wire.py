@@ -200,33 +200,60 @@ class ConnectionLost(Exception):
     complete."""
 
 
+class RequestError(ValueError):
+    """A request (or a dataset setting that becomes one) the protocol
+    refuses, found before it is sent: the message names the field."""
+
+
+# Go's int is 64 bits: a count past it would come back as the daemon's
+# "cannot unmarshal"; the epoch is a uint64.
+MAX_COUNT = (1 << 63) - 1
+MAX_EPOCH = (1 << 64) - 1
+
+
 def encode_request(req: dict) -> bytes:
     """A request frame for req (known fields only, non-negative ints)."""
     unknown = set(req) - set(REQUEST_FIELDS)
     if unknown:
-        raise ValueError(f"augloader: unknown request fields {sorted(unknown)}")
+        raise RequestError(f"augloader: unknown request fields {sorted(unknown)}")
     for k, v in req.items():
         if k in ("drop_last", "digest", "shm"):
             if not isinstance(v, bool):
-                raise ValueError(f"augloader: request field {k}={v!r} is not a bool")
+                raise RequestError(f"augloader: request field {k}={v!r} is not a bool")
         elif k == "view":
             if not isinstance(v, str) or len(v.encode()) > MAX_VIEW_NAME:
-                raise ValueError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")
+                raise RequestError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")
         elif k == "resume":
             check_resume(v)
         elif k == "twin_weights":
             check_twins(req.get("twins", 0), v)
-        elif not is_count(v):
-            raise ValueError(f"augloader: request field {k}={v!r} is not a non-negative integer")
+        elif not is_count(v, MAX_EPOCH if k == "epoch" else MAX_COUNT):
+            raise RequestError(f"augloader: request field {k}={v!r} is not an integer in 0..{MAX_EPOCH if k == 'epoch' else MAX_COUNT}")
         elif k == "twins":
             check_twins(v, None)
     body = json.dumps(req, separators=(",", ":")).encode()
     return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
 
 
-def is_count(v) -> bool:
-    """v is a non-negative int (bool is not)."""
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+def is_count(v, limit: int = MAX_COUNT) -> bool:
+    """v is an int in 0..limit (bool is not): what the daemon's Go int (or
+    the epoch's uint64) holds."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= limit
+
+
+def check_epoch(epoch) -> int:
+    """epoch as an int in 0..MAX_EPOCH, or RequestError (an epoch past it
+    would wrap to another epoch in shared memory or on the wire)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int):
+        try:
+            if float(epoch) != int(epoch):
+                raise ValueError
+            epoch = int(epoch)
+        except (TypeError, ValueError, OverflowError):
+            raise RequestError(f"augloader: epoch {epoch!r} is not an integer") from None
+    if not 0 <= epoch <= MAX_EPOCH:
+        raise RequestError(f"augloader: epoch {epoch} is not in 0..2**64-1")
+    return epoch
 
 
 def check_resume(phases) -> None:
@@ -234,36 +261,49 @@ def check_resume(phases) -> None:
     a list of {"world": W ≥ 1, "graphs": [W non-negative ints]}, within
     MAX_RESUME_PHASES and MAX_RESUME_RANKS."""
     if not isinstance(phases, list) or len(phases) > MAX_RESUME_PHASES:
-        raise ValueError(f"augloader: request field resume is not a list of at most {MAX_RESUME_PHASES} phases")
+        raise RequestError(f"augloader: request field resume is not a list of at most {MAX_RESUME_PHASES} phases")
     ranks = 0
     for i, ph in enumerate(phases):
         w = ph.get("world") if isinstance(ph, dict) else None
         g = ph.get("graphs") if isinstance(ph, dict) else None
         if (not isinstance(ph, dict) or set(ph) != {"world", "graphs"} or not is_count(w) or w < 1
                 or not isinstance(g, list) or len(g) != w or not all(is_count(x) for x in g)):
-            raise ValueError(f"augloader: resume phase {i} {ph!r} is not {{'world': W >= 1, 'graphs': [W counts >= 0]}}")
+            raise RequestError(f"augloader: resume phase {i} {str(ph)[:200]} is not {{'world': W >= 1, 'graphs': [W counts >= 0]}}")
         ranks += w
         if ranks > MAX_RESUME_RANKS:
-            raise ValueError(f"augloader: resume phases of more than {MAX_RESUME_RANKS} ranks together")
+            raise RequestError(f"augloader: resume phases of more than {MAX_RESUME_RANKS} ranks together")
+
+
+def twin_weights(weights) -> Optional[list]:
+    """weights as a list of floats (None: none given), or RequestError for
+    what is no finite number (10**400 overflows a float)."""
+    if weights is None:
+        return None
+    try:
+        return [float(w) if not isinstance(w, bool) else None for w in weights]
+    except (TypeError, ValueError, OverflowError) as e:
+        raise RequestError(f"augloader: twin_weights={str(weights)[:200]}: not a list of numbers ({e})") from None
 
 
 def check_twins(twins, weights) -> None:
     """Checks a request's twins and twin weights as the server's
     DecodeRequest does: twins 0 or 2..MAX_TWINS; weights only with twins,
-    at most MAX_TWIN_SETS finite non-negative numbers, one positive."""
+    at most MAX_TWIN_SETS finite non-negative numbers, one positive (an
+    empty list is none given, as the daemon reads it)."""
     import math
 
     if not is_count(twins) or twins == 1 or twins > MAX_TWINS:
-        raise ValueError(f"augloader: twins={twins!r}: ask for 2 to {MAX_TWINS} copies of each graph (0: one)")
-    if weights is None:
+        raise RequestError(f"augloader: twins={twins!r}: ask for 2 to {MAX_TWINS} copies of each graph (0: one)")
+    if weights is None or (isinstance(weights, list) and not weights):
         return
     if not twins:
-        raise ValueError("augloader: twin_weights without twins")
+        raise RequestError("augloader: twin_weights without twins")
     if (not isinstance(weights, list) or len(weights) > MAX_TWIN_SETS
-            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights)
+            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and abs(w) < 2 ** 1023 and math.isfinite(w)
+                       and w >= 0 for w in weights)
             or not any(w > 0 for w in weights)):
-        raise ValueError(f"augloader: twin_weights={weights!r}: want at most {MAX_TWIN_SETS} finite non-negative "
-                         f"numbers, one a declared twin set, at least one positive")
+        raise RequestError(f"augloader: twin_weights={str(weights)[:200]}: want at most {MAX_TWIN_SETS} finite non-negative "
+                           f"numbers, one a declared twin set, at least one positive")
 
 
 def read_exact(f, mv: memoryview) -> None:

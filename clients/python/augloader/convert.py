@@ -139,12 +139,14 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
         writer = None
         rows: list = []
         count = 0
+        decoded = 0  # what the table's values take decoded (Arrow bytes)
 
         def flush():
-            nonlocal writer, rows
+            nonlocal writer, rows, decoded
             if not rows:
                 return
             t = _table(rows, kinds)
+            decoded += t.nbytes
             if writer is None:
                 writer = pq.ParquetWriter(str(path), t.schema, compression="zstd")
             elif not t.schema.equals(writer.schema):
@@ -173,7 +175,15 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
         finally:
             if writer is not None:
                 writer.close()
-        cmd = [exe, "convert", "-i", str(path), "-o", str(out), "--name", name]
+        # The converter's bound on what an input may decode to guards
+        # against files from elsewhere (a few KB of run-length-encoded
+        # values can decode to gigabytes). This table was written here,
+        # from values the caller already held in memory: the bound is its
+        # own decoded size (twice, for the converter's Arrow types), so a
+        # table of mostly-missing targets, which compresses far past the
+        # default 100 times, is never taken for a bomb.
+        ratio = min(max(100, -(-2 * decoded // max(path.stat().st_size, 1))), 1_000_000)
+        cmd = [exe, "convert", "-i", str(path), "-o", str(out), "--name", name, "--max-expansion", str(ratio)]
         if quiet:
             cmd.insert(2, "-q")
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))

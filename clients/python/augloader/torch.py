@@ -88,6 +88,11 @@ def _codes(a: np.ndarray, dev: torch.device, non_blocking: bool = False) -> torc
     return _long(a, dev, non_blocking)
 
 
+def _storage(t: torch.Tensor):
+    """t's storage (untyped_storage from torch 2.0, storage before)."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
 class _OneHotBuffers:
     """The dense one-hot x of the pyg layout on the CPU, built in reused
     buffers at O(nonzeros) a batch.
@@ -112,7 +117,13 @@ class _OneHotBuffers:
     tensor uses it: a buffer is idle when only this class refers to it
     (``sys.getrefcount``). Without the version counter there, an idle
     buffer's last rows are cleared whole (a memset, still a third of the
-    cost of fresh zeros, which the kernel faults in page by page)."""
+    cost of fresh zeros, which the kernel faults in page by page).
+
+    Safe by construction: reuse happens only in the process that consumes
+    the tensor. In a DataLoader worker every batch gets a fresh array (the
+    trainer reads it from shared memory after the worker has let go), and
+    a buffer whose storage was moved to shared memory (sent to another
+    process) leaves the pool."""
 
     _KEEP = 8  # the loop's batch, the prefetched ones, autograd's
 
@@ -149,6 +160,11 @@ class _OneHotBuffers:
         rows of dim (or never), or a new one; claimed by the view returned
         beside it until the caller drops that view."""
         with self._lock:
+            # A buffer whose storage went to shared memory (a tensor over it
+            # was sent to another process, which may read it after this
+            # process let go) is never written again: dropped here.
+            if self.enabled:
+                self._bufs = [e for e in self._bufs if not _storage(e[0]).is_shared()]
             for e in self._bufs:
                 if len(e[0]) >= nelem and (e[1] is None or e[1][0] == dim) and self._idle(e):
                     return e, e[0][:0]
@@ -165,7 +181,12 @@ class _OneHotBuffers:
     def dense_x(self, b: Batch) -> torch.Tensor:
         n, dim = int(b.ptr[-1]), b.feature_dim
         node, code, w = b.x_node, b.x_code, b.x_weight
-        if n == 0 or dim == 0:
+        # Reuse is safe only where the tensor is consumed. A DataLoader
+        # worker's batches go to the trainer through shared memory, and
+        # the worker cannot see when the trainer has read them (its own
+        # references are gone as soon as the batch is sent): a fresh array
+        # there, always.
+        if n == 0 or dim == 0 or get_worker_info() is not None:
             return torch.from_numpy(b.dense_x())
         b.check_codes()
         e, claim = self._take(n * dim, dim)
@@ -278,6 +299,7 @@ def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: boo
         "graph_id": _view(b.graph_id),
         "num_graphs": b.num_graphs,
         "num_nodes": n,
+        "num_classes": b.num_classes,
         "padded": torch.from_numpy(b.padded),
         "twins": b.twins,
     }
@@ -489,7 +511,9 @@ class _SharedEpoch:
     def __init__(self, values=(0, 0), weights=()):
         import multiprocessing
 
-        self._a = multiprocessing.RawArray("q", 2)
+        # The epoch is a uint64 (as on the wire), checked before it is
+        # stored: ctypes would wrap 2**64 to 0 silently.
+        self._a = multiprocessing.RawArray("Q", 2)
         self._a[:] = list(values)
         # The twin weights (JOAO's, set per epoch): a count, then the weights.
         self._w = multiprocessing.RawArray("d", 1 + _wire.MAX_TWIN_SETS)
@@ -525,7 +549,7 @@ class _SharedEpoch:
 
     @epoch.setter
     def epoch(self, e: int) -> None:
-        self._a[0] = int(e)
+        self._a[0] = _wire.check_epoch(e)
 
     @property
     def workers(self) -> bool:
@@ -536,6 +560,11 @@ class _SharedEpoch:
 
 
 COMMITS = ("yield", "manual")
+
+
+def _worker(info) -> Optional[tuple]:
+    """(id, num_workers) of a DataLoader worker's get_worker_info(), or None."""
+    return (info.id, info.num_workers) if info is not None else None
 
 
 class AugloaderDataset(IterableDataset):
@@ -575,8 +604,9 @@ class AugloaderDataset(IterableDataset):
         self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
         self.view, self.fold, self.batches_per_epoch, self.drop_last = view, fold, batches_per_epoch, drop_last
         self.digest = digest
-        _wire.check_twins(int(twins), None if twin_weights is None else [float(w) for w in twin_weights])
-        self.twins = int(twins)
+        twin_weights = _wire.twin_weights(twin_weights)
+        _wire.check_twins(twins, twin_weights)
+        self.twins = twins
         if rank is None or world is None:
             if torch.distributed.is_available() and torch.distributed.is_initialized():
                 rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -587,7 +617,11 @@ class AugloaderDataset(IterableDataset):
         self.pyg = (PyGBatch is not None) if pyg is None else pyg
         self.last_stream = None
         self.config: Optional[dict] = None  # the daemon's identity, from the last stream
-        self._loaded: Optional[_state.Progress] = None   # a loaded state, for the next iteration of its epoch
+        # A loaded state: the rank's position it gives (_state.begin), for
+        # the next iteration of its epoch, and its identity, checked
+        # against the next stream whatever its epoch.
+        self._loaded: Optional[_state.Progress] = None
+        self._expect: Optional[dict] = None
         self._progress: Optional[_state.Progress] = None  # the current (or last) iteration's, as committed
         self._pending: list = []  # commit="manual": (batch_index, graphs) handed out, not yet committed
 
@@ -603,7 +637,7 @@ class AugloaderDataset(IterableDataset):
         """The epoch the next iteration reads (every DataLoader worker,
         persistent ones included). A loaded state of another epoch is
         dropped, with a warning."""
-        epoch = int(epoch)
+        epoch = _wire.check_epoch(epoch)
         if self._loaded is not None and self._loaded.epoch != epoch:
             warnings.warn(f"augloader: set_epoch({epoch}) after loading a state of epoch {self._loaded.epoch}: the saved "
                           f"position is dropped and epoch {epoch} starts at its first batch", stacklevel=2)
@@ -622,8 +656,8 @@ class AugloaderDataset(IterableDataset):
         daemon's twin sets (one a set, in the order declared; None or []:
         equal) for the next iteration, persistent DataLoader workers
         included. Part of the request a state records."""
-        w = [float(x) for x in weights or ()]
-        _wire.check_twins(self.twins, w or None)
+        w = _wire.twin_weights(weights) or []
+        _wire.check_twins(self.twins, w)
         self._shared.twin_weights = w
 
     def _request(self) -> dict:
@@ -637,7 +671,10 @@ class AugloaderDataset(IterableDataset):
     def state_dict(self) -> dict:
         """The position in the epoch, counting the batches received (see the
         class). Under torch.distributed with several ranks, a collective:
-        call it on every rank (torch.distributed.checkpoint does)."""
+        call it on every rank (torch.distributed.checkpoint does). Right
+        after ``load_state_dict`` it is the loaded position as this rank
+        continues it (the same computation the next iteration starts
+        from)."""
         info = get_worker_info()
         if info is None and self._shared.workers:
             raise RuntimeError("augloader: this dataset is iterated by DataLoader workers, which fetch ahead: its own state "
@@ -646,52 +683,68 @@ class AugloaderDataset(IterableDataset):
                                "DataLoader (the daemon batches)")
         if self._progress is not None and self._progress.epoch == self.epoch:
             p = self._progress
-        elif self._loaded is not None and self._loaded.epoch == self.epoch:
-            p = self._loaded
         else:
-            p = _state.Progress(self.epoch, self.world, self.rank, self._request(), ranks={self.rank: [0, 0]},
-                                config=self.config)
+            p = self._start(_worker(info))[1]
+        if p.config is None:
+            # Before any stream: the daemon's identity, so that the state
+            # can be checked wherever it is loaded.
+            p.config = self.config = self._identity()
         if info is None:
             p = self._gather(p)
         return p.to_dict()
 
+    def _start(self, worker: Optional[tuple]):
+        """(plan, progress) of an iteration that starts now, in worker
+        (w, K) or None: from the loaded position when it is this epoch's,
+        else the epoch's first batch."""
+        start = self._loaded if self._loaded is not None and self._loaded.epoch == self.epoch else None
+        pl = _state.plan(start, worker)
+        prog = _state.Progress(self.epoch, self.world, self.rank, self._request(), phases=list(pl.phases),
+                               ranks={self.rank: list(pl.base)}, total=start.total if start is not None else None,
+                               worker=[worker[0], worker[1], *pl.done] if worker is not None else None,
+                               config=(start.config if start is not None else None) or self.config)
+        return pl, prog
+
+    def _identity(self) -> dict:
+        """The daemon's identity, asked for with a one-batch request."""
+        stream = connect(self.url, token=self.token).epoch(self.epoch, count=1, **self._kw())
+        try:
+            return _state.check_identity(stream.info.get("config"), f"the daemon at {self.url}")
+        finally:
+            stream.close()
+
     def _gather(self, p: "_state.Progress") -> "_state.Progress":
         """p with every rank's position, under torch.distributed."""
-        import dataclasses
-
         dist = torch.distributed
         if self.world == 1 or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world:
             return p
         entries = [None] * self.world
-        dist.all_gather_object(entries, (self.rank, p.epoch, len(p.phases), p.own(), p.total))
-        if len({(e, n) for _, e, n, _, _ in entries}) > 1:
-            raise RuntimeError("augloader: the ranks are at different epochs or resume phases: "
-                               + ", ".join(f"rank {r} epoch {e} phase {n}" for r, e, n, _, _ in entries))
-        # The same dict on every rank (torch.distributed.checkpoint keeps
-        # one rank's copy of each key): rank 0's position at the top, every
-        # rank's in detail; a total only when every rank has the same.
-        totals = {t for *_, t in entries}
-        return dataclasses.replace(p, rank=0, ranks={r: own for r, _, _, own, _ in entries},
-                                   total=totals.pop() if len(totals) == 1 else None)
+        dist.all_gather_object(entries, _state.entry(p))
+        return _state.gathered(p, entries)
 
     def load_state_dict(self, state: dict) -> None:
         """Continue where state was taken, at the next iteration of its
-        epoch (the epoch is set to it). A damaged or edited state, or one
-        saved by another request (view, fold, batch size, …), is refused
-        here, naming the field; one saved against another configuration is
-        refused before the first batch, naming the settings that differ."""
+        epoch (the epoch is set to it). All or nothing: a damaged or edited
+        state, one without the daemon's identity, or one saved by another
+        request (view, fold, batch size, …) is refused here, naming the
+        field, and the dataset is left as it was; one saved against
+        another configuration is refused before the next stream's first
+        batch (whatever its epoch), naming the settings that differ."""
         p = _state.parse(state)
+        request = self._request()
         if p.request["twins"] == self.twins and self.twins:
             # The epoch's twin weights are the state's (as its epoch is):
             # JOAO's distribution when it was saved.
-            self.set_twin_weights(json.loads(p.request["twin_weights"]) if p.request["twin_weights"] else None)
-        _state.check_request(p, self._request())
+            request["twin_weights"] = p.request["twin_weights"]
+        _state.check_request(p, request)
         info = get_worker_info()
-        if p.worker is None:
-            _state.plan(p, self.world, self.rank, None)  # refuses what cannot resume here, now
-        self._loaded, self._progress, self._pending = p, None, []
-        if p.config:
-            self.config = p.config
+        start = _state.begin(p, self.world, self.rank)
+        _state.plan(start, _worker(info))  # refuses a worker's state in another worker, now
+        # Nothing refused: commit every change at once.
+        if p.request["twins"] == self.twins and self.twins:
+            self._shared.twin_weights = json.loads(p.request["twin_weights"]) if p.request["twin_weights"] else []
+        self._loaded, self._progress, self._pending = start, None, []
+        self._expect = self.config = p.config
         if info is None:
             self.epoch = p.epoch
 
@@ -723,43 +776,64 @@ class AugloaderDataset(IterableDataset):
 
     # ---------------------------------------------------------- iteration
 
+    def _kw(self) -> dict:
+        return dict(rank=self.rank, world=self.world, batch_size=self.batch_size, view=self.view, fold=self.fold,
+                    batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last, twins=self.twins,
+                    twin_weights=self._shared.twin_weights or None)
+
+    def _open(self, epoch: int, pl: "_state.Plan", start: Optional["_state.Progress"]):
+        """The stream of this iteration, checked: a loaded identity against
+        the daemon's, a loaded total against the daemon's count. Asked even
+        when the state says the epoch is done (an empty tail), so that a
+        state from an epoch's end is checked as one from its middle."""
+        client = connect(self.url, token=self.token)
+        expect = self._expect
+        try:
+            stream = client.epoch(epoch, start_batch=pl.start, stride=pl.stride, resume=pl.phases or None,
+                                  digest=self.digest, **self._kw())
+        except ServerError as e:
+            if start is None or e.code != "out_of_range":
+                raise
+            # Past the rank's last batch: a worker whose next batch is past
+            # it has none left; anything else is another daemon's state.
+            probe = client.epoch(epoch, start_batch=0, count=1, resume=pl.phases or None, **self._kw())
+            probe.close()
+            if expect is not None:
+                _state.check_config(expect, probe.info.get("config"))
+            total = probe.info.get("total_batches")
+            if isinstance(total, int) and pl.base[0] <= total < pl.start:
+                stream = client.epoch(epoch, start_batch=total, resume=pl.phases or None, digest=self.digest, **self._kw())
+            else:
+                raise _state.StateError(f"augloader: the daemon cannot resume epoch {epoch} where the state says "
+                                        f"(start batch {pl.start}, resume {pl.phases}): {e}") from e
+        try:
+            if expect is not None:
+                _state.check_config(expect, stream.info.get("config"))
+                self._expect = None
+            total = stream.info.get("total_batches")
+            if start is not None and start.total is not None and total != start.total:
+                raise _state.StateError(f"augloader: the state says rank {self.rank}'s epoch {epoch} has {start.total} "
+                                        f"batches, the daemon serves {total}: an edited state, or another daemon's")
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
     def __iter__(self):
         # One DataLoader worker reads every num_workers-th batch of the rank.
         info = get_worker_info()
-        worker = (info.id, info.num_workers) if info is not None else None
+        worker = _worker(info)
         if info is not None:
             self._shared.mark_workers()
         epoch = self.epoch
-        loaded, self._loaded = self._loaded, None
-        if loaded is not None and loaded.epoch != epoch:
-            warnings.warn(f"augloader: epoch {epoch} iterated after loading a state of epoch {loaded.epoch}: the saved "
+        if self._loaded is not None and self._loaded.epoch != epoch:
+            warnings.warn(f"augloader: epoch {epoch} iterated after loading a state of epoch {self._loaded.epoch}: the saved "
                           f"position is dropped")
-            loaded = None
-        pl = _state.plan(loaded, self.world, self.rank, worker)
-        same_phase = loaded is not None and not pl.new_phase
-        prog = _state.Progress(epoch, self.world, self.rank, self._request(), phases=pl.phases,
-                               ranks={self.rank: list(pl.base)}, total=loaded.total if same_phase and loaded.rank == self.rank else None,
-                               worker=[worker[0], worker[1], *pl.done] if worker is not None else None,
-                               config=loaded.config if loaded is not None and loaded.config else self.config)
+            self._loaded = None
+        pl, prog = self._start(worker)
+        start, self._loaded = self._loaded, None
         self._progress, self._pending = prog, []
-        if pl.empty:
-            return
-        client = connect(self.url, token=self.token)
-        kw = dict(rank=self.rank, world=self.world, batch_size=self.batch_size, view=self.view, fold=self.fold,
-                  batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last, twins=self.twins,
-                  twin_weights=self._shared.twin_weights or None)
-        try:
-            stream = client.epoch(epoch, start_batch=pl.start, stride=pl.stride, resume=pl.phases or None,
-                                  digest=self.digest, **kw)
-        except ServerError as e:
-            if loaded is None or e.code != "out_of_range":
-                raise
-            # Another daemon's set may be why: say so, naming what differs.
-            _state.check_config(loaded, client.epoch(epoch, count=1, **kw).info.get("config"))
-            raise _state.StateError(f"augloader: the daemon cannot resume epoch {epoch} where the state says "
-                                    f"(start batch {pl.start}, resume {pl.phases}): {e}") from e
-        if loaded is not None:
-            _state.check_config(loaded, stream.info.get("config"))
+        stream = self._open(epoch, pl, start)
         self.config = prog.config = stream.info.get("config")
         prog.total = stream.info.get("total_batches")
         self.last_stream = stream
@@ -771,10 +845,17 @@ class AugloaderDataset(IterableDataset):
                 t["digest"] = stream.batch_digests[i]
             if self.pyg and PyGBatch is not None:
                 extra = {k: t[k] for k in ("edge_attr", "x_dense", "edge_x", "x_code", "x_node", "x_weight") if k in t}
+                # y as the dict's "y" or "y_soft": int64 [B] classes with
+                # hard labels, float32 [B, C] distributions under SubMix's
+                # mixed labels (README, "What a batch holds"). padded marks
+                # the repeats that fill the last rank's batches: mask them
+                # out of loss and accuracy.
                 out = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
-                               y=t["y_soft"] if t["soft"] else t["y"], **extra)
+                               y=t["y_soft"] if t["soft"] else t["y"], padded=t["padded"], graph_id=t["graph_id"],
+                               **extra)
                 out._num_graphs = t["num_graphs"]
                 out.batch_index = index
+                out.num_classes = t["num_classes"]
                 return out
             return t
 

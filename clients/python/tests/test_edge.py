@@ -1,0 +1,192 @@
+"""The trainer's edge: every tensor a training step receives equals an
+independent decode of the daemon's bytes for that batch (oracle.py:
+pyarrow's stream reader and NumPy, no augloader code), on every path a
+batch takes into a step: direct iteration, prefetch=2, Prefetcher, a
+DataLoader with 0, 2 and 3 workers (persistent or not, two epochs), the
+pooled client of two daemons, twins, layouts pyg and codes, dicts and
+PyG Batches; under torch 2.x also torchdata's StatefulDataLoader and the
+Lightning datamodule. The consumer acts as a training step does: it
+checks each batch on arrival, keeps every third for a while (checked
+again at the end) and drops the rest at once, so a buffer handed out again
+while another process still reads it (issue #44, item 1) shows as a
+difference. Runs under .venv (torch 1.13) and .venv-torch2 (make test)."""
+import json
+import os
+
+import pytest
+
+from conftest import need_torch
+from oracle import check, reference
+
+torch = need_torch()
+import augloader  # noqa: E402
+from augloader.torch import AugloaderDataset, PyGBatch, Prefetcher  # noqa: E402
+
+EPOCHS = 2
+TWINS = ["dropnode:ratio=0.2 / subgraph:ratio=0.3", "dropedge:ratio=0.2 / attrmask:ratio=0.3"]
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+@pytest.fixture(scope="module")
+def served(bins, make_synth_shards):
+    """Two daemons of one configuration (the pooled client reads both):
+    NodeSam and SubMix (mixed labels), degree one-hot features (the dense x
+    built from codes), 19 batches an epoch with a padded last one."""
+    shards = make_synth_shards(150, 9)
+    ds = [augloader.Daemon(shards, binary=str(bins / "augloader"), policy="nodesam:0.5,submix:p=0.4:0.5", seed=3,
+                           batch_size=8, workers=2, twins=TWINS) for _ in range(2)]
+    for d in ds:
+        d.start()
+    yield ds
+    for d in ds:
+        d.stop()
+
+
+_refs: dict = {}
+
+
+def ref(d, epoch, **req):
+    """The oracle's batches of one request (cached per test session)."""
+    k = (d.socket, epoch, json.dumps(req, sort_keys=True))
+    if k not in _refs:
+        _refs[k] = reference(d.socket, epoch=epoch, **req)
+    return _refs[k]
+
+
+def consume(batches, want, layout="pyg", keep_every=3):
+    """Checks every batch on arrival against want[batch_index] (in order
+    when a path gives no index), keeps every keep_every-th and drops the
+    rest at once, then checks the kept ones again; every batch once."""
+    kept, seen = [], []
+    for i, b in enumerate(batches):
+        items = b if isinstance(b, (tuple, list)) else (b,)  # DataLoader makes a twin tuple a list
+        first = items[0]
+        idx = first.get("batch_index", i) if isinstance(first, dict) else getattr(first, "batch_index", i)
+        w = want[idx]
+        ws = w if isinstance(w, list) else [w]
+        assert len(items) == len(ws), f"batch {idx}: {len(items)} twins, want {len(ws)}"
+        for t, (g, x) in enumerate(zip(items, ws)):
+            check(g, x, f"batch {idx} twin {t} on arrival", layout)
+        seen.append(idx)
+        if i % keep_every == 0:
+            kept.append((idx, items, ws))
+        del b, items, first
+    for idx, items, ws in kept:
+        for t, (g, x) in enumerate(zip(items, ws)):
+            check(g, x, f"batch {idx} twin {t}, kept", layout)
+    assert seen == list(range(len(want))), f"batches {seen}, want 0..{len(want) - 1} once each, in order"
+
+
+def pyg_choices():
+    return [False, True] if PyGBatch is not None else [False]
+
+
+@pytest.mark.parametrize("layout", ["pyg", "codes"])
+@pytest.mark.parametrize("pyg", pyg_choices())
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_direct(served, layout, pyg, prefetch):
+    ds = AugloaderDataset(served[0].url, layout=layout, pyg=pyg, prefetch=prefetch)
+    for e in range(EPOCHS):
+        ds.set_epoch(e)
+        consume(ds, ref(served[0], e), layout)
+
+
+@pytest.mark.parametrize("layout", ["pyg", "codes"])
+def test_prefetcher(served, layout):
+    client = augloader.connect(served[0].url)
+    consume(Prefetcher(client.epoch(1), layout=layout, depth=3), ref(served[0], 1), layout)
+
+
+@pytest.mark.parametrize("workers,persistent", [(0, False), (2, False), (2, True), (3, True)])
+@pytest.mark.parametrize("pyg", pyg_choices())
+def test_dataloader(served, workers, persistent, pyg):
+    ds = AugloaderDataset(served[0].url, pyg=pyg)
+    kw = dict(num_workers=workers, persistent_workers=persistent) if workers else {}
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, **kw)
+    for e in range(EPOCHS):
+        ds.set_epoch(e)
+        consume(dl, ref(served[0], e))
+
+
+def test_pooled(served):
+    """Two daemons of one configuration read as one (docs/deploy.md), in a
+    DataLoader with 2 workers too."""
+    urls = [d.url for d in served]
+    ds = AugloaderDataset(urls, pyg=False)
+    consume(ds, ref(served[0], 0))
+    ds.set_epoch(1)
+    consume(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2), ref(served[0], 1))
+    tw = AugloaderDataset(urls, pyg=False, twins=2)
+    consume(tw, ref(served[0], 0, twins=2))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("layout", ["pyg", "codes"])
+def test_twins(served, workers, layout):
+    ds = AugloaderDataset(served[0].url, pyg=False, layout=layout, twins=2, twin_weights=[1, 3])
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers) if workers else ds
+    for e in range(EPOCHS):
+        ds.set_epoch(e)
+        consume(dl, ref(served[0], e, twins=2, twin_weights=[1.0, 3.0]), layout)
+
+
+@pytest.mark.skipif(not TORCH2, reason="torchdata's StatefulDataLoader needs torch 2.x (make test runs this in .venv-torch2)")
+@pytest.mark.parametrize("workers", [0, 2, 3])
+def test_stateful_dataloader(served, workers):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    ds = AugloaderDataset(served[0].url, pyg=False)
+    kw = dict(num_workers=workers, persistent_workers=True) if workers else {}
+    dl = StatefulDataLoader(ds, batch_size=None, **kw)
+    for e in range(EPOCHS):
+        ds.set_epoch(e)
+        consume(dl, ref(served[0], e))
+
+
+@pytest.mark.skipif(not TORCH2, reason="Lightning needs torch 2.x (make test runs this in .venv-torch2)")
+def test_lightning(served, tmp_path):
+    """What Lightning's training_step receives, two epochs."""
+    import lightning.pytorch as pl
+
+    from augloader.lightning import AugloaderDataModule
+
+    got = {}
+
+    class Step(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch, i):
+            e = self.current_epoch
+            got.setdefault(e, []).append(batch["batch_index"])
+            check(batch, ref(served[0], e)[batch["batch_index"]], f"epoch {e} batch {batch['batch_index']} in training_step")
+            return (self.w * 0).sum() + self.w.sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    trainer = pl.Trainer(max_epochs=EPOCHS, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer.fit(Step(), datamodule=AugloaderDataModule(served[0].url, pyg=False))
+    assert {e: v for e, v in got.items()} == {e: list(range(len(ref(served[0], e)))) for e in range(EPOCHS)}
+
+
+def test_oracle_sees_a_wrong_x(served):
+    """The oracle fails when x is not the daemon's (so a pass means
+    something): one entry changed."""
+    ds = AugloaderDataset(served[0].url, pyg=False)
+    t = next(iter(ds))
+    t["x"] = t["x"].clone()
+    t["x"][0, 0] += 1
+    with pytest.raises(AssertionError, match="x differs"):
+        check(t, ref(served[0], 0)[0], "batch 0")
+
+
+if os.environ.get("AUGLOADER_EDGE_SOAK"):  # a longer run: many epochs through 2 workers
+    def test_soak(served):
+        ds = AugloaderDataset(served[0].url, pyg=False)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+        for e in range(int(os.environ["AUGLOADER_EDGE_SOAK"])):
+            ds.set_epoch(e)
+            consume(dl, ref(served[0], e))
