@@ -174,12 +174,25 @@ def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, star
     if view:
         req["view"] = str(view)
     if resume:
-        req["resume"] = [{"world": int(p["world"]), "graphs": [int(g) for g in p["graphs"]]} for p in resume]
+        # Integers as ints (NumPy's too); anything else is left for the
+        # request's check, which names it.
+        req["resume"] = [{k: ([_index(g) for g in v] if k == "graphs" and isinstance(v, (list, tuple)) else _index(v))
+                          for k, v in p.items()} if isinstance(p, dict) else p for p in resume]
     if twins:
         req["twins"] = int(twins)
     if twin_weights is not None and len(twin_weights):
         req["twin_weights"] = [float(w) for w in twin_weights]
     return req
+
+
+def _index(v):
+    """v as an int when it is an integer of any kind (a NumPy int), else v."""
+    import operator
+
+    try:
+        return operator.index(v)
+    except TypeError:
+        return v
 
 
 def connect(url, token: Optional[str] = None, timeout: Optional[float] = None, *,

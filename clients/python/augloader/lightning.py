@@ -14,7 +14,10 @@ step is about to use), so a checkpoint taken after step k resumes at batch
 k + 1, not k + 2 (a LightningModule that defines its own
 ``on_before_batch_transfer`` should call ``datamodule.received(batch)``
 in it). Lightning sets the epoch at every epoch's start (the loader's
-``sampler.set_epoch``). Uses ``lightning.pytorch``, or ``pytorch_lightning``
+``sampler.set_epoch``; on a resumed fit it makes an epoch's iterator before
+that call, so the datamodule sets the epoch Lightning is about to train
+itself, and a state from an epoch's last batch resumes at the next epoch's
+start, as Lightning does). Uses ``lightning.pytorch``, or ``pytorch_lightning``
 when only that is installed.
 """
 from __future__ import annotations
@@ -49,6 +52,12 @@ class _TrainLoader:
 
     def load_state_dict(self, state: dict) -> None:
         self.dataset.load_state_dict(state)
+        # A state from an epoch's last batch: Lightning knew it was the last
+        # (it fetches one ahead) and resumes with the next epoch, but it
+        # makes that epoch's iterator now, before it calls set_epoch. The
+        # next epoch from its start is what it trains.
+        if self.dataset.loaded_epoch_done:
+            self.dataset.set_epoch(self.dataset.epoch + 1)
 
 
 class AugloaderDataModule(pl.LightningDataModule):
@@ -68,6 +77,13 @@ class AugloaderDataModule(pl.LightningDataModule):
     def train_dataloader(self):
         self._train = AugloaderDataset(self.url, view=self.view, batches_per_epoch=self.batches_per_epoch,
                                        drop_last=self.drop_last, commit="manual", **self.kw)
+        if self.trainer is not None:
+            # The epoch Lightning trains next (what it will pass to
+            # set_epoch): a resumed fit makes the epoch's iterator, and
+            # fetches its first batch, before it calls set_epoch, so the
+            # dataset must already be at that epoch (a fit resumed after
+            # epoch e trained epoch 0's batches as epoch e + 1 otherwise).
+            self._train.set_epoch(self.trainer.fit_loop.epoch_progress.current.processed)
         return _TrainLoader(self._train)
 
     def val_dataloader(self):

@@ -639,12 +639,23 @@ class AugloaderDataset(IterableDataset):
         dropped, with a warning."""
         epoch = _wire.check_epoch(epoch)
         if self._loaded is not None and self._loaded.epoch != epoch:
+            if self.loaded_epoch_done and epoch == self._loaded.epoch + 1:
+                self._loaded = None  # its epoch is done: the next starts whole, nothing is dropped
+        if self._loaded is not None and self._loaded.epoch != epoch:
             warnings.warn(f"augloader: set_epoch({epoch}) after loading a state of epoch {self._loaded.epoch}: the saved "
                           f"position is dropped and epoch {epoch} starts at its first batch", stacklevel=2)
             self._loaded = None
         if self._progress is not None and self._progress.epoch != epoch:
             self._progress = None
         self.epoch = epoch
+
+    @property
+    def loaded_epoch_done(self) -> bool:
+        """Whether a loaded state, not yet iterated, is at its epoch's end
+        (every batch of the rank's epoch received): the next epoch is the
+        one to read."""
+        p = self._loaded
+        return p is not None and p.worker is None and p.total is not None and p.own()[0] >= p.total
 
     @property
     def twin_weights(self) -> list:

@@ -118,3 +118,24 @@ def check(got, want: dict, where: str, layout: str = "pyg") -> None:
         y = want["y_soft"] if want["soft"] else want["y"]
         assert np.array_equal(_np(got.y), y), f"{where}: y differs from the daemon's bytes"
         assert got.num_classes == want["num_classes"], f"{where}: num_classes differs"
+
+
+def graph_digests(t) -> list:
+    """(graph id, padded, digest of its content) for each graph of a batch
+    (a to_tensors dict, or one of reference()'s): its edges with node ids
+    from 0, its one-hot rows and its label distribution, so a graph's
+    digest does not depend on the batch it came in."""
+    import hashlib
+
+    ptr, ei, x, ys = (_np(t[k]) for k in ("ptr", "edge_index", "x", "y_soft"))
+    gid, padded = _np(t["graph_id"]), _np(t["padded"])
+    owner = np.repeat(np.arange(len(gid)), np.diff(ptr))[ei[0]] if ei.shape[1] else np.zeros(0, dtype=np.int64)
+    out = []
+    for i in range(len(gid)):
+        a, b = int(ptr[i]), int(ptr[i + 1])
+        h = hashlib.sha256()
+        for part in (np.ascontiguousarray(ei[:, owner == i] - a, dtype=np.int64), np.ascontiguousarray(x[a:b]),
+                     np.ascontiguousarray(ys[i], dtype=np.float32)):
+            h.update(part.tobytes())
+        out.append((int(gid[i]), bool(padded[i]), h.hexdigest()))
+    return out

@@ -116,6 +116,22 @@ def test_other_worker_count(served, workers, resumed):
     assert [key(t) for t in dl2] == full[5:]
 
 
+@pytest.mark.parametrize("workers,taken", [(2, 1), (3, 1), (3, 2), (3, 0)])
+def test_dataset_state_before_every_worker_delivered(served, workers, taken):
+    """Issue #44, item 9: a StatefulDataLoader state taken before every
+    worker has delivered a batch of the epoch (taken < workers) turns into
+    the dataset's own state, which continues in a loader without workers
+    (b497eeb refused it: the idle workers' states had no worker position)."""
+    ds, dl = loader(served.url, workers)
+    full = rest(ds, dl, 0, 1)[0]
+    ds, dl = loader(served.url, workers)
+    head, st = take(dl, taken)
+    assert head == full[:taken]
+    ds2, dl2 = loader(served.url, 0)
+    ds2.load_state_dict(dataset_state(st))
+    assert [key(t) for t in dl2] == full[taken:]
+
+
 def run_ranks(url, world, tmp, tag, **flags):
     """world processes of dist_resume.py; each rank's received batches."""
     init = tmp / f"init-{tag}"
@@ -154,6 +170,26 @@ def test_elastic_distributed_checkpoint(served, tmp_path, resumed_world):
     got = [(b["ids"][0], b["digest"]) for b in first + second if not b["padded"][0]]
     assert sorted(g for g, _ in got) == sorted(one), "the epoch's graphs are not each delivered once"
     assert all(d == one[g] for g, d in got), "a graph's bytes differ from the uninterrupted epoch's"
+
+
+@pytest.mark.parametrize("stops,then", [("3,5", 2), ("5,3", 3), ("0,4", 1)])
+def test_state_saved_right_after_a_load(served, tmp_path, stops, then):
+    """Issue #44, item 2: 2 ranks stop at uneven batches and save; the next
+    run loads that state at world `then` and saves again at once, before
+    any batch (a checkpoint callback that fires right after a resume), and
+    stops there; a third run loads that state and reads to the end. Every
+    graph once, in the uninterrupted bytes (b497eeb recorded every rank at
+    rank 0's position: 32 graphs twice, or never)."""
+    one = {t["graph_id"].item(): t["digest"] for t in dataset(served.url, batch_size=1)}
+    a, b = tmp_path / "a", tmp_path / "b"
+    first = run_ranks(served.url, 2, tmp_path, "a", stops=stops, save=a)
+    mid = run_ranks(served.url, then, tmp_path, "b", load=a, resave=b, stops=",".join(["0"] * then))
+    assert mid == []
+    last = run_ranks(served.url, then, tmp_path, "c", load=b)
+    got = [(x["ids"][0], x["digest"]) for x in first + last if not x["padded"][0]]
+    ids = sorted(g for g, _ in got)
+    assert ids == sorted(one), f"{len(ids)} deliveries of {len(one)} graphs: twice {sorted({g for g in ids if ids.count(g) > 1})}"
+    assert all(d == one[g] for g, d in got)
 
 
 class _Stop(Exception):
@@ -207,3 +243,25 @@ def test_lightning_resume(served, tmp_path):
     trainer(tmp_path, enable_checkpointing=False).fit(Recorder(resumed), datamodule=AugloaderDataModule(served.url, pyg=False),
                                                       ckpt_path=tmp_path / "ck" / "step=3.ckpt")
     assert read(resumed) == full[3:]
+
+
+@pytest.mark.parametrize("where", ["last_step", "epoch_end"])
+def test_lightning_resume_at_an_epoch_boundary(served, tmp_path, where):
+    """Issue #44, item 9: a fit resumed from the checkpoint of epoch 0's
+    last step (every_n_train_steps), or from the one saved at its end
+    (every_n_epochs), trains epoch 1 whole, its own batches (b497eeb
+    trained 0 batches and exited 0: Lightning makes the resumed epoch's
+    iterator before it calls set_epoch; the datamodule sets the epoch)."""
+    def read(p):
+        return [tuple(json.loads(line)[1]) for line in open(p)]
+
+    ref = tmp_path / "ref.jsonl"
+    trainer(tmp_path, enable_checkpointing=False).fit(Recorder(ref), datamodule=AugloaderDataModule(served.url, pyg=False))
+    full = read(ref)
+    every = dict(every_n_train_steps=10) if where == "last_step" else dict(every_n_epochs=1, save_on_train_epoch_end=True)
+    ck = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ck", filename="{epoch}-{step}", save_top_k=-1, **every)
+    trainer(tmp_path, callbacks=[ck]).fit(Recorder(tmp_path / "first.jsonl"), datamodule=AugloaderDataModule(served.url, pyg=False))
+    resumed = tmp_path / "resumed.jsonl"
+    trainer(tmp_path, enable_checkpointing=False).fit(Recorder(resumed), datamodule=AugloaderDataModule(served.url, pyg=False),
+                                                      ckpt_path=tmp_path / "ck" / "epoch=0-step=10.ckpt")
+    assert read(resumed) == full[10:]
