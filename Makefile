@@ -54,7 +54,10 @@ test: venv
 	$(MAKE) --no-print-directory test-torch2
 
 # The checkpoint tests that need torch 2.x (StatefulDataLoader, Lightning,
-# torch.distributed.checkpoint), and the tensor tests again (the one-hot
+# torch.distributed.checkpoint), the trainer's-edge oracle, the resume
+# model and the state checks again (torch 2.x moves a worker's tensors to
+# shared memory and counts storage uses: b497eeb's one-hot buffers went
+# wrong only there), and the tensor tests again (the one-hot
 # buffers' reuse rests on torch 2.x's storage use count, which .venv's
 # torch lacks: a torch 2.9 change went unseen there), in their own venv: .venv keeps Debian's
 # torch 1.13 (small, CPU) for everything else. The client comes from the
@@ -69,7 +72,8 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 	touch $@
 
 test-torch2: $(VENV2)/.stamp
-	AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py
+	AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py \
+	  clients/python/tests/test_edge.py clients/python/tests/test_resume_model.py clients/python/tests/test_state_checks.py
 
 race:
 	$(GO) test -race -count=1 ./...

@@ -55,6 +55,40 @@ def ours(url, epoch, layout):
     return timed(run)
 
 
+def through_loader(url, epochs, layout, workers):
+    """The same epochs through AugloaderDataset in a torch DataLoader
+    (batch_size=None: the daemon batches), workers 0 or W persistent ones
+    (each reads every W-th batch and makes its tensors; the trainer
+    receives them through shared memory): per epoch, wall and the trainer
+    process's CPU. The first epoch warms the workers and is not counted."""
+    import torch
+
+    from augloader.torch import AugloaderDataset
+
+    ds = AugloaderDataset(url, pyg=False, layout=layout)
+    kw = dict(num_workers=workers, persistent_workers=True) if workers else {}
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, **kw)
+
+    def run(e):
+        def one():
+            ds.set_epoch(e)
+            return sum(t["num_graphs"] for t in dl)
+        return timed(one)
+    run(99)
+    return [run(e) for e in range(epochs)]
+
+
+def buffer_mode():
+    """How the dense one-hot x's buffers are reused on this torch: by its
+    storage use count (torch 2.x) or, where torch has none, NumPy arrays
+    idle by reference count."""
+    import torch
+
+    from augloader.torch import _ONE_HOT
+
+    return torch.__version__.split("+")[0], "use-count" if _ONE_HOT.enabled else "numpy-refcount"
+
+
 def clients(bin_dir, d, epochs):
     """The Go client (augloader fetch, its own seconds) against the Python
     client reading the same daemon's epochs, without and with digests
@@ -189,6 +223,11 @@ def main():
                 ours(url, 99, layout)  # warm: the daemon's indexes, the client's imports
                 record(f"augloader/{t}/{layout}", [ours(url, e, layout) for e in range(args.epochs)],
                        transport=t, layout=layout)
+                for workers in (0, 2):
+                    record(f"augloader/{t}/{layout}/loader-workers={workers}", through_loader(url, args.epochs, layout, workers),
+                           transport=t, layout=layout, workers=workers)
+        version, mode = buffer_mode()
+        print(f"RESULT kind=buffers torch={version} mode={mode}", flush=True)
         for name, wall in clients(args.bin, d, args.epochs).items():
             print(f"{name:40s} read {wall:.3f} s", flush=True)
             print(f"RESULT kind=client name={name} wall_s={wall:.4f} epochs={args.epochs}", flush=True)

@@ -199,7 +199,7 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
         model.train()
         train.set_epoch(epoch)
         if sums is None:
-            sums = {"loss": 0.0, "correct": 0, "total": 0, "wait": 0.0, "step": 0.0}
+            sums = {"loss": 0.0, "correct": 0, "total": 0, "kept": 0, "wait": 0.0, "step": 0.0}
         t0 = time.perf_counter()
         for t in train:
             t1 = time.perf_counter()
@@ -211,15 +211,19 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
             opt.step()
             n = t["num_graphs"]
             sums["loss"] += float(loss) * n
-            sums["correct"] += int((logits.argmax(1) == t["y"]).sum())
+            # The loss trains on the padded repeats (as DistributedSampler's
+            # padding does); the accuracy counts each graph once.
+            keep = ~t["padded"]
+            sums["correct"] += int((logits.argmax(1) == t["y"])[keep].sum())
             sums["total"] += n
+            sums["kept"] = sums.get("kept", 0) + int(keep.sum())  # a checkpoint before the field lacks it
             steps += 1
             if checkpoint and every and steps % every == 0:
                 save(epoch)
             t0 = time.perf_counter()
             sums["step"] += t0 - t1
         sched.step()
-        row = {"epoch": epoch, "loss": sums["loss"] / sums["total"], "train_acc": sums["correct"] / sums["total"],
+        row = {"epoch": epoch, "loss": sums["loss"] / sums["total"], "train_acc": sums["correct"] / max(sums["kept"], 1),
                "data_wait_s": sums["wait"], "step_s": sums["step"]}
         sums = None
         if test is not None:

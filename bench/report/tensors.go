@@ -79,6 +79,20 @@ func (pg *page) tensorGoals() []goal {
 	return gs
 }
 
+// bufferMode says how the run's torch reused the dense x's buffers, as
+// bench/python_tensors.py recorded it (the page once claimed a storage
+// use count the bench venv's torch 1.13 does not have).
+func (pg *page) bufferMode() string {
+	m, ok := rowWith(pg.tensors, "kind", "buffers")
+	if !ok {
+		return "built in reused buffers; the run did not record how"
+	}
+	if m["mode"] == "use-count" {
+		return "built in reused buffers, each taken again once torch " + m["torch"] + "'s storage use count says nothing refers to it"
+	}
+	return "built in reused buffers: torch " + m["torch"] + " has no storage use count, so NumPy buffers are taken again once their reference count says nothing refers to them"
+}
+
 // writeTensors: the trainer's cost per batch (step tensors).
 func (pg *page) writeTensors(w *bytes.Buffer) {
 	if !section(w, "The trainer's cost per batch (`bench/python_tensors.py`)", "tensors.txt", pg.tensors) {
@@ -89,10 +103,13 @@ func (pg *page) writeTensors(w *bytes.Buffer) {
 		"PyG 2.5.3's `DataLoader` applying `dropout_edge(p=0.2)` per graph, in every configuration of workers and persistence, "+
 		"the fastest by wall time taken as the peer. Per epoch (median of 5): wall time, and the CPU time of the trainer process "+
 		"itself (`getrusage`, user + system; DataLoader workers are other processes). Layout `pyg`: PyG's `Batch` fields, "+
-		"the dense one-hot `x` [N, 369] float32 (built in reused buffers: the bench venv's torch has the storage use count they need) "+
+		"the dense one-hot `x` [N, 369] float32 (%s) "+
 		"and int64 `edge_index`; layout `codes`: no dense `x`, the int32 codes, nodes and "+
-		"weights (`CodeEmbedding` takes them) against PyG holding the int64 degree code as `x`. No GPU was measured here "+
-		"(no device machine was lent to this run). %s\n\n", pg.command("tensors"), pg.machineLine())
+		"weights (`CodeEmbedding` takes them) against PyG holding the int64 degree code as `x`. "+
+		"`…/loader-workers=W`: the same epochs through `AugloaderDataset` in torch's `DataLoader(batch_size=None)`, "+
+		"W = 0 in the trainer, W = 2 persistent workers making the tensors (the dense `x` in a fresh array each batch: a worker "+
+		"never reuses a buffer the trainer reads from shared memory) and the trainer receiving them. No GPU was measured here "+
+		"(no device machine was lent to this run). %s\n\n", pg.bufferMode(), pg.command("tensors"), pg.machineLine())
 	fmt.Fprintf(w, "| configuration | wall s/epoch | trainer CPU s/epoch |\n|---|---:|---:|\n")
 	for _, m := range pg.tensors {
 		if m["kind"] == "tensors" {

@@ -121,16 +121,18 @@ def test_ogb_csv_layout_equals_ogb_loader(bins, daemon, tmp_path, nci):
     assert masked == sum(int(n) // 2 for b in bs for n in np.diff(b.ptr))
 
 
-def write_ogb_npz(base, mols):
+def write_ogb_npz(base, mols, y=None, task="regression"):
     """The layout ogb.io.DatasetSaver writes (raw/data.npz,
     raw/graph-label.npz, split/scaffold/split_dict.pt), the same targets
-    as write_ogb_csv; returns the folder and the saver's meta dict."""
+    as write_ogb_csv (or y [graphs, tasks]); returns the folder and the
+    saver's meta dict."""
     from ogb.io import DatasetSaver
     saver = DatasetSaver(dataset_name="ogbg-nci", is_hetero=False, version=1, root=str(base))
     saver.save_graph_list([{"edge_index": g["edge_index"], "num_nodes": g["num_nodes"],
                             "node_feat": g["node_feat"], "edge_feat": g["edge_feat"]} for g, _ in mols])
-    y = np.array([[tpsa, np.nan if i % 3 == 0 else float(g["num_nodes"]) / 10]
-                  for i, (g, tpsa) in enumerate(mols)])
+    if y is None:
+        y = np.array([[tpsa, np.nan if i % 3 == 0 else float(g["num_nodes"]) / 10]
+                      for i, (g, tpsa) in enumerate(mols)])
     saver.save_target_labels(y)
     n = len(mols)
     ids = np.random.default_rng(0).permutation(n)
@@ -140,7 +142,8 @@ def write_ogb_npz(base, mols):
     mapping.mkdir()
     (mapping / "README.md").write_text("graph ids are the NCI molecules' order\n")
     saver.copy_mapping_dir(str(mapping))
-    saver.save_task_info(task_type="regression", eval_metric="mae", num_classes=-1)
+    saver.save_task_info(task_type=task, eval_metric="mae" if task == "regression" else "ap",
+                         num_classes=-1 if task == "regression" else 2)
     meta = saver.get_meta_dict()
     return pathlib.Path(meta["dir_path"]), meta
 
@@ -285,6 +288,25 @@ def test_write_shards_of_a_pyg_dataset(bins, daemon, tmp_path, nci):
     out = augloader.write_shards(ds, tmp_path / "nci.shards", shardconv=str(bins / "shardconv"))
     man = (out / "manifest.json").read_text()
     assert '"kind": "regression"' in man and '"targets": 2' in man and '"node_feat_8"' in man
+    compare(ds, served(daemon, out))
+
+
+def test_write_shards_of_many_sparse_targets(bins, daemon, tmp_path):
+    """Issue #44, item 8: 1,017 molecules with 300 binary tasks, almost all
+    missing (a ChEMBL-like multi-task set), loaded by OGB's
+    PygGraphPropPredDataset and written by write_shards: converted and
+    served graph for graph (b497eeb refused the 60 KB table as a
+    decompression bomb: its bound counted the decoder's level buffers)."""
+    from ogb.graphproppred import PygGraphPropPredDataset
+    mols = molecules(1017)
+    rng = np.random.default_rng(8)
+    y = np.full((len(mols), 300), np.nan)
+    for i in range(len(mols)):
+        y[i, rng.choice(300, size=3, replace=False)] = rng.integers(0, 2, size=3)
+    root, meta = write_ogb_npz(tmp_path, mols, y=y, task="binary classification")
+    ds = PygGraphPropPredDataset("ogbg-nci", meta_dict=meta)
+    out = augloader.write_shards(ds, tmp_path / "many.shards", shardconv=str(bins / "shardconv"))
+    assert '"targets": 300' in (out / "manifest.json").read_text()
     compare(ds, served(daemon, out))
 
 
