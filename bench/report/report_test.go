@@ -272,8 +272,17 @@ func TestTwinsSection(t *testing.T) {
 		"| `augloader/shm/pyg/bs=128` | 128 | 0.200 | 0.100 |",
 		"- `augloader/shm/pyg/bs=128` against PyG at its fastest (`pyg/pyg/bs=128/workers=2/persistent`): 10.5× the wall time, 3.30× the trainer CPU",
 		"- `REDDIT-BINARY/augloader/shm/pyg/bs=128` against PyG at its fastest (`REDDIT-BINARY/pyg/pyg/bs=128/workers=2`): 2.0× the wall time",
-		"pyg layout over socket: 8.4× (0.250 vs 2.100 s; trainer CPU 0.160 vs 0.330 s); pyg layout over shm: 10.5× (0.200 vs 2.100 s; trainer CPU 0.100 vs 0.330 s) | **met**",
+		"pyg layout over socket: 8.4× (0.250 vs 2.100 s; trainer CPU 0.160 vs 0.330 s); pyg layout over shm: 10.5× (0.200 vs 2.100 s; trainer CPU 0.100 vs 0.330 s) | **not met**",
 	)
+	// Every case at 10x or more: met.
+	raw, err := os.ReadFile(filepath.Join(dir, "twins.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twins := strings.ReplaceAll(string(raw), "ours_wall_s=0.2500", "ours_wall_s=0.2000")
+	dir = writeFiles(t, map[string]string{"commands.tsv": "twins\tbash bench/python_twins.sh\n", "twins.txt": twins})
+	page, _ = renderPage(t, dir)
+	pageHas(t, page, "pyg layout over socket: 10.5× (0.200 vs 2.100 s; trainer CPU 0.160 vs 0.330 s); pyg layout over shm: 10.5× (0.200 vs 2.100 s; trainer CPU 0.100 vs 0.330 s) | **met**")
 }
 
 // The large section: conversion rows, the limited and cached serving rows,

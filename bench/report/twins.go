@@ -12,7 +12,9 @@ import (
 // at its fastest, in each layout and over each transport.
 func (pg *page) twinGoals() []goal {
 	var parts []string
-	met, measured := false, false
+	// All of: the goal says "in each layout and over each transport" (a
+	// rule of any one case marked it met with the socket cases at 8×).
+	met, measured := true, false
 	for _, layout := range []string{"pyg", "codes"} {
 		for _, t := range []string{"socket", "shm"} {
 			m, ok := rowWith(pg.twins, "kind", "fastest", "layout", layout, "transport", t)
@@ -21,7 +23,7 @@ func (pg *page) twinGoals() []goal {
 			}
 			r := num(m, "wall_s") / num(m, "ours_wall_s")
 			measured = measured || !math.IsNaN(r)
-			met = met || r >= 10
+			met = met && r >= 10
 			parts = append(parts, fmt.Sprintf("%s layout over %s: %.1f× (%s vs %s s; trainer CPU %s vs %s s)", layout, t, r,
 				fs(num(m, "ours_wall_s")), fs(num(m, "wall_s")), fs(num(m, "ours_cpu_s")), fs(num(m, "cpu_s"))))
 		}
@@ -31,8 +33,8 @@ func (pg *page) twinGoals() []goal {
 	}
 	peer, _ := rowWith(pg.twins, "kind", "fastest", "layout", "pyg")
 	return []goal{{"#38", fmt.Sprintf("a COLLAB epoch of two views of every graph (node dropping 10%% / subgraph 20%%) into PyG Batches ≥ 10× "+
-		"GraphCL's augmentations in a PyG `Dataset.get` at its fastest (%s), same pair, same batch size (met when one "+
-		"layout and transport is; each is shown)", strings.TrimPrefix(peer["name"], "pyg/")),
+		"GraphCL's augmentations in a PyG `Dataset.get` at its fastest (%s), same pair, same batch size, in each layout and over each "+
+		"transport (met when every case is; each is shown)", strings.TrimPrefix(peer["name"], "pyg/")),
 		strings.Join(parts, "; "), met, measured, false}}
 }
 
