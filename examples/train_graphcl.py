@@ -27,6 +27,9 @@ attribute masking 10%, uniformly), random2, random3, nodesam and submix
 (the WWW'22 paper's augmentations as GraphCL views), or pairs (both twins
 augmented). --twins gives sets by hand. Prints one "epoch E loss L" line
 an epoch and one "seed S accuracy A" line a seed.
+
+Needs torch and, to score (--eval svm, the default), scikit-learn; both are
+checked before anything runs.
 """
 from __future__ import annotations
 
@@ -221,13 +224,21 @@ def main(argv=None):
     p.add_argument("--hidden", type=int, default=32, help="hidden units per layer (GraphCL's 32)")
     p.add_argument("--layers", type=int, default=3, help="GIN layers (GraphCL's go.sh: 3)")
     p.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate")
-    p.add_argument("--eval", choices=("svm", "none"), default="svm", help="score the embeddings (svm) or only train")
+    p.add_argument("--eval", choices=("svm", "none"), default="svm",
+                   help="score the embeddings (svm: needs scikit-learn, pip install scikit-learn) or only train")
     p.add_argument("--features", choices=("shards", "constant"), default="shards",
                    help="node features: the shards' (one-hot labels or degree), or a constant 1 (GraphCL's code for IMDB, COLLAB, REDDIT)")
     p.add_argument("--daemon-workers", type=int, default=1, help="the daemon's augmentation workers")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
+    if args.eval == "svm":
+        # Checked before any training: the scores need scikit-learn's SVM,
+        # which the package does not depend on.
+        try:
+            import sklearn  # noqa: F401
+        except ImportError:
+            p.error("--eval svm needs scikit-learn (pip install scikit-learn), or give --eval none to only train")
     torch.set_num_threads(args.threads)
     global CONSTANT
     CONSTANT = args.features == "constant"

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -740,13 +741,28 @@ func (w *Writer) closeShard() error {
 // counts, format and tool version are filled in here) and renames the folder
 // into place. After Finish the Writer is done.
 func (w *Writer) Finish(m Manifest) (*Manifest, error) {
+	return w.FinishContext(context.Background(), m)
+}
+
+// FinishContext is Finish, stopped by ctx: under Opts.Order the graphs are
+// written here, all of them, so it checks ctx between graphs, and once
+// more just before the folder is renamed into place. Once cancelled it
+// returns ctx's error and commits nothing (an existing folder stays as it
+// was; the caller Aborts): a SIGTERM during a random-order write was
+// otherwise honoured only after the output had replaced the old one.
+func (w *Writer) FinishContext(ctx context.Context, m Manifest) (*Manifest, error) {
 	if w.opts.Order != "" {
 		o, err := newGraphOrder(w.opts.Order, int64(len(w.held)))
 		if err != nil {
 			return nil, fmt.Errorf("shard: %w", err)
 		}
 		w.order = o
-		for _, id := range o.ids {
+		for i, id := range o.ids {
+			if i&255 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
 			if err := w.add(&w.held[id]); err != nil {
 				return nil, err
 			}
@@ -800,6 +816,9 @@ func (w *Writer) Finish(m Manifest) (*Manifest, error) {
 	}
 	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, ManifestName), data, 0o644); err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if err := w.td.Commit(); err != nil {
 		return nil, fmt.Errorf("shard: %w", err)

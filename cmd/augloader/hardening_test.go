@@ -374,3 +374,50 @@ func checkPermuteAll(t *testing.T, app *cli.App) {
 		}
 	}
 }
+
+// serve --remove-on-exit removes its launcher's folder and nothing else
+// (issue #45): a path through a symlink and "..", or a user's own folder
+// named augloader-*, is refused before the daemon serves, and everything
+// stays; a launcher's marked folder is removed at exit. b497eeb checked
+// the cleaned name and removed the path as given: everything under the
+// symlink target's parent went.
+func TestRemoveOnExitOnlyTheLaunchersFolder(t *testing.T) {
+	shards := fixture.SynthShards(t, "COLLAB", 20, 1)
+	s := t.TempDir()
+	for _, d := range []string{"userdata/inner", "augloader-run", "augloader-results"} {
+		if err := os.MkdirAll(filepath.Join(s, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	precious := filepath.Join(s, "userdata", "precious")
+	os.WriteFile(precious, []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(s, "augloader-results", "results.csv"), []byte("1\n"), 0o644)
+	os.WriteFile(filepath.Join(s, "augloader-run", ".augloader-launcher"), []byte("test\n"), 0o644)
+	if err := os.Symlink(filepath.Join(s, "userdata", "inner"), filepath.Join(s, "augloader-run", "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{s + "/augloader-run/link/..", filepath.Join(s, "augloader-results")} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "serve", "--socket", filepath.Join(t.TempDir(), "aug.sock"), "--shards", shards,
+			"--remove-on-exit", dir, "--exit-when-stdin-closes")
+		cmd.Stdin = strings.NewReader("") // a daemon that started anyway stops at once (and removes)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), "--remove-on-exit") {
+			t.Errorf("--remove-on-exit %s: %v, %s; want a refusal", dir, err, out)
+		}
+	}
+	for _, p := range []string{precious, filepath.Join(s, "augloader-results", "results.csv"), filepath.Join(s, "augloader-run")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s lost: %v", p, err)
+		}
+	}
+	d := startDaemon(t, "", "--shards", shards, "--remove-on-exit", filepath.Join(s, "augloader-run"))
+	d.stop(t)
+	if _, err := os.Lstat(filepath.Join(s, "augloader-run")); !os.IsNotExist(err) {
+		t.Fatalf("the launcher's folder is still there: %v", err)
+	}
+	if _, err := os.Stat(precious); err != nil {
+		t.Fatalf("removed through the folder's symlink: %v", err)
+	}
+}

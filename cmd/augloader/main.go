@@ -17,7 +17,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -162,16 +161,21 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
 			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
 			&cli.BoolFlag{Name: "exit-when-stdin-closes", Usage: "stop, as on SIGTERM, when standard input reaches its end: a launcher that holds a pipe to it (augloader.Daemon does) takes the daemon with it however it ends, SIGKILL included"},
-			&cli.StringFlag{Name: "remove-on-exit", Usage: "remove this folder when the daemon exits: the one a launcher made for the socket and log (its name must start with augloader-)"},
-			&cli.StringSliceFlag{Name: "twins", Usage: "a twin set, repeatable: 'A / B' (2 to 4 schedules separated by /, e.g. 'dropnode:p=0.2 / subgraph:ratio=0.2'): a request with twins=k gets k differently augmented, aligned copies of every graph, each graph's set drawn over the sets by the request's twin_weights (GraphCL, JOAO; docs/contrastive.md)"},
+			&cli.StringFlag{Name: "remove-on-exit", Usage: "remove this folder when the daemon exits: the one a launcher made for the socket and log (named augloader-*, holding the launcher's .augloader-launcher file, given by its own path; removed only if it is still that folder, never through a symlink)"},
+			&cli.StringSliceFlag{Name: "twins", Usage: "a twin set, repeatable: 'A / B' (2 to 4 schedules separated by /, e.g. 'dropnode:ratio=0.2 / subgraph:ratio=0.2'): a request with twins=k gets k differently augmented, aligned copies of every graph, each graph's set drawn over the sets by the request's twin_weights (GraphCL, JOAO; docs/contrastive.md)"},
 		}, loaderFlags...),
 		Action: func(c *cli.Context) error {
 			log := logger()
 			if dir := c.String("remove-on-exit"); dir != "" {
-				if !strings.HasPrefix(filepath.Base(filepath.Clean(dir)), "augloader-") {
-					return fmt.Errorf("--remove-on-exit %s: only a folder whose name starts with augloader- (a launcher's own) is removed", dir)
+				owned, err := iox.ClaimOwnedDir(dir)
+				if err != nil {
+					return fmt.Errorf("--remove-on-exit: %w", err)
 				}
-				defer os.RemoveAll(dir)
+				defer func() {
+					if err := owned.Remove(); err != nil {
+						log.Warn("--remove-on-exit", "err", err)
+					}
+				}()
 			}
 			if c.Bool("exit-when-stdin-closes") {
 				ctx, cancel := context.WithCancel(c.Context)

@@ -103,7 +103,22 @@ func convertCmd() *cli.Command {
 	}
 }
 
+// localPath refuses a URL where a local path goes (object storage is not
+// read or written yet: `-o s3://b/x` made a folder ./s3:/b/x and exited 0).
+func localPath(flag, p string) error {
+	if i := strings.Index(p, "://"); i > 0 && !strings.ContainsAny(p[:i], "/.") {
+		return fmt.Errorf("%s %s: a URL; shardconv reads and writes local folders and files only (object storage is not supported yet): give a local path", flag, p)
+	}
+	return nil
+}
+
 func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
+	if err := localPath("--input", input); err != nil {
+		return nil, err
+	}
+	if err := localPath("--out", out); err != nil {
+		return nil, err
+	}
 	feat, err := ingest.ParseFeatureMode(c.String("features"))
 	if err != nil {
 		return nil, err

@@ -101,6 +101,32 @@ func TestCLI(t *testing.T) {
 	}
 }
 
+// A URL where a local path goes is refused, and nothing is written
+// (`-o s3://my-bucket/x` made ./s3:/my-bucket/x and exited 0); an OGB name
+// given to download is refused before anything is fetched (issue #45).
+func TestURLsAndOGBNamesRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"convert", "-i", testutil.Testdata(t, "tu", "TINY.zip"), "-o", "s3://my-bucket/x"},
+		{"convert", "-i", "s3://my-bucket/in", "-o", filepath.Join(dir, "x.shards")},
+		{"download", "--cache", filepath.Join(dir, "cache"), "--base-url", "http://127.0.0.1:1/", "ogbg-molhiv"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		want := "object storage is not supported yet"
+		if args[0] == "download" {
+			want = "ogbg-molhiv is an OGB dataset, not a TU one"
+		}
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("%v: %v, %s; want an error saying %q", args, err, out, want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a refused command wrote %v", ents)
+	}
+}
+
 // Flags are accepted after positionals (urfave/cli v2 alone stops at the
 // first one: `stats DIR --json` failed), and a value out of range is an
 // error naming the flag.
@@ -281,6 +307,82 @@ func TestSIGTERMDuringConvert(t *testing.T) {
 		t.Fatalf("stopped %v after SIGTERM", took)
 	}
 	t.Logf("stopped %v after SIGTERM: %s", took.Round(time.Millisecond), strings.TrimSpace(e.String()))
+}
+
+// SIGTERM or SIGINT while `convert --force --order random:SEED` writes
+// its shards (every graph is held, then written in the seeded order at
+// the end) stops it at once and leaves the existing output as it was
+// (b497eeb ignored the signal until it had committed: 13 of 16 late
+// signals exited 0 with the old output replaced; issue #45).
+func TestSignalDuringRandomOrderWrite(t *testing.T) {
+	parent := t.TempDir()
+	tu := filepath.Join(parent, "tu")
+	if _, e, code := run(t, "synth", "--like", "COLLAB", "--graphs", "6000", "--seed", "3", "--out", tu); code != 0 {
+		t.Fatal(e)
+	}
+	out := filepath.Join(parent, "out.shards")
+	if _, e, code := run(t, "convert", "-q", "-i", tu, "-o", out); code != 0 {
+		t.Fatal(e)
+	}
+	before, err := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		cmd := exec.Command(bin, "convert", "-q", "--force", "--order", "random:1", "-i", tu, "-o", out)
+		var e strings.Builder
+		cmd.Stderr = &e
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The write phase: a shard file of the new output, growing in its
+		// temporary folder beside the old one.
+		deadline := time.Now().Add(60 * time.Second)
+		for !writing(parent, out) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("%v: the write phase never began:\n%s", sig, e.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t0 := time.Now()
+		cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		took := time.Since(t0)
+		if err == nil {
+			t.Fatalf("%v during the write: exit 0 (%v after the signal), the output replaced", sig, took)
+		}
+		after, rerr := os.ReadFile(filepath.Join(out, "manifest.json"))
+		if rerr != nil || string(after) != string(before) {
+			t.Fatalf("%v during the write: the existing output changed (%v)", sig, rerr)
+		}
+		if ents, _ := os.ReadDir(parent); len(ents) != 2 {
+			t.Fatalf("%v: left behind: %v", sig, ents)
+		}
+		if took > 2*time.Second {
+			t.Fatalf("%v: stopped %v after the signal", sig, took)
+		}
+		t.Logf("%v: stopped %v after the signal; the old output intact", sig, took.Round(time.Millisecond))
+	}
+}
+
+// writing reports whether a convert into out is writing shards: a folder
+// beside out (its temporary one) holding a shard file with bytes in it.
+func writing(parent, out string) bool {
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		p := filepath.Join(parent, e.Name())
+		if !e.IsDir() || p == out {
+			continue
+		}
+		shards, _ := filepath.Glob(filepath.Join(p, "shard-*.arrow"))
+		for _, f := range shards {
+			if st, err := os.Stat(f); err == nil && st.Size() > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // verify and stats refuse a FIFO where the shard folder has a file, at

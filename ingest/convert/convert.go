@@ -315,7 +315,7 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.File
 		w.Abort()
 		return nil, readDone, err
 	}
-	if man, err = w.Finish(m); err != nil {
+	if man, err = w.FinishContext(ctx, m); err != nil {
 		w.Abort()
 		return nil, readDone, err
 	}

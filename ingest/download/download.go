@@ -47,6 +47,14 @@ func Fetch(ctx context.Context, o Options) (string, error) {
 	if !validName.MatchString(o.Name) || strings.Contains(o.Name, "..") {
 		return "", fmt.Errorf("download: %q is not a dataset name", o.Name)
 	}
+	if ogb := strings.ToLower(o.Name); strings.HasPrefix(ogb, "ogbg-") || strings.HasPrefix(ogb, "ogbn-") || strings.HasPrefix(ogb, "ogbl-") {
+		// The TU site has no such zip: asking it would fail with a 404
+		// that says nothing about why.
+		return "", fmt.Errorf("download: %s is an OGB dataset, not a TU one: fetch it with OGB's own loader "+
+			"(python -c \"from ogb.graphproppred import PygGraphPropPredDataset as D; D('%s', root='ogb')\"), "+
+			"then convert the folder it writes: shardconv convert -i ogb/%s -o %s.shards",
+			o.Name, o.Name, strings.ReplaceAll(o.Name, "-", "_"), o.Name)
+	}
 	if o.BaseURL == "" {
 		o.BaseURL = DefaultBaseURL
 	}

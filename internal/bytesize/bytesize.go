@@ -5,12 +5,13 @@ package bytesize
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 )
 
-// ErrSize: not a byte count.
-var ErrSize = errors.New("bytesize: want a size such as 512MiB or 2GB")
+// ErrSize: not a byte count (a whole number of bytes).
+var ErrSize = errors.New("bytesize: want a whole number of bytes such as 512MiB or 2GB")
 
 // Parse reads a byte count.
 func Parse(s string) (int64, error) {
@@ -21,7 +22,9 @@ func Parse(s string) (int64, error) {
 	}
 	mult := map[string]float64{"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}[strings.ToLower(strings.TrimSpace(t[i:]))]
 	v, err := strconv.ParseFloat(t[:i], 64)
-	if err != nil || mult == 0 || v < 0 || v*mult > 1<<62 {
+	// A whole number of bytes only: 0.5 (or 1e-9, 0.5B) read as 0, which
+	// a limit takes as none, silently.
+	if err != nil || mult == 0 || v < 0 || v*mult > 1<<62 || v*mult != math.Trunc(v*mult) {
 		return 0, ErrSize
 	}
 	return int64(v * mult), nil

@@ -150,7 +150,7 @@ func OneOf(name string, choices ...string) func(*cli.Context, string) error {
 func ParseSize(flag, s string) (int64, error) {
 	n, err := bytesize.Parse(s)
 	if err != nil {
-		return 0, fmt.Errorf("--%s %q: want a size such as 512MiB or 2GB", flag, s)
+		return 0, fmt.Errorf("--%s %q: want a size such as 512MiB or 2GB (a whole number of bytes)", flag, s)
 	}
 	return n, nil
 }

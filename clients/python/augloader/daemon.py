@@ -113,6 +113,9 @@ class Daemon:
         if (shards is None) == (materialized is None):
             raise ValueError("augloader.Daemon: give shards (a shard folder) or materialized (a folder of materialized epochs)")
         self._tmp = tempfile.TemporaryDirectory(prefix="augloader-daemon-")
+        # The mark that lets the daemon remove this folder when it exits
+        # (--remove-on-exit removes a launcher's folder, never a user's).
+        (pathlib.Path(self._tmp.name) / ".augloader-launcher").write_text(f"made by augloader.Daemon in process {os.getpid()}\n")
         self.socket = str(socket or pathlib.Path(self._tmp.name) / "aug.sock")
         cmd = [binary or find_binary(), "serve", "--socket", self.socket]
         if materialized is not None:
