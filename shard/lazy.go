@@ -50,6 +50,10 @@ type lazy struct {
 	decoded, estimated int64
 	prefetching        int
 	prefetches         atomic.Int64
+	// The prefetch goroutines running, which close waits for (a page one
+	// of them loads after close would stay resident); closed stops new ones.
+	prefetchers sync.WaitGroup
+	closed      bool
 
 	// index[si] is shard si's scan, made once on first need.
 	index []shardScan
@@ -81,7 +85,7 @@ func (r *Reader) Prefetch(p int) {
 	if l.estimated > 0 {
 		est = int64(float64(est) * float64(l.decoded) / float64(l.estimated))
 	}
-	if s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used-l.coldHeld+est > l.limit {
+	if l.closed || s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used-l.coldHeld+est > l.limit {
 		l.mu.Unlock()
 		return
 	}
@@ -92,9 +96,11 @@ func (r *Reader) Prefetch(p int) {
 		}
 	}
 	l.prefetching++
+	l.prefetchers.Add(1)
 	l.mu.Unlock()
 	l.prefetches.Add(1)
 	go func() {
+		defer l.prefetchers.Done()
 		if _, err := r.acquire(p); err == nil {
 			r.unpin(p)
 		}
@@ -440,7 +446,13 @@ func (r *Reader) Cool(p int) {
 	l.mu.Unlock()
 }
 
+// close waits for the prefetches under way (each needs mu to finish),
+// then releases every page.
 func (l *lazy) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.prefetchers.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range l.slots {

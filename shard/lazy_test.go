@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/augloader/augloader/ingest/convert"
 	"github.com/augloader/augloader/ingest/synth"
@@ -523,4 +526,102 @@ func TestPagesChecked(t *testing.T) {
 			t.Fatalf("pin past the end of a truncated shard: %v", err)
 		}
 	})
+}
+
+// A zstd buffer whose uncompressed-length prefix says 2^40, in a shard
+// whose CRC-32C and manifest were resealed with it, is a named corruption
+// for both readers, never an allocation of a terabyte (b497eeb's daemon
+// died with Go's fatal out-of-memory on the first page read; issue #45).
+func TestForgedBufferLengthRefused(t *testing.T) {
+	src := fixture.SynthShards(t, "COLLAB", 30, 2)
+	man, err := shard.ReadManifest(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Compression != shard.CompressZstd {
+		t.Fatalf("the fixture is %q, want zstd", man.Compression)
+	}
+	orig, err := os.ReadFile(filepath.Join(src, man.Shards[0].File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A compressed buffer: its int64 uncompressed length, then a zstd frame.
+	magic := []byte{0x28, 0xb5, 0x2f, 0xfd}
+	at := -1
+	for i := 8; i+4 <= len(orig); i++ {
+		if bytes.Equal(orig[i:i+4], magic) {
+			if n := binary.LittleEndian.Uint64(orig[i-8:]); n > 0 && n < 1<<30 {
+				at = i - 8
+				break
+			}
+		}
+	}
+	if at < 0 {
+		t.Fatal("no compressed buffer found")
+	}
+	data := append([]byte(nil), orig...)
+	binary.LittleEndian.PutUint64(data[at:], 1<<40)
+	dir := t.TempDir()
+	m := *man
+	m.Shards = append([]shard.ShardInfo(nil), man.Shards...)
+	m.Shards[0].CRC32C = fmt.Sprintf("%08x", crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+	enc, _ := m.Encode()
+	os.WriteFile(filepath.Join(dir, shard.ManifestName), enc, 0o644)
+	for i, s := range m.Shards {
+		b := data
+		if i > 0 {
+			if b, err = os.ReadFile(filepath.Join(src, s.File)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.WriteFile(filepath.Join(dir, s.File), b, 0o644)
+	}
+	if _, err := shard.Open(context.Background(), dir); !errors.Is(err, shard.ErrCorrupt) || !strings.Contains(err.Error(), "forged length") {
+		t.Fatalf("eager: %v, want a corruption naming a forged length", err)
+	}
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var readErr error
+	for id := range int64(r.NumGraphs()) {
+		_, rel, err := r.Pin(id)
+		if err != nil {
+			readErr = err
+			break
+		}
+		rel()
+	}
+	if !errors.Is(readErr, shard.ErrCorrupt) || !strings.Contains(readErr.Error(), "forged length") {
+		t.Fatalf("paged: %v, want a corruption naming a forged length", readErr)
+	}
+}
+
+// Close waits for the prefetches it started: once it returns, no page is
+// resident and every decoded byte is given back (b497eeb returned while a
+// prefetch goroutine was still loading, whose page then stayed; #45).
+func TestCloseWaitsForPrefetches(t *testing.T) {
+	src := fixture.SynthShardsSized(t, "COLLAB", 200, 4, 1<<20)
+	for round := range 8 {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		r, err := shard.Open(context.Background(), src, shard.WithCacheLimit(1<<30), shard.WithAllocator(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := range r.NumPages() {
+			r.Prefetch(p)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Now and a while later: a goroutine Close did not wait for
+		// allocates after it returned.
+		for _, wait := range []time.Duration{0, 150 * time.Millisecond} {
+			time.Sleep(wait)
+			if n := mem.CurrentAlloc(); n != 0 {
+				t.Fatalf("round %d: %d bytes allocated %v after Close", round, n, wait)
+			}
+		}
+	}
 }

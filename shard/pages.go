@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -260,6 +261,7 @@ func checkPageFrame(page []byte, loc pageLoc) (err error) {
 // behind the shard's schema message, and checks its structure: want
 // graphs from id first. The record's buffers are mem's; page is not kept.
 func decodePage(ix *shardIndex, page []byte, man *Manifest, info *ShardInfo, pi int, first int64, mem memory.Allocator) (b batch, rec arrow.RecordBatch, err error) {
+	mem = &boundedAlloc{Allocator: mem, limit: man.decodeBound(info, info.Batches[pi])}
 	defer func() {
 		if p := recover(); p != nil {
 			if rec != nil {
@@ -360,4 +362,67 @@ func (r *Reader) estimatePages() []int64 {
 		out[p] = r.man.DecodedBytes(si) * n / max(s.NumGraphs, 1)
 	}
 	return out
+}
+
+// decodeBound is the most that n graphs of shard info may take decoded:
+// twice their estimate at the largest graph the manifest declares (at most
+// the shard's own node and edge counts), and 1 MiB for Arrow's offsets and
+// padding. A buffer's declared length (a compressed buffer's uncompressed
+// length prefix) is taken as given by Arrow's decoder, which allocates it
+// before it inflates a byte: 2^40 in a shard whose checksums were forged
+// along with it killed the daemon with Go's fatal out-of-memory, which no
+// recover catches.
+func (m *Manifest) decodeBound(info *ShardInfo, n int64) int64 {
+	perNode, perEdge, perGraph := m.decodedPer()
+	nodes, edges := info.Nodes, info.Edges
+	if m.Stats.MaxNodes > 0 && n <= info.Nodes/m.Stats.MaxNodes {
+		nodes = n * m.Stats.MaxNodes
+	}
+	if m.Stats.MaxEdges > 0 && n <= info.Edges/m.Stats.MaxEdges {
+		edges = n * m.Stats.MaxEdges
+	}
+	est := nodes*perNode + edges*perEdge + n*perGraph
+	if est < 0 || est > 1<<50 {
+		return 1 << 51
+	}
+	return 2*est + 1<<20
+}
+
+// boundedAlloc is a page's (or, eager, a shard's) decoding allocator:
+// past limit bytes held it panics with an *overDecode, which the decoder's
+// recover turns into a named corruption, before anything that large is
+// allocated.
+type boundedAlloc struct {
+	memory.Allocator
+	held  atomic.Int64 // Free may come later, from the goroutine that releases the page
+	limit int64
+}
+
+// overDecode is boundedAlloc's panic value.
+type overDecode struct{ asked, held, limit int64 }
+
+func (e *overDecode) String() string {
+	return fmt.Sprintf("a buffer asks for %d bytes decoded (with %d held), more than its graphs can take (%d): a forged length", e.asked, e.held, e.limit)
+}
+
+func (a *boundedAlloc) charge(n int) {
+	if h := a.held.Add(int64(n)); n > 0 && (int64(n) > a.limit || h > a.limit) {
+		a.held.Add(-int64(n))
+		panic(&overDecode{int64(n), h - int64(n), a.limit})
+	}
+}
+
+func (a *boundedAlloc) Allocate(size int) []byte {
+	a.charge(size)
+	return a.Allocator.Allocate(size)
+}
+
+func (a *boundedAlloc) Reallocate(size int, b []byte) []byte {
+	a.charge(size - len(b))
+	return a.Allocator.Reallocate(size, b)
+}
+
+func (a *boundedAlloc) Free(b []byte) {
+	a.held.Add(-int64(len(b)))
+	a.Allocator.Free(b)
 }
