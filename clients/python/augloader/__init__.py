@@ -119,7 +119,11 @@ class Client:
         u = urlparse(url)
         self.url, self.token, self.timeout, self.tls_root_certs = url, token, timeout, tls_root_certs
         self._shm_ring = 0
-        if u.scheme in ("unix", "unix+shm"):
+        if not u.scheme and url:
+            # A bare path is the daemon's socket, as `augloader fetch
+            # --addr /run/aug.sock` takes it.
+            self._transport, self._path = "unix", url
+        elif u.scheme in ("unix", "unix+shm"):
             self._transport, self._path = "unix", u.path
             if u.scheme == "unix+shm":
                 ring = parse_qs(u.query).get("ring", [str(SHM_RING_DEFAULT)])[-1]
@@ -129,7 +133,7 @@ class Client:
         elif u.scheme in ("grpc", "grpc+tcp", "grpc+unix", "grpc+tls"):
             self._transport = "flight"
         else:
-            raise ValueError(f"augloader: unsupported url {url!r} (want unix:///path, unix+shm:///path, grpc://host:port, grpc+tls://host:port or grpc+unix:///path)")
+            raise ValueError(f"augloader: unsupported url {url!r} (want a socket path, unix:///path, unix+shm:///path, grpc://host:port, grpc+tls://host:port or grpc+unix:///path)")
 
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
               start_batch: int = 0, digest: bool = False, *, stride: int = 1, count: int = 0,
@@ -197,7 +201,7 @@ def _index(v):
 
 def connect(url, token: Optional[str] = None, timeout: Optional[float] = None, *,
             batch_timeout: float = 30.0, tls_root_certs=None):
-    """Return a client for ``unix:///path.sock``, ``unix+shm:///path.sock``
+    """Return a client for ``/path.sock`` or ``unix:///path.sock``, ``unix+shm:///path.sock``
     (shared memory, ``?ring=BYTES``), ``grpc://host:port``,
     ``grpc+tls://host:port`` or ``grpc+unix:///path`` (Flight); or, given a
     list of such URLs, a client reading every epoch from all of those

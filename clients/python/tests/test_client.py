@@ -79,6 +79,14 @@ def test_mutag_policies(mutag_shards, daemon):
     assert soft > 100
 
 
+def test_bare_socket_path(synth_shards, daemon):
+    """connect('/run/aug.sock') reads the socket, as the CLI's --addr does
+    (it was refused as an unsupported URL; issue #45)."""
+    d = daemon("--shards", synth_shards, "--policy", "none", "--batch-size", "16")
+    a = [b.graph_id.tolist() for b in augloader.connect(str(d.sock)).epoch(0)]
+    assert a and a == [b.graph_id.tolist() for b in augloader.connect(d.unix).epoch(0)]
+
+
 def test_errors(synth_shards, daemon, tmp_path):
     d = daemon("--shards", synth_shards, "--policy", "none")
     for url in (d.unix, d.grpc):
