@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
 
+	"github.com/augloader/augloader/internal/arrowx"
 	"github.com/augloader/augloader/internal/iox"
 )
 
@@ -261,7 +261,7 @@ func checkPageFrame(page []byte, loc pageLoc) (err error) {
 // behind the shard's schema message, and checks its structure: want
 // graphs from id first. The record's buffers are mem's; page is not kept.
 func decodePage(ix *shardIndex, page []byte, man *Manifest, info *ShardInfo, pi int, first int64, mem memory.Allocator) (b batch, rec arrow.RecordBatch, err error) {
-	mem = &boundedAlloc{Allocator: mem, limit: man.decodeBound(info, info.Batches[pi])}
+	mem = man.boundedFor(mem, info, info.Batches[pi])
 	defer func() {
 		if p := recover(); p != nil {
 			if rec != nil {
@@ -388,41 +388,16 @@ func (m *Manifest) decodeBound(info *ShardInfo, n int64) int64 {
 	return 2*est + 1<<20
 }
 
-// boundedAlloc is a page's (or, eager, a shard's) decoding allocator:
-// past limit bytes held it panics with an *overDecode, which the decoder's
-// recover turns into a named corruption, before anything that large is
-// allocated.
-type boundedAlloc struct {
-	memory.Allocator
-	held  atomic.Int64 // Free may come later, from the goroutine that releases the page
-	limit int64
-}
-
-// overDecode is boundedAlloc's panic value.
+// overDecode is a page's decoding allocator's panic value (decodeBound,
+// arrowx.Bounded): the decoder's recover names the page corrupt with it.
 type overDecode struct{ asked, held, limit int64 }
 
 func (e *overDecode) String() string {
 	return fmt.Sprintf("a buffer asks for %d bytes decoded (with %d held), more than its graphs can take (%d): a forged length", e.asked, e.held, e.limit)
 }
 
-func (a *boundedAlloc) charge(n int) {
-	if h := a.held.Add(int64(n)); n > 0 && (int64(n) > a.limit || h > a.limit) {
-		a.held.Add(-int64(n))
-		panic(&overDecode{int64(n), h - int64(n), a.limit})
-	}
-}
-
-func (a *boundedAlloc) Allocate(size int) []byte {
-	a.charge(size)
-	return a.Allocator.Allocate(size)
-}
-
-func (a *boundedAlloc) Reallocate(size int, b []byte) []byte {
-	a.charge(size - len(b))
-	return a.Allocator.Reallocate(size, b)
-}
-
-func (a *boundedAlloc) Free(b []byte) {
-	a.held.Add(-int64(len(b)))
-	a.Allocator.Free(b)
+// boundedFor is mem bounded at what n graphs of shard info can take.
+func (m *Manifest) boundedFor(mem memory.Allocator, info *ShardInfo, n int64) memory.Allocator {
+	limit := m.decodeBound(info, n)
+	return &arrowx.Bounded{Allocator: mem, Limit: limit, Over: func(asked, held int64) any { return &overDecode{asked, held, limit} }}
 }

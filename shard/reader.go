@@ -245,7 +245,7 @@ func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool
 	if err := checkFooter(data); err != nil {
 		return nil, nil, corrupt(info.File, "arrow", "%v", err)
 	}
-	fr, err := newFileReader(data, &boundedAlloc{Allocator: mem, limit: man.decodeBound(&info, info.NumGraphs)})
+	fr, err := newFileReader(data, man.boundedFor(mem, &info, info.NumGraphs))
 	if err != nil {
 		return nil, nil, corrupt(info.File, "arrow", "%v", err)
 	}

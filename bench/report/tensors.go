@@ -109,7 +109,7 @@ func (pg *page) writeTensors(w *bytes.Buffer) {
 		"`…/loader-workers=W`: the same epochs through `AugloaderDataset` in torch's `DataLoader(batch_size=None)`, "+
 		"W = 0 in the trainer, W = 2 persistent workers making the tensors (the dense `x` in a fresh array each batch: a worker "+
 		"never reuses a buffer the trainer reads from shared memory) and the trainer receiving them. No GPU was measured here "+
-		"(no device machine was lent to this run). %s\n\n", pg.bufferMode(), pg.command("tensors"), pg.machineLine())
+		"(no device machine was lent to this run). %s\n\n", pg.command("tensors"), pg.bufferMode(), pg.machineLine())
 	fmt.Fprintf(w, "| configuration | wall s/epoch | trainer CPU s/epoch |\n|---|---:|---:|\n")
 	for _, m := range pg.tensors {
 		if m["kind"] == "tensors" {

@@ -30,7 +30,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -40,6 +39,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/internal/arrowx"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -174,7 +174,7 @@ func (d *Dataset) openTable(entry string) (*table, error) {
 	// lists decoded to 2.7 GiB).
 	lim, in := d.files.Limit()
 	bound := lim.Bound(in)
-	mem := &boundedAllocator{limit: min(bound, (1<<62)/decoderFactor) * decoderFactor, values: bound, ratio: lim.Ratio, size: in}
+	mem := newBoundedAllocator(min(bound, (1<<62)/decoderFactor)*decoderFactor, bound, lim.Ratio, in)
 	var pf *file.Reader
 	err = guard(entry, 0, func() (err error) {
 		pf, err = file.NewParquetReader(fh, file.WithReadProps(parquet.NewReaderProperties(mem)))
@@ -315,15 +315,25 @@ func guard(shown string, line int64, fn func() error) (err error) {
 // refused by the count of values after each batch.
 const decoderFactor = 8
 
-// boundedAllocator is the decoder's allocator: past limit bytes held at
-// once it panics with an *overAllocation, which guard turns into an error
-// naming the file (the decoder runs on guard's goroutine). values is the
-// bound on the values a batch of rows decodes to (table.read checks it).
+// boundedAllocator is the decoder's allocator (arrowx.Bounded): past
+// limit bytes held at once it panics with an *overAllocation, which guard
+// turns into an error naming the file (the decoder runs on guard's
+// goroutine). values is the bound on the values a batch of rows decodes
+// to (table.read checks it).
 type boundedAllocator struct {
-	held          atomic.Int64
-	limit, values int64
-	ratio, size   int64
+	arrowx.Bounded
+	values      int64
+	ratio, size int64
 }
+
+func newBoundedAllocator(limit, values, ratio, size int64) *boundedAllocator {
+	a := &boundedAllocator{values: values, ratio: ratio, size: size}
+	a.Bounded = arrowx.Bounded{Allocator: memory.DefaultAllocator, Limit: limit,
+		Over: func(_, _ int64) any { return &overAllocation{limit: limit, ratio: ratio, size: size} }}
+	return a
+}
+
+type overAllocation struct{ limit, ratio, size int64 }
 
 // dataBytes is what an array's buffers hold, its children's included.
 func dataBytes(d arrow.ArrayData) int64 {
@@ -337,30 +347,6 @@ func dataBytes(d arrow.ArrayData) int64 {
 		n += dataBytes(c)
 	}
 	return n
-}
-
-type overAllocation struct{ limit, ratio, size int64 }
-
-func (a *boundedAllocator) charge(n int) {
-	if h := a.held.Add(int64(n)); h > a.limit && n > 0 {
-		a.held.Add(int64(-n))
-		panic(&overAllocation{limit: a.limit, ratio: a.ratio, size: a.size})
-	}
-}
-
-func (a *boundedAllocator) Allocate(size int) []byte {
-	a.charge(size)
-	return memory.DefaultAllocator.Allocate(size)
-}
-
-func (a *boundedAllocator) Reallocate(size int, b []byte) []byte {
-	a.charge(size - len(b))
-	return memory.DefaultAllocator.Reallocate(size, b)
-}
-
-func (a *boundedAllocator) Free(b []byte) {
-	a.held.Add(int64(-len(b)))
-	memory.DefaultAllocator.Free(b)
 }
 
 // column returns rec's column called name, or nil.

@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"ingest/tu":            {"ingest", "ingest/internal/text", "shard"},
 	"ingest/gin":           {"ingest", "ingest/internal/text", "shard"},
 	"ingest/ogb":           {"ingest", "ingest/internal/text", "shard"},
-	"ingest/parquet":       {"ingest", "shard"},
+	"ingest/parquet":       {"ingest", "shard", "internal/arrowx"},
 	// convert writes an input's splits as epoch's split files.
 	"ingest/convert":  {"epoch", "ingest", "ingest/tu", "ingest/gin", "ingest/ogb", "ingest/parquet", "shard"},
 	"ingest/synth":    {"internal/iox"},
