@@ -639,11 +639,10 @@ class AugloaderDataset(IterableDataset):
         dropped, with a warning."""
         epoch = _wire.check_epoch(epoch)
         if self._loaded is not None and self._loaded.epoch != epoch:
-            if self.loaded_epoch_done and epoch == self._loaded.epoch + 1:
-                self._loaded = None  # its epoch is done: the next starts whole, nothing is dropped
-        if self._loaded is not None and self._loaded.epoch != epoch:
-            warnings.warn(f"augloader: set_epoch({epoch}) after loading a state of epoch {self._loaded.epoch}: the saved "
-                          f"position is dropped and epoch {epoch} starts at its first batch", stacklevel=2)
+            # A state at its epoch's end moving to the next epoch drops nothing.
+            if not (self.loaded_epoch_done and epoch == self._loaded.epoch + 1):
+                warnings.warn(f"augloader: set_epoch({epoch}) after loading a state of epoch {self._loaded.epoch}: the saved "
+                              f"position is dropped and epoch {epoch} starts at its first batch", stacklevel=2)
             self._loaded = None
         if self._progress is not None and self._progress.epoch != epoch:
             self._progress = None
