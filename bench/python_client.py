@@ -64,12 +64,12 @@ def free_port():
 class Daemon:
     """augloader serve with a Unix socket, Flight and /metrics on loopback."""
 
-    def __init__(self, bin_dir, shards, policy, workdir):
-        sock = os.path.join(workdir, f"{policy.split(':')[0]}.sock")
+    def __init__(self, bin_dir, shards, policy, workdir, batch_size=32):
+        sock = os.path.join(workdir, f"{policy.split(':')[0]}-{batch_size}.sock")
         port, mport = free_port(), free_port()
         self.proc = subprocess.Popen([os.path.join(bin_dir, "augloader"), "serve", "--shards", shards, "--socket", sock,
                                       "--flight", f"grpc://127.0.0.1:{port}", "--metrics", f"127.0.0.1:{mport}",
-                                      "--policy", policy, "--batch-size", "32"], stderr=subprocess.DEVNULL)
+                                      "--policy", policy, "--batch-size", str(batch_size)], stderr=subprocess.DEVNULL)
         self.unix, self.grpc = f"unix://{sock}", f"grpc://127.0.0.1:{port}"
         self.metrics_url = f"http://127.0.0.1:{mport}/metrics"
         def listening(p):
