@@ -91,7 +91,7 @@ def model_for(t, codes, classes):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        return float(loss)
+        return loss.item()
     return step
 
 

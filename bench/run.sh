@@ -48,4 +48,4 @@ step large bash bench/large.sh
 # bench/report is a module of its own (its plotting library stays out of
 # the library's go.mod).
 ROOT=$PWD
-(cd bench/report && "$GO" run . -in "$ROOT/$OUT" -docs "$ROOT/docs")
+(cd bench/report && "$GO" run . -in "$ROOT/$OUT" -docs "$ROOT/docs" -results "$ROOT/bench/results")

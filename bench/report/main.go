@@ -5,7 +5,7 @@
 // limits (memcpy, Unix socket, measured in the same run) and to the peer
 // tool measured in the same run.
 //
-//	go run ./bench/report -in bench/out -docs docs
+//	go run ./bench/report -in bench/out -docs docs -results bench/results
 package main
 
 import (
@@ -28,6 +28,7 @@ import (
 func main() {
 	in := flag.String("in", "bench/out", "folder of bench/run.sh outputs")
 	docs := flag.String("docs", "docs", "folder for bench.md and the PNG figures")
+	results := flag.String("results", "bench/results", "folder of results saved from other machines (a lent GPU's gpu.txt, gpu-feed.txt)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench/report: ")
@@ -36,6 +37,12 @@ func main() {
 		log.Fatal(err)
 	}
 	pg.docs = *docs
+	if pg.gpu, err = readResultsFile(filepath.Join(*results, "gpu.txt")); err != nil {
+		log.Fatal(err)
+	}
+	if pg.gpuFeed, err = readResultsFile(filepath.Join(*results, "gpu-feed.txt")); err != nil {
+		log.Fatal(err)
+	}
 	var buf bytes.Buffer
 	if err := pg.write(&buf); err != nil {
 		log.Fatal(err)

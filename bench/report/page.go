@@ -21,6 +21,7 @@ type page struct {
 	molecules                         []map[string]string
 	tensors                           []map[string]string
 	twins                             []map[string]string
+	gpu, gpuFeed                      *gpuResults // saved from a lent GPU machine (bench/results)
 	shuffle                           []map[string]string
 	large                             []map[string]string
 	largeDecoded                      string // ", about N GiB decoded" from the large step's log
@@ -84,6 +85,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeScaleOut(w)
 	pg.writeMolecules(w)
 	pg.writeTensors(w)
+	pg.writeGPU(w)
 	pg.writeTwins(w)
 	pg.writeShuffle(w)
 	pg.writeLarge(w)
@@ -216,109 +218,6 @@ func verdict(g goal) string {
 		return "**met**"
 	}
 	return "**not met**"
-}
-
-func (pg *page) goals() []goal {
-	var gs []goal
-	// #6, recomputed by #16: the headline comparison, against PyG at its
-	// fastest configuration on this machine.
-	if ours, peer, paired, ok := pg.headline(); ok {
-		r := peer.Median / ours.Median
-		how := "medians"
-		if paired {
-			how = "medians, epochs alternating between the two"
-		}
-		gs = append(gs, goal{"#6, #16", "COLLAB NodeSam epoch end to end to a Python client ≥ 10× faster than PyG's DataLoader doing only `dropout_edge`, " +
-			"PyG at its fastest configuration on this machine (" + configName(peer.Config) + ")",
-			fmt.Sprintf("%s vs %s s/epoch (%s, %d epochs each): %.2f×; best epochs %.2f×",
-				fs(ours.Median), fs(peer.Median), how, ours.Epochs, r, peer.Best/ours.Best), r >= 10, true, false})
-	}
-	if pg.scaling != nil {
-		series, names := pg.scaleSeries()
-		var parts []string
-		ok := len(names) > 0
-		for _, n := range names {
-			pts := series[n]
-			r := pts[len(pts)-1].nsPerEdge / pts[0].nsPerEdge
-			parts = append(parts, fmt.Sprintf("%s %.2f", n, r))
-			ok = ok && r <= 2
-		}
-		gs = append(gs, goal{"#6", "scalability linear: time per edge on the largest subgraph (10⁷ edges) within 2× of the smallest (10³); " +
-			"a per-edge time that falls with size (sublinear) counts as within",
-			"largest ÷ smallest ns/edge: " + strings.Join(parts, ", "), ok, len(names) > 0, false})
-	}
-	if pg.policies != nil {
-		ns := pg.policies.med("BenchmarkPolicies/shape=collab/policy=nodesam+index", "graphs/s")
-		sm := pg.policies.med("BenchmarkPolicies/shape=collab/policy=submix", "graphs/s")
-		gs = append(gs, goal{"#3", "NodeSam ≥ 50,000 COLLAB-shaped graphs/s on one core (with the loader's per-graph index)",
-			fnum(ns) + " graphs/s (median)", ns >= 50000, !math.IsNaN(ns), false})
-		gs = append(gs, goal{"#3", "SubMix ≥ 5,000 COLLAB-shaped graphs/s on one core", fnum(sm) + " graphs/s (median)", sm >= 5000, !math.IsNaN(sm), false})
-	}
-	if pg.policies != nil {
-		// #16: SubMix against NodeSam (unindexed), per draw, same run.
-		for _, shape := range []struct{ name, label string }{{"collab", "COLLAB"}, {"reddit-binary", "REDDIT-BINARY"}} {
-			pre := "BenchmarkPolicies/shape=" + shape.name + "/policy="
-			ns := pg.policies.med(pre+"nodesam", "ns/op")
-			warm := pg.policies.med(pre+"submix+index+cache", "ns/op")
-			cold := pg.policies.med(pre+"submix+index", "ns/op")
-			plain := pg.policies.med(pre+"submix", "ns/op")
-			if math.IsNaN(ns) || math.IsNaN(warm) {
-				continue
-			}
-			what := "SubMix's time per draw ≤ 1.4× NodeSam's (unindexed), " + shape.label + " shape"
-			if shape.name != "collab" {
-				what = "(not a goal: the same ratio on the " + shape.label + " shape)"
-			}
-			gs = append(gs, goal{issue: "#16", what: what,
-				measured: fmt.Sprintf("rankings cached (a long run's steady state) %.2f×; first draw from a root, indexed %.2f×; no index %.2f×",
-					warm/ns, cold/ns, plain/ns), met: warm/ns <= 1.4, known: true, info: shape.name != "collab"})
-		}
-	}
-	if parts := pg.shmVsSocket("nodesam"); len(parts) > 0 {
-		gs = append(gs, goal{"#16", "(stretch) shared-memory transport: same-host clients map batches from a memfd ring (`unix+shm://`), measured against the socket in the same run",
-			"NodeSam COLLAB epoch to Python, median s, shared memory vs socket: " + strings.Join(parts, "; "), true, true, false})
-	}
-	if pg.convert != nil {
-		r := pg.convert["convert_s"] / pg.convert["wc_s"]
-		gs = append(gs, goal{"#16", "`shardconv convert` of the real COLLAB ≤ 12× `wc -l` of its A file, peak RSS < 1 GiB",
-			fmt.Sprintf("%.1f× (%s s vs %s s), %.0f MiB", r, fs(pg.convert["convert_s"]), fs(pg.convert["wc_s"]), pg.convert["rss_kib"]/1024),
-			r <= 12 && pg.convert["rss_kib"] < 1<<20, true, false})
-	}
-	if pg.convert != nil {
-		mbs := pg.convert["bytes"] / 1e6 / pg.convert["convert_s"]
-		rss := pg.convert["rss_kib"] / 1024
-		gs = append(gs, goal{"#2", "`shardconv convert` of the real COLLAB ≥ 300 MB/s of input, peak RSS < 1 GiB",
-			fmt.Sprintf("%.0f MB/s (best of 5), %.0f MiB", mbs, rss), mbs >= 300 && rss < 1024, true, false})
-	}
-	if pg.epoch != nil {
-		pre := "BenchmarkCOLLABEpoch/policy=nodesam/workers=2/stage="
-		sock, augm, dec := pg.epoch.med(pre+"socket", "s/epoch"), pg.epoch.med(pre+"augment", "s/epoch"), pg.epoch.med(pre+"decode", "s/epoch")
-		gs = append(gs, goal{"#4", "a NodeSam COLLAB epoch end to end (daemon → Unix socket → Go client) in under 1 s",
-			fs(sock) + " s with 2 workers", sock < 1, !math.IsNaN(sock), false})
-		over := (sock - augm) / (augm - dec)
-		floor := pg.epoch.med(pre+"socket", "MB/epoch") / pg.socketMBs() / (augm - dec)
-		gs = append(gs, goal{"#4", "transport plus collation under 30% of the augmentation time (NodeSam, COLLAB, 2 workers)",
-			fmt.Sprintf("(socket − augment) ÷ (augment − decode) = %.0f%%; the epoch's bytes at the raw socket bandwidth alone are %.0f%%", 100*over, 100*floor),
-			over < 0.3, !math.IsNaN(over), false})
-		if shm := pg.epoch.med(pre+"shm", "s/epoch"); !math.IsNaN(shm) {
-			o := (shm - augm) / (augm - dec)
-			gs = append(gs, goal{"#4", "(not a goal: the same over the shared-memory transport)",
-				fmt.Sprintf("(shm − augment) ÷ (augment − decode) = %.0f%% (%s s an epoch)", 100*o, fs(shm)), o < 0.3, true, true})
-		}
-	}
-	if one, ok := rowWith(pg.scaleout, "kind", "scaling", "daemons", "1"); ok {
-		if two, ok := rowWith(pg.scaleout, "kind", "scaling", "daemons", "2"); ok {
-			same := one["sha256"] == two["sha256"]
-			gs = append(gs, goal{"#17", "a SubMix COLLAB epoch from 2 daemons pinned to a core each is byte-identical to 1 daemon's (the speed-up measured)",
-				fmt.Sprintf("%s vs %s s: %s; digests %s", fs(num(one, "median_s")), fs(num(two, "median_s")),
-					fx(num(one, "median_s")/num(two, "median_s")), map[bool]string{true: "equal", false: "differ"}[same]), same, true, false})
-		}
-	}
-	gs = append(gs, pg.molGoals()...)
-	gs = append(gs, pg.tensorGoals()...)
-	gs = append(gs, pg.twinGoals()...)
-	gs = append(gs, pg.largeGoals()...)
-	return append(gs, pg.shuffleGoals()...)
 }
 
 // shmVsSocket compares the Python rows of policy pol over shared memory

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"strings"
 )
 
@@ -55,27 +54,17 @@ func (pg *page) writeShuffle(w *bytes.Buffer) {
 		"it mixes as the global permutation does with one page a window.\n\n")
 }
 
-// shuffleGoals is issue #36's shuffle row: the class-ordered COLLAB at the
-// default shard size, the default window under a 64 MiB limit, within
-// 1.5× of the global shuffle's class-mix distance: converted with
-// --order random:1 (the goal), and in id order beside it.
-func (pg *page) shuffleGoals() []goal {
-	if len(pg.shuffle) == 0 {
-		return nil
-	}
-	glob, ok1 := rowWith(pg.shuffle, "layout", "default", "asked", "global")
-	var gs []goal
-	for _, l := range []struct {
-		label, what string
-		info        bool
-	}{
-		{"random", "converted with the default `--shard-size` and `--order random:1`", false},
-		{"default", "converted with the default `--shard-size` in id order (as TU lists it, by class)", true},
-	} {
-		def, ok2 := rowWith(pg.shuffle, "layout", l.label, "asked", "default:64MiB")
+// shuffleCase is #36's case for shards of this layout: the default
+// window's class-mix distance against the global shuffle's.
+func shuffleCase(layout string) func(*page) ([]any, []measuredCase) {
+	return func(pg *page) ([]any, []measuredCase) {
+		if len(pg.shuffle) == 0 {
+			return nil, nil
+		}
+		glob, _ := rowWith(pg.shuffle, "layout", "default", "asked", "global")
+		def, _ := rowWith(pg.shuffle, "layout", layout, "asked", "default:64MiB")
 		r := num(def, "tv") / num(glob, "tv")
-		gs = append(gs, goal{"#36", "the class-ordered real COLLAB " + l.what + ": class-mix distance of the default window under `--cache-limit 64MiB` within 1.5× of the global shuffle's",
-			fmt.Sprintf("%.1f× (%.3f with `%s` vs %.3f)", r, num(def, "tv"), def["order"], num(glob, "tv")), r <= 1.5, ok1 && ok2 && !math.IsNaN(r), l.info})
+		return nil, one(fmt.Sprintf("%.1f× (%.3f with `%s` vs %.3f)", r, num(def, "tv"), def["order"], num(glob, "tv")),
+			map[string]float64{"ratio": r})
 	}
-	return gs
 }
