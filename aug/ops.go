@@ -31,6 +31,9 @@ type Spec struct {
 	UsesIndex bool
 	// Augments is false only for the identity.
 	Augments bool
+	// Mixes: the op draws a partner graph (Partners), which a windowed
+	// shuffle takes from the target's window.
+	Mixes bool
 	// Doc is one line for --help and docs/schedule.md.
 	Doc string
 
@@ -49,8 +52,8 @@ var (
 	specNodeSamBase = Spec{Name: "nodesam-base", ID: OpNodeSamBase, UsesIndex: true, Augments: true, Doc: "NodeSam without the adjustment (ablation)", build: fixed(NodeSamBase{})}
 	specSplitOnly   = Spec{Name: "split-only", ID: OpSplitOnly, UsesIndex: true, Augments: true, Doc: "NodeSam's split alone: N+1 nodes", build: fixed(SplitOnly{}), bound: boundSplitOnly}
 	specMergeOnly   = Spec{Name: "merge-only", ID: OpMergeOnly, Augments: true, Doc: "NodeSam's merge alone: N-1 nodes", build: fixed(MergeOnly{})}
-	specSubMix      = Spec{Name: "submix", ID: OpSubMix, Params: []string{"p", "self_loops"}, UsesIndex: true, Augments: true, Doc: "PPR subgraph mix with a partner, soft label (paper Alg. 5-6); p: target ratio, default 0.4; self_loops=true: PageRank with a self-loop on every node (the reference implementation's variant)", build: subMix(false), bound: boundSubMix}
-	specSubMixBase  = Spec{Name: "submix-base", ID: OpSubMixBase, Params: []string{"p"}, Augments: true, Doc: "SubMix with uniform random node sets (ablation)", build: subMix(true), bound: boundSubMix}
+	specSubMix      = Spec{Name: "submix", ID: OpSubMix, Params: []string{"p", "self_loops"}, UsesIndex: true, Augments: true, Mixes: true, Doc: "PPR subgraph mix with a partner, soft label (paper Alg. 5-6); p: target ratio, default 0.4; self_loops=true: PageRank with a self-loop on every node (the reference implementation's variant)", build: subMix(false), bound: boundSubMix}
+	specSubMixBase  = Spec{Name: "submix-base", ID: OpSubMixBase, Params: []string{"p"}, Augments: true, Mixes: true, Doc: "SubMix with uniform random node sets (ablation)", build: subMix(true), bound: boundSubMix}
 	specDropEdge    = Spec{Name: "dropedge", ID: OpDropEdge, Params: []string{"ratio"}, Augments: true, Doc: "remove one uniform random edge; ratio=R: ⌊R·E⌋ of them, without replacement (GraphCL's edge perturbation)", build: dropEdgeOp}
 	specDropNode    = Spec{Name: "dropnode", ID: OpDropNode, Params: []string{"ratio"}, Augments: true, Doc: "remove one uniform random node; ratio=R: ⌊R·N⌋ of them (at most N-1), without replacement, the kept nodes' induced subgraph (GraphCL's node dropping)", build: dropNodeOp}
 	specAddEdge     = Spec{Name: "addedge", ID: OpAddEdge, Augments: true, Doc: "add one edge uniform over the non-adjacent pairs", build: fixed(AddEdge{}), bound: boundAddEdge}

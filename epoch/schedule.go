@@ -229,6 +229,10 @@ func (s *Schedule) UsesIndex() bool { return s.any(func(sp *aug.Spec) bool { ret
 // but none).
 func (s *Schedule) Augments() bool { return s.any(func(sp *aug.Spec) bool { return sp.Augments }) }
 
+// Mixes reports whether any op of the schedule draws a partner graph
+// (SubMix).
+func (s *Schedule) Mixes() bool { return s.any(func(sp *aug.Spec) bool { return sp.Mixes }) }
+
 func (s *Schedule) any(f func(*aug.Spec) bool) bool {
 	for _, g := range s.Segments {
 		for _, it := range g.Items {

@@ -168,6 +168,11 @@ func New(src *Source, cfg Config) (*Loader, error) {
 		src.EnablePPRCache(cfg.PPRCache)
 		src.EnableIndex()
 	}
+	if w := cfg.Shuffle.Window; w > 0 && slices.ContainsFunc(append(cfg.twinSchedules(), cfg.Schedule), (*epoch.Schedule).Mixes) {
+		if err := src.windowsPair(w); err != nil {
+			return nil, err
+		}
+	}
 	l := &Loader{src: src, cfg: cfg}
 	l.id = wire.Config{
 		Dataset: src.Manifest().Dataset, ShardsSHA256: src.ds.r.Digest(),
@@ -473,13 +478,18 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 }
 
 // Oversize lists the served graphs whose working memory under some op of
-// the schedule exceeds what one graph may take (Memory.WorkLimit): requests whose batches hold one are refused (Plan). The
+// the schedule or of a twin schedule exceeds what one graph may take (Memory.WorkLimit): requests whose batches hold one are refused (Plan). The
 // daemon says so at start. need is the first one's working memory, op the
 // op that needs it.
 func (l *Loader) Oversize() (ids []int64, need int64, op string) {
-	ops, err := l.cfg.Schedule.Ops(l.src)
-	if err != nil {
-		return nil, 0, ""
+	// Every schedule a request can get: the main one and each twin's.
+	var ops []aug.Op
+	for _, s := range append([]*epoch.Schedule{l.cfg.Schedule}, l.cfg.twinSchedules()...) {
+		o, err := s.Ops(l.src)
+		if err != nil {
+			return nil, 0, ""
+		}
+		ops = append(ops, o...)
 	}
 	limit := l.cfg.Memory.WorkLimit()
 	for _, id := range l.src.served {

@@ -392,6 +392,59 @@ func (s *Source) Work(op aug.Op, id int64) int64 {
 	return w
 }
 
+// windowsPair checks, before any epoch, that no window of w pages an
+// epoch can form holds a served graph alone: SubMix draws a partner from
+// the target's window, and such a graph has none (the epoch would be cut
+// where it comes). A window is w pages of the epoch's page order, the
+// last one the remainder, empty ones skipped; one graph alone is
+// possible when a page serves exactly one graph and enough pages serve
+// none to fill the rest of a window of either size.
+func (s *Source) windowsPair(w int) error {
+	r := s.ds.r
+	counts := make([]int, r.NumPages())
+	for _, id := range s.served {
+		counts[r.PageOf(id)]++
+	}
+	page, empty := loneGraphPage(counts, w)
+	if page < 0 {
+		return nil
+	}
+	fix := "--shuffle global"
+	for larger := w + 1; larger <= len(counts); larger++ {
+		if p, _ := loneGraphPage(counts, larger); p < 0 {
+			fix = fmt.Sprintf("--shuffle window:%d (%d pages a window), or %s", larger, larger, fix)
+			break
+		}
+	}
+	return fmt.Errorf("%w for submix: a window of %d page(s) can hold page %d's one served graph alone "+
+		"(%d of the %d pages serve none, and %d %% %d leaves a window of %d), leaving SubMix no partner; use %s",
+		epoch.ErrShuffle, w, page, empty, len(counts), len(counts), w, len(counts)%w, fix)
+}
+
+// loneGraphPage returns a page serving one graph that some window of w
+// pages can hold alone (−1: none), and the count of empty pages.
+func loneGraphPage(counts []int, w int) (page, empty int) {
+	page = -1
+	for p, c := range counts {
+		switch {
+		case c == 0:
+			empty++
+		case c == 1 && page < 0:
+			page = p
+		}
+	}
+	if page < 0 {
+		return -1, empty
+	}
+	if len(counts) >= w && empty >= w-1 {
+		return page, empty
+	}
+	if rem := len(counts) % w; rem > 0 && empty >= rem-1 {
+		return page, empty
+	}
+	return -1, empty
+}
+
 // windowPartners serves SubMix's partners under a windowed shuffle: the
 // target's window of one pass's order.
 type windowPartners struct {

@@ -97,6 +97,19 @@ func TestHugeGraphWithinBound(t *testing.T) {
 	}
 }
 
+// The start-up note names a graph too large to augment under a twin set's
+// schedule as well as under the main one (it named only the main
+// schedule's: a daemon serving none with NodeSam twins said nothing).
+func TestOversizeNamesTwinSchedules(t *testing.T) {
+	shards := hugeGraphShards(t)
+	d := startDaemon(t, "", "--shards", shards, "--cache-limit", "64MiB", "--memory-budget", "64MiB",
+		"--policy", "none", "--twins", "none / nodesam", "--workers", "1")
+	d.stop(t)
+	if !strings.Contains(d.logs.String(), "graph 0 (134217728 nodes, 1 edges) needs about") || !strings.Contains(d.logs.String(), "with nodesam") {
+		t.Fatalf("the start-up log does not name the twin schedule's oversize graph:\n%s", d.logs)
+	}
+}
+
 // A FIFO (or another non-regular file) where the shard folder has a file
 // is refused at once, naming it: opening a FIFO for reading blocks until a
 // writer comes, and serve, materialize and verify hung there, past the
