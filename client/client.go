@@ -12,12 +12,14 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -77,7 +79,7 @@ func Fetch(ctx context.Context, socket string, req wire.Request, o Options, fn f
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", socket)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, dialError(socket, err)
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -89,6 +91,23 @@ func Fetch(ctx context.Context, socket string, req wire.Request, o Options, fn f
 		return nil, fmt.Errorf("client: send request: %w", err)
 	}
 	return Read(bufio.NewReaderSize(conn, 1<<20), o, fn)
+}
+
+// ErrNoDaemon is a fetch that found no daemon where it was pointed: the
+// error says what to start.
+var ErrNoDaemon = errors.New("client: no daemon")
+
+// dialError says what a failed dial of a Unix socket means and what to
+// start, keeping the system's error in the chain.
+func dialError(socket string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("%w at %s: no such socket (start one: augloader serve --shards DIR --socket %s): %w", ErrNoDaemon, socket, socket, err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w at %s: nothing listens there (the daemon stopped, or the file is a stale socket; start one: augloader serve --shards DIR --socket %s): %w",
+			ErrNoDaemon, socket, socket, err)
+	}
+	return fmt.Errorf("client: %w", err)
 }
 
 // FetchAddr reads req from the daemon at addr: a Unix socket (a path, or

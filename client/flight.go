@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -57,7 +58,7 @@ func FetchFlight(ctx context.Context, addr, token string, req wire.Request, o Op
 	tkt, _ := json.Marshal(req)
 	stream, err := cl.DoGet(ctx, &flight.Ticket{Ticket: tkt})
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, noDaemon(addr, fromStatus(err))
 	}
 	fr := &flightReader{stream: stream, onInfo: o.onInfo}
 	res := &Result{}
@@ -97,6 +98,18 @@ func flightTarget(addr string) (string, bool, error) {
 }
 
 // fromStatus maps a gRPC status to the socket protocol's error codes.
+// noDaemon rewrites an unavailable error whose cause is a refused or
+// failed dial to say what to start; its code stays unavailable (FetchMany
+// asks another daemon on it).
+func noDaemon(addr string, err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) && we.Code == wire.CodeUnavailable &&
+		(strings.Contains(we.Message, "connection refused") || strings.Contains(we.Message, "while dialing")) {
+		return &wire.Error{Code: we.Code, Message: fmt.Sprintf("no daemon answers at %s (start one: augloader serve --shards DIR --flight %s): %s", addr, addr, we.Message)}
+	}
+	return err
+}
+
 func fromStatus(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {

@@ -421,3 +421,47 @@ func TestRemoveOnExitOnlyTheLaunchersFolder(t *testing.T) {
 		t.Fatalf("removed through the folder's symlink: %v", err)
 	}
 }
+
+// A usage error leads with the error and the nearest name, in two lines,
+// exit status 2 (it printed about 20 lines of help with the error first
+// and scrolled away; an unknown flag, twice).
+func TestUsageErrorsLead(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--shard", "x"}, "augloader serve: unknown flag --shard (did you mean --shards?)"},
+		{[]string{"fetch", "--sokcet", "/tmp/x.sock"}, "augloader fetch: unknown flag --sokcet (did you mean --socket?)"},
+		{[]string{"serv", "--shards", "x"}, `augloader: no command "serv" (did you mean "serve"?)`},
+		{[]string{"serve", "--workers", "many"}, `augloader serve: invalid value "many" for flag --workers`},
+	} {
+		stdout, stderr, code := runBin(t, tc.args...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 2 || !strings.HasPrefix(lines[0], tc.want) || len(lines) != 2 || !strings.Contains(lines[1], "--help") || stdout != "" {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant exit 2, %q then where the help is", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+}
+
+// A fetch with no daemon at its address says so and what to start (it
+// printed the raw dial error).
+func TestFetchNoDaemonSaysWhatToStart(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	for _, tc := range []struct{ addr, want string }{
+		{filepath.Join(dir, "none.sock"), "no such socket (start one: augloader serve --shards DIR --socket " + filepath.Join(dir, "none.sock")},
+		{stale, "nothing listens there"},
+		{"grpc://127.0.0.1:1", "no daemon answers at grpc://127.0.0.1:1 (start one: augloader serve --shards DIR --flight grpc://127.0.0.1:1)"},
+	} {
+		_, stderr, code := runBin(t, "fetch", "--addr", tc.addr)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, %q; want it to say %q", tc.addr, code, stderr, tc.want)
+		}
+	}
+}

@@ -455,3 +455,21 @@ func TestStatsDescribesMolecules(t *testing.T) {
 		t.Fatalf("stats --json: %s", js)
 	}
 }
+
+// shardconv's usage errors lead with the error and the nearest name,
+// exit status 2.
+func TestUsageErrorsLead(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"convert", "--inptu", "x"}, "shardconv convert: unknown flag --inptu (did you mean --input?)"},
+		{[]string{"conver", "-i", "x"}, `shardconv: no command "conver" (did you mean "convert"?)`},
+	} {
+		stdout, stderr, code := run(t, tc.args...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 2 || !strings.HasPrefix(lines[0], tc.want) || len(lines) != 2 || stdout != "" {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant exit 2 and %q first", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+}

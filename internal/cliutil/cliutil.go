@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -26,7 +27,8 @@ import (
 // Main runs app on os.Args, flags allowed after positionals. The first
 // SIGINT or SIGTERM cancels the context commands run with (they shut down
 // cleanly); a second one exits at once with status 130. An error is
-// printed as "NAME: error" with exit status 1, or the cli.ExitCoder's.
+// printed as "NAME: error" with exit status 1, or the cli.ExitCoder's; a
+// usage error (Usage) and an unknown command exit with status 2.
 func Main(app *cli.App) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
@@ -39,6 +41,11 @@ func Main(app *cli.App) {
 		os.Exit(130)
 	}()
 	app.ExitErrHandler = func(*cli.Context, error) {} // Main prints and exits itself
+	Usage(app)
+	if msg := UnknownCommand(app, os.Args); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(2)
+	}
 	err := app.RunContext(ctx, Permute(app, os.Args))
 	if err == nil {
 		return
@@ -157,3 +164,119 @@ func ParseSize(flag, s string) (int64, error) {
 
 // FormatSize spells n bytes as ParseSize reads it (bytesize.Format).
 func FormatSize(n int64) string { return bytesize.Format(n) }
+
+// Usage makes every usage error of app and its commands one line that
+// leads with the error, suggests the closest flag, and says where the
+// help is, exit status 2 (urfave/cli printed its whole help, the error
+// above it, scrolled off by 20 lines of flags).
+func Usage(app *cli.App) {
+	app.OnUsageError = usageError(app.Name, app.Flags)
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.OnUsageError = usageError(prefix+" "+c.Name, c.Flags)
+			walk(prefix+" "+c.Name, c.Subcommands)
+		}
+	}
+	walk(app.Name, app.Commands)
+}
+
+func usageError(name string, flags []cli.Flag) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return cli.Exit(UsageMessage(name, err.Error(), flags), 2)
+	}
+}
+
+// UsageMessage is a usage error as Main prints it: "NAME: error (did
+// you mean --x?)" and where the help is. urfave/cli spells flags with one
+// dash ("-shard"); the message spells them as they are typed.
+func UsageMessage(name, msg string, flags []cli.Flag) string {
+	if rest, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		flag := strings.TrimLeft(rest, "-")
+		msg = "unknown flag --" + flag
+		var names []string
+		for _, f := range flags {
+			names = append(names, f.Names()...)
+		}
+		if s := Closest(flag, names); s != "" {
+			msg += " (did you mean --" + s + "?)"
+		}
+	} else {
+		known := map[string]bool{}
+		for _, f := range flags {
+			for _, n := range f.Names() {
+				known[n] = true
+			}
+		}
+		msg = flagRef.ReplaceAllStringFunc(msg, func(m string) string {
+			if i := strings.Index(m, "-"); known[m[i+1:]] {
+				return m[:i] + "-" + m[i:]
+			}
+			return m
+		})
+	}
+	return fmt.Sprintf("%s: %s\nRun '%s --help' for its flags.", name, msg, name)
+}
+
+// flagRef is a flag as urfave/cli's errors spell it: " -name".
+var flagRef = regexp.MustCompile(` -[A-Za-z][\w-]*`)
+
+// UnknownCommand is the message for an app run with a command it does
+// not have ("" when the command exists, or none was given).
+func UnknownCommand(app *cli.App, args []string) string {
+	i := 1
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		i++
+	}
+	if i >= len(args) || app.Command(args[i]) != nil || args[i] == "help" || args[i] == "h" {
+		return ""
+	}
+	var names []string
+	for _, c := range app.Commands {
+		if !c.Hidden {
+			names = append(names, c.Names()...)
+		}
+	}
+	msg := fmt.Sprintf("%s: no command %q", app.Name, args[i])
+	if s := Closest(args[i], names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg + fmt.Sprintf("\nRun '%s --help' for its commands.", app.Name)
+}
+
+// Closest returns the name nearest to typed: one it is a prefix of, or
+// else one within a few edits (about a third of its length, at least 2);
+// "" when none is near.
+func Closest(typed string, names []string) string {
+	best, bestD := "", max(2, len(typed)/3)+1
+	for _, n := range names {
+		if len(typed) >= 3 && strings.HasPrefix(n, typed) {
+			return n
+		}
+		if d := editDistance(typed, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is Levenshtein's distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

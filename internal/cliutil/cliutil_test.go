@@ -76,3 +76,50 @@ func TestFormatSize(t *testing.T) {
 		}
 	}
 }
+
+// A usage error is one line leading with the error, the nearest flag
+// suggested, then where the help is; flags spelled as typed (--x).
+func TestUsageMessage(t *testing.T) {
+	flags := []cli.Flag{&cli.StringFlag{Name: "shards"}, &cli.StringFlag{Name: "socket"}, &cli.IntFlag{Name: "workers"}}
+	for _, tc := range []struct{ in, want string }{
+		{"flag provided but not defined: -shard", "augloader serve: unknown flag --shard (did you mean --shards?)\nRun 'augloader serve --help' for its flags."},
+		{"flag provided but not defined: -sokcet", "augloader serve: unknown flag --sokcet (did you mean --socket?)\n"},
+		{"flag provided but not defined: -zzz", "augloader serve: unknown flag --zzz\n"},
+		{`invalid value "abc" for flag -workers: parse error`, `augloader serve: invalid value "abc" for flag --workers: parse error` + "\n"},
+		{"flag needs an argument: -socket", "augloader serve: flag needs an argument: --socket\n"},
+	} {
+		if got := cliutil.UsageMessage("augloader serve", tc.in, flags); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q:\n got %q\nwant %q…", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestClosest(t *testing.T) {
+	names := []string{"serve", "fetch", "materialize", "stats", "shards", "shuffle", "socket"}
+	for _, tc := range []struct{ typed, want string }{
+		{"serv", "serve"}, {"servе", "serve"}, {"fecth", "fetch"}, {"materialise", "materialize"},
+		{"shard", "shards"}, {"sokcet", "socket"}, {"xyz", ""}, {"s", ""},
+	} {
+		if got := cliutil.Closest(tc.typed, names); got != tc.want {
+			t.Errorf("Closest(%q) = %q, want %q", tc.typed, got, tc.want)
+		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	app := &cli.App{Name: "augloader", Commands: []*cli.Command{{Name: "serve"}, {Name: "fetch"}}}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"augloader", "serv"}, "augloader: no command \"serv\" (did you mean \"serve\"?)\nRun 'augloader --help' for its commands."},
+		{[]string{"augloader", "serve", "--x"}, ""},
+		{[]string{"augloader", "--help"}, ""},
+		{[]string{"augloader", "help"}, ""},
+		{[]string{"augloader"}, ""},
+	} {
+		if got := cliutil.UnknownCommand(app, tc.args); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
