@@ -421,16 +421,27 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="mode", required=True, metavar="{train,cv}",
                             help="train: one run against running daemons; cv: a cross-validation on one daemon (-h after either for its flags)")
 
-    def model_flags(p, batches_per_epoch):
-        p.add_argument("--epochs", type=int, default=350, help="training epochs (the paper's 350)")
-        p.add_argument("--batches-per-epoch", type=int, default=batches_per_epoch,
+    def count(lo):
+        def parse(v):
+            try:
+                n = int(v)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{v!r} is not an integer") from None
+            if n < lo:
+                raise argparse.ArgumentTypeError(f"{n}: want an integer ≥ {lo}")
+            return n
+        return parse
+
+    def model_flags(p, batches_per_epoch, seed_help):
+        p.add_argument("--epochs", type=count(1), default=350, help="training epochs (the paper's 350)")
+        p.add_argument("--batches-per-epoch", type=count(0), default=batches_per_epoch,
                        help="batches per epoch (the GIN code's 50; 0: one pass over the training set)")
-        p.add_argument("--hidden", type=int, default=64, help="hidden units per GIN layer")
-        p.add_argument("--layers", type=int, default=5, help="layers, the input's read-out included")
+        p.add_argument("--hidden", type=count(1), default=64, help="hidden units per GIN layer")
+        p.add_argument("--layers", type=count(2), default=5, help="layers, the input's read-out included")
         p.add_argument("--dropout", type=float, default=0.0, help="read-out dropout (the paper searches 0 and 0.5)")
         p.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate, halved every 50 of 350 epochs")
         p.add_argument("--train-eps", action="store_true", help="learn ε (GIN-ε) instead of GIN-0's fixed 0")
-        p.add_argument("--seed", type=int, default=0, help="torch seed, and the daemon's")
+        p.add_argument("--seed", type=count(0), default=0, help=seed_help)
         p.add_argument("--json", help="write the results to this file")
         p.add_argument("--layout", choices=("pyg", "codes"), default="pyg",
                        help="pyg: the dense one-hot x; codes: the feature codes through a CodeEmbedding "
@@ -442,16 +453,17 @@ def main(argv=None):
     t.add_argument("--view", default="", help="the training view (empty: the daemon's default)")
     t.add_argument("--test-url", "--test", dest="test_url", help="URL serving the test view (default: --url with --test-view)")
     t.add_argument("--test-view", default="", help="the test view")
-    t.add_argument("--fold", type=int, default=0, help="the fold of per-fold views")
+    t.add_argument("--fold", type=count(0), default=0, help="the fold of per-fold views")
     t.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
     t.add_argument("--checkpoint", help="checkpoint file: the model, optimizer, schedule, RNG and the loader's position "
                                         "in the epoch, written atomically every --checkpoint-every steps")
-    t.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    t.add_argument("--checkpoint-every", type=count(1), default=50, help="steps between checkpoints")
     t.add_argument("--resume", action="store_true",
                    help="continue from --checkpoint when it exists (at the batch after the one it was taken at)")
     t.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
     t.add_argument("--save-model", help="write the final model's state_dict here")
-    model_flags(t, 0)
+    model_flags(t, 0, "torch's seed (the model's initial weights and dropout); the augmentations are the daemon's "
+                      "own: its --seed, set where it was started")
 
     c = sub.add_parser("cv", help="k-fold cross-validation of several policies on one daemon", formatter_class=Fmt,
                        description="Stratified k-fold cross-validation of GIN for several policies through one daemon this "
@@ -460,23 +472,44 @@ def main(argv=None):
                                    "cores: try --epochs 50 first.")
     c.add_argument("--shards", required=True, help="shard folder (shardconv convert)")
     c.add_argument("--policies", default="none,nodesam,submix:p=0.4", help="comma-separated policies (none is the reference)")
-    c.add_argument("--folds", type=int, default=10, help="folds of the stratified split (augloader split)")
+    c.add_argument("--folds", type=count(2), default=10, help="folds of the stratified split (augloader split)")
     c.add_argument("--split-seed", type=int, default=0, help="the split's seed")
-    c.add_argument("--batch-size", type=int, default=32, help="graphs per batch (the paper searches 32 and 128)")
-    c.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)), help="training processes at once")
-    c.add_argument("--daemon-workers", type=int, default=1, help="the daemon's augmentation workers")
+    c.add_argument("--batch-size", type=count(1), default=32, help="graphs per batch (the paper searches 32 and 128)")
+    c.add_argument("--jobs", type=count(1), default=max(1, (os.cpu_count() or 2)), help="training processes at once")
+    c.add_argument("--daemon-workers", type=count(1), default=1, help="the daemon's augmentation workers")
     c.add_argument("--out", help="folder for the split files (default: beside --json, or ./cv)")
     c.add_argument("--quiet", action="store_true", help="no progress line per epoch, only one per finished run")
-    model_flags(c, 50)
+    model_flags(c, 50, "torch's seed, and the --seed of the daemon this script starts (its augmentations)")
 
     args = ap.parse_args(argv)
+    if args.mode == "train":
+        if args.resume and not args.checkpoint:
+            t.error("--resume needs --checkpoint (the file to continue from)")
+        if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+            t.error(f"--device {args.device}: this torch sees no CUDA device (use --device cpu)")
     try:
         if args.mode == "train":
             return cmd_train(args)
         return cmd_cv(args)
     except KeyboardInterrupt as e:
-        print(f"train_gin: stopped ({e or 'interrupted'}): the daemon and the training processes are stopped", file=sys.stderr)
+        why = str(e) or "interrupted"
+        if args.mode == "train":
+            print(f"train_gin: stopped ({why}); the daemon is yours and still runs"
+                  + (f"; --resume continues from {args.checkpoint}" if args.checkpoint else ""), file=sys.stderr)
+        else:
+            print(f"train_gin: stopped ({why}): the daemon and the training processes are stopped", file=sys.stderr)
         sys.exit(130)
+    except USER_ERRORS as e:
+        # What the user can fix (a daemon not running, a view it does not
+        # serve, a checkpoint of another configuration, a missing folder):
+        # the message, not a traceback.
+        print(f"train_gin: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+# Errors that say what to fix; anything else is a bug and keeps its traceback.
+USER_ERRORS = (augloader.ServerError, augloader.ConnectionLost, augloader.RequestError, augloader.StateError, augloader.DaemonError,
+               augloader.ConvertError, FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError)
 
 
 if __name__ == "__main__":

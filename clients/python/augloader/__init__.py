@@ -60,10 +60,11 @@ def _check_pyarrow_numpy() -> None:
 _check_pyarrow_numpy()
 
 from . import _flight, _socket  # noqa: E402
+from ._state import StateError  # noqa: E402
 from ._wire import ConnectionLost, RequestError, ServerError  # noqa: E402
 from .batch import Batch  # noqa: E402
 
-__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "RequestError", "Stream", "Daemon", "DaemonError",
+__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "RequestError", "StateError", "Stream", "Daemon", "DaemonError",
            "write_shards", "ConvertError"]
 
 

@@ -211,3 +211,51 @@ def test_sigkill_resume_same_weights(bins, mutag_shards, tmp_path, policy):
         assert torch.equal(whole[k], resumed[k]), f"{k} differs after the resume"
     strip = lambda h: [{k: v for k, v in r.items() if k not in ("data_wait_s", "step_s")} for r in h]  # noqa: E731
     assert strip(json.loads((tmp_path / "whole.json").read_text())) == strip(json.loads((tmp_path / "resumed.json").read_text()))
+
+
+def test_user_errors_are_messages(tmp_path):
+    """What the user can fix is one line, not a traceback: no daemon at the
+    URL, a flag out of range, --resume without a checkpoint; the --seed
+    help of train mode does not promise to seed a daemon it did not start."""
+    run = [sys.executable, EXAMPLE, "train"]
+    for args, code, want in [
+        (["--url", f"unix://{tmp_path}/none.sock", "--epochs", "1"], 1, "train_gin: cannot connect to"),
+        (["--url", "unix:///x.sock", "--epochs", "0"], 2, "--epochs: 0: want an integer ≥ 1"),
+        (["--url", "unix:///x.sock", "--resume"], 2, "--resume needs --checkpoint"),
+    ]:
+        p = subprocess.run(run + args, capture_output=True, text=True, timeout=120)
+        assert p.returncode == code and want in p.stderr and "Traceback" not in p.stderr, (args, p.returncode, p.stderr)
+    h = subprocess.run(run + ["--help"], capture_output=True, text=True, timeout=120).stdout
+    seed = " ".join(h.split("--seed SEED", 2)[-1].split())
+    assert "the daemon's own" in seed and "and the daemon's" not in seed, seed
+
+
+def test_train_ctrl_c_says_what_stopped(bins, make_synth_shards):
+    """Ctrl-C in train mode: exit 130 and a message that says why and what
+    is left (it printed "stopped ()" and claimed to stop a daemon it never
+    started)."""
+    import signal
+    import time
+
+    with augloader.Daemon(make_synth_shards(80, 3), binary=str(bins / "augloader"), policy="nodesam", batch_size=16) as d:
+        proc = subprocess.Popen([sys.executable, EXAMPLE, "train", "--url", d.url, "--epochs", "100000", "--device", "cpu"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if line.startswith("epoch") or not line:
+                break
+        assert line.startswith("epoch"), proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("train_gin.py train ignored Ctrl-C for 60 s")
+        err = proc.stderr.read()
+        assert rc == 130, err
+        assert "train_gin: stopped (interrupted); the daemon is yours and still runs" in err and "()" not in err, err
+        assert "Traceback" not in err, err
+        # The daemon it did not start is still serving.
+        assert sum(1 for _ in augloader.connect(d.url).epoch(0)) > 0
