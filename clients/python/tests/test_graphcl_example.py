@@ -47,3 +47,45 @@ def test_graphcl_other_twins(bins, mutag_shards, tmp_path, aug):
     with equal weights), train too."""
     r = run(bins, mutag_shards, tmp_path, aug, "--seeds", "1", "--epochs", "2", "--eval", "none", "--aug", aug)
     assert len(r["runs"][0]["losses"]) == 2 and all(x > 0 for x in r["runs"][0]["losses"])
+
+
+def _table_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("graphcl_table", ROOT / "examples" / "graphcl_table.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _saved(m, dataset, aug, features, accs):
+    import statistics
+    return {"dataset": dataset, "aug": aug, "features": features, **m.SETTINGS,
+            "runs": [{"seed": s, "accuracy": a} for s, a in enumerate(accs)],
+            "mean": statistics.fmean(accs), "std": statistics.pstdev(accs)}
+
+
+def test_graphcl_table_is_the_page_table(tmp_path):
+    """graphcl_table.py prints the table docs/contrastive.md shows (its
+    header and its rows' form, the constant-features row included), and
+    reuses a saved run only when it was made with the settings asked for
+    (it reused any JSON in --out, whatever it was made with)."""
+    m = _table_module()
+    results = [_saved(m, "MUTAG", a, "shards", [0.888, 0.8839, 0.8833]) for a in ("random4", "nodesam", "submix")]
+    results.append(_saved(m, "MUTAG", "random4", "constant", [0.8, 0.81, 0.82]))
+    text = m.table(results, ["MUTAG"], ["random4", "nodesam", "submix"], ["MUTAG"])
+    header, _, row, constant = text.splitlines()
+    page = (ROOT / "docs" / "contrastive.md").read_text()
+    assert header in page, header
+    assert row.startswith("| MUTAG | 86.80 ± 1.34 | 88.51 ± 0.21 | 88.80, 88.39, 88.33 | within (+1.71) |"), row
+    assert constant.startswith("| MUTAG, constant features (`--features constant`, as GraphCL's code) | 86.80 ± 1.34 | 81.00 ± 0.82 |"), constant
+    # Reuse: only an exact match, and then marked.
+    path = m.result_path(tmp_path, "MUTAG", "random4", "shards")
+    saved = _saved(m, "MUTAG", "random4", "shards", [0.9, 0.9, 0.9])
+    path.write_text(json.dumps(saved))
+    r, why = m.reusable(path, "MUTAG", "random4", [0, 1, 2], "shards")
+    assert r is not None and why == ""
+    for change, want in [({"epochs": 5}, "epochs 5"), ({"features": "constant"}, "features"), ({"runs": saved["runs"][:2]}, "other seeds")]:
+        path.write_text(json.dumps({**saved, **change}))
+        r, why = m.reusable(path, "MUTAG", "random4", [0, 1, 2], "shards")
+        assert r is None and want in why, (change, why)
+    assert "(saved run)" in m.cell({**saved, "reused": True})
