@@ -50,7 +50,7 @@ test: venv
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(GOTEST) -count=1 -run 'TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded' ./ingest/convert/ ./aug/ ./server/ ./loader/ ./cmd/shardconv/
 	$(GO) build -o $(BIN)/ ./cmd/...
-	$(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers
+	AUGLOADER_BIN=$(CURDIR)/$(BIN) $(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers
 	$(MAKE) --no-print-directory test-torch2
 
 # The checkpoint tests that need torch 2.x (StatefulDataLoader, Lightning,
@@ -71,8 +71,10 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 	echo "$(CURDIR)/clients/python" > "$$($(VENV2)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/augloader-checkout.pth"
 	touch $@
 
-test-torch2: $(VENV2)/.stamp
-	AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py \
+# Both pytest runs take the binaries built once ($(BIN)); without
+# AUGLOADER_BIN each session built them again into a temporary folder.
+test-torch2: $(VENV2)/.stamp build
+	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py \
 	  clients/python/tests/test_edge.py clients/python/tests/test_resume_model.py clients/python/tests/test_state_checks.py
 
 race:
@@ -121,11 +123,20 @@ paper: build venv
 # of WHEEL_ARCHES, cross-compiled, in dist/ (clients/python/setup.py; pip
 # fetches setuptools into an isolated build environment).
 WHEEL_ARCHES ?= amd64 arm64
-wheel: venv
+# The wheel needs Go and a pip: a bare venv of the system's Python, whose
+# pip fetches the build backend (setuptools) into an isolated build
+# environment; not the test venv (torch, PyG: 20 minutes to build).
+WHEEL_VENV := .venv-wheel
+$(WHEEL_VENV)/.stamp:
+	rm -rf $(WHEEL_VENV)
+	$(PYBASE) -m venv $(WHEEL_VENV)
+	touch $@
+
+wheel: $(WHEEL_VENV)/.stamp
 	rm -f dist/augloader-*.whl
 	@set -e; for a in $(WHEEL_ARCHES); do \
 	  rm -rf clients/python/build; \
-	  AUGLOADER_GOARCH=$$a $(PY) -m pip wheel -q --disable-pip-version-check --no-deps -w dist clients/python; \
+	  AUGLOADER_GOARCH=$$a $(WHEEL_VENV)/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w dist clients/python; \
 	done; rm -rf clients/python/build
 	@ls -l dist/augloader-*.whl
 

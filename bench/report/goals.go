@@ -22,12 +22,17 @@ type bound struct {
 // A measuredCase is one case a goal names (a layout, a transport, a
 // series): its figures by name and how the page shows them.
 type measuredCase struct {
+	// shown is the case as the page shows it; up to its first colon, the
+	// case's name among the goal's (caseLabel).
 	shown   string
 	figures map[string]float64
 }
 
 // A goalSpec is one row of the goals table.
 type goalSpec struct {
+	// key names the goal's figures for other pages (docs/figures.tsv):
+	// goal:KEY:CASE:FIGURE.
+	key   string
 	issue string
 	// text is the goal as stated; measure's args fill its verbs (the
 	// configuration the run found fastest, a set's size).
@@ -47,66 +52,66 @@ type goalSpec struct {
 
 // goalTable lists every goal, in the page's order.
 var goalTable = []goalSpec{
-	{issue: "#6, #16", text: "COLLAB NodeSam epoch end to end to a Python client ≥ 10× faster than PyG's DataLoader doing only `dropout_edge`, " +
+	{key: "headline", issue: "#6, #16", text: "COLLAB NodeSam epoch end to end to a Python client ≥ 10× faster than PyG's DataLoader doing only `dropout_edge`, " +
 		"PyG at its fastest configuration on this machine (%s)",
 		bounds: []bound{{"speedup", ">=", 10}}, measure: (*page).headlineCase},
-	{issue: "#6", text: "scalability linear: time per edge on the largest subgraph (10⁷ edges) within 2× of the smallest (10³); " +
+	{key: "scaling", issue: "#6", text: "scalability linear: time per edge on the largest subgraph (10⁷ edges) within 2× of the smallest (10³); " +
 		"a per-edge time that falls with size (sublinear) counts as within",
 		bounds: []bound{{"ratio", "<=", 2}}, lead: "largest ÷ smallest ns/edge: ", measure: (*page).scalingCases},
-	{issue: "#3", text: "NodeSam ≥ 50,000 COLLAB-shaped graphs/s on one core (with the loader's per-graph index)",
+	{key: "nodesam-rate", issue: "#3", text: "NodeSam ≥ 50,000 COLLAB-shaped graphs/s on one core (with the loader's per-graph index)",
 		bounds: []bound{{"graphs_per_s", ">=", 50000}}, measure: policyRate("nodesam+index")},
-	{issue: "#3", text: "SubMix ≥ 5,000 COLLAB-shaped graphs/s on one core",
+	{key: "submix-rate", issue: "#3", text: "SubMix ≥ 5,000 COLLAB-shaped graphs/s on one core",
 		bounds: []bound{{"graphs_per_s", ">=", 5000}}, measure: policyRate("submix")},
-	{issue: "#16", text: "SubMix's time per draw ≤ 1.4× NodeSam's (unindexed), COLLAB shape",
+	{key: "submix-per-draw", issue: "#16", text: "SubMix's time per draw ≤ 1.4× NodeSam's (unindexed), COLLAB shape",
 		bounds: []bound{{"ratio", "<=", 1.4}}, measure: submixPerDraw("collab")},
-	{issue: "#16", text: "(not a goal: the same ratio on the REDDIT-BINARY shape)", info: true,
+	{key: "submix-per-draw-reddit", issue: "#16", text: "(not a goal: the same ratio on the REDDIT-BINARY shape)", info: true,
 		bounds: []bound{{"ratio", "<=", 1.4}}, measure: submixPerDraw("reddit-binary")},
 	// The stretch goal asks for the transport, measured; it sets no bound.
-	{issue: "#16", text: "(stretch) shared-memory transport: same-host clients map batches from a memfd ring (`unix+shm://`), measured against the socket in the same run",
+	{key: "shm", issue: "#16", text: "(stretch) shared-memory transport: same-host clients map batches from a memfd ring (`unix+shm://`), measured against the socket in the same run",
 		lead: "NodeSam COLLAB epoch to Python, median s, shared memory vs socket: ", measure: (*page).shmCases},
-	{issue: "#16", text: "`shardconv convert` of the real COLLAB ≤ 12× `wc -l` of its A file, peak RSS < 1 GiB",
+	{key: "convert-vs-wc", issue: "#16", text: "`shardconv convert` of the real COLLAB ≤ 12× `wc -l` of its A file, peak RSS < 1 GiB",
 		bounds: []bound{{"ratio", "<=", 12}, {"rss_mib", "<", 1024}}, measure: (*page).convertVsWC},
-	{issue: "#2", text: "`shardconv convert` of the real COLLAB ≥ 300 MB/s of input, peak RSS < 1 GiB",
+	{key: "convert-rate", issue: "#2", text: "`shardconv convert` of the real COLLAB ≥ 300 MB/s of input, peak RSS < 1 GiB",
 		bounds: []bound{{"mb_s", ">=", 300}, {"rss_mib", "<", 1024}}, measure: (*page).convertRate},
-	{issue: "#4", text: "a NodeSam COLLAB epoch end to end (daemon → Unix socket → Go client) in under 1 s",
+	{key: "epoch-seconds", issue: "#4", text: "a NodeSam COLLAB epoch end to end (daemon → Unix socket → Go client) in under 1 s",
 		bounds: []bound{{"s", "<", 1}}, measure: (*page).epochSeconds},
-	{issue: "#4", text: "transport plus collation under 30% of the augmentation time (NodeSam, COLLAB, 2 workers)",
+	{key: "epoch-overhead", issue: "#4", text: "transport plus collation under 30% of the augmentation time (NodeSam, COLLAB, 2 workers)",
 		bounds: []bound{{"overhead", "<", 0.3}}, measure: epochOverhead("socket")},
-	{issue: "#4", text: "(not a goal: the same over the shared-memory transport)", info: true,
+	{key: "epoch-overhead-shm", issue: "#4", text: "(not a goal: the same over the shared-memory transport)", info: true,
 		bounds: []bound{{"overhead", "<", 0.3}}, measure: epochOverhead("shm")},
-	{issue: "#17", text: "a SubMix COLLAB epoch from 2 daemons pinned to a core each is byte-identical to 1 daemon's (the speed-up measured)",
+	{key: "scaleout", issue: "#17", text: "a SubMix COLLAB epoch from 2 daemons pinned to a core each is byte-identical to 1 daemon's (the speed-up measured)",
 		bounds: []bound{{"digests_equal", ">=", 1}}, measure: (*page).scaleOutCase},
-	{issue: "#26", text: "`shardconv convert` of an ogbg-molpcba-sized synthetic OGB folder (%s molecules) ≤ 2× `gzip -dc` of its files to /dev/null, peak RSS < 1 GiB",
+	{key: "mol-convert", issue: "#26", text: "`shardconv convert` of an ogbg-molpcba-sized synthetic OGB folder (%s molecules) ≤ 2× `gzip -dc` of its files to /dev/null, peak RSS < 1 GiB",
 		bounds: []bound{{"ratio", "<=", 2}, {"rss_mib", "<", 1024}}, measure: (*page).molConvertCase},
-	{issue: "#26", text: "a NodeSam epoch of molecules with edge features to Python in PyG's layout ≥ 10× faster than PyG's DataLoader over " +
+	{key: "mol-epoch", issue: "#26", text: "a NodeSam epoch of molecules with edge features to Python in PyG's layout ≥ 10× faster than PyG's DataLoader over " +
 		"`PygGraphPropPredDataset` doing `dropout_edge` with `edge_attr` masked, PyG at its fastest configuration (%s)",
 		bounds: []bound{{"speedup", ">=", 10}}, measure: (*page).molEpochCase},
-	{issue: "#28", text: "a NodeSam COLLAB epoch to torch tensors on the CPU through `to_tensors`, PyG's layout (dense one-hot x): ≥ 6× PyG's wall time " +
+	{key: "tensors-pyg", issue: "#28", text: "a NodeSam COLLAB epoch to torch tensors on the CPU through `to_tensors`, PyG's layout (dense one-hot x): ≥ 6× PyG's wall time " +
 		"and ≤ 1/10 of its trainer-process CPU, PyG at its fastest (%s)",
 		bounds: []bound{{"wall", ">=", 6}, {"cpu", ">=", 10}}, measure: tensorCases("pyg")},
-	{issue: "#28", text: "a NodeSam COLLAB epoch to torch tensors on the CPU through `to_tensors`, the compact layout (feature codes), PyG given the same codes: " +
+	{key: "tensors-codes", issue: "#28", text: "a NodeSam COLLAB epoch to torch tensors on the CPU through `to_tensors`, the compact layout (feature codes), PyG given the same codes: " +
 		"≥ 10× PyG's wall time and ≤ 1/20 of its trainer-process CPU, PyG at its fastest (%s)",
 		bounds: []bound{{"wall", ">=", 10}, {"cpu", ">=", 20}}, measure: tensorCases("codes")},
-	{issue: "#28", text: "the Go client (`augloader fetch`) reads a NodeSam COLLAB epoch within 1.5× of the Python client's time from the same daemon, " +
+	{key: "go-client", issue: "#28", text: "the Go client (`augloader fetch`) reads a NodeSam COLLAB epoch within 1.5× of the Python client's time from the same daemon, " +
 		"without and with digests (the issue states it for its GPU machine; measured here on the CPU machine)",
 		bounds: []bound{{"ratio", "<=", 1.5}}, measure: (*page).clientCases},
-	{issue: "#28", text: "a GIN-0 training loop on a GPU fed by `Prefetcher` waits ≤ 5%% of the epoch for its batches (%s)",
+	{key: "gpu-loop", issue: "#28", text: "a GIN-0 training loop on a GPU fed by `Prefetcher` waits ≤ 5%% of the epoch for its batches (%s)",
 		bounds: []bound{{"wait", "<=", 0.05}}, measure: (*page).gpuLoopCases},
-	{issue: "#28", text: "(not a goal: the same loop on the CPU device, the loop sharing the 2 cores with the daemon)", info: true,
+	{key: "cpu-loop", issue: "#28", text: "(not a goal: the same loop on the CPU device, the loop sharing the 2 cores with the daemon)", info: true,
 		bounds: []bound{{"wait", "<=", 0.05}}, measure: (*page).cpuLoopCases},
-	{issue: "#38", text: "a COLLAB epoch of two views of every graph (node dropping 10%% / subgraph 20%%) into PyG Batches ≥ 10× " +
+	{key: "twins", issue: "#38", text: "a COLLAB epoch of two views of every graph (node dropping 10%% / subgraph 20%%) into PyG Batches ≥ 10× " +
 		"GraphCL's augmentations in a PyG `Dataset.get` at its fastest (%s), same pair, same batch size, in each layout and over each " +
 		"transport (met when every case is; each is shown)",
 		bounds: []bound{{"speedup", ">=", 10}}, measure: (*page).twinCases},
-	{issue: "#27, #36", text: "an ogbg-ppa-shaped set (%s graphs: %s of npz input, %s of shards at the default `--shard-size`%s) served with " +
+	{key: "large-throughput", issue: "#27, #36", text: "an ogbg-ppa-shaped set (%s graphs: %s of npz input, %s of shards at the default `--shard-size`%s) served with " +
 		"`--cache-limit 1GiB` inside a 2 GiB memory cgroup: NodeSam epoch throughput ≥ 70%% of the same set fully cached (same shuffle, `%s`)",
 		bounds: []bound{{"ratio", ">=", 0.7}}, measure: (*page).largeThroughputCase},
-	{issue: "#27", text: "time to the first batch under `--cache-limit 1GiB` for %s and %s graphs (1× and 10× the data): the same within noise (within 25%%)",
+	{key: "large-start", issue: "#27", text: "time to the first batch under `--cache-limit 1GiB` for %s and %s graphs (1× and 10× the data): the same within noise (within 25%%)",
 		bounds: []bound{{"ratio", "<=", 1.25}}, measure: (*page).largeStartCase},
-	{issue: "#36", text: "the class-ordered real COLLAB converted with the default `--shard-size` and `--order random:1`: class-mix distance of the default " +
+	{key: "shuffle-random", issue: "#36", text: "the class-ordered real COLLAB converted with the default `--shard-size` and `--order random:1`: class-mix distance of the default " +
 		"window under `--cache-limit 64MiB` within 1.5× of the global shuffle's",
 		bounds: []bound{{"ratio", "<=", 1.5}}, measure: shuffleCase("random")},
-	{issue: "#36", text: "the class-ordered real COLLAB converted with the default `--shard-size` in id order (as TU lists it, by class): class-mix " +
+	{key: "shuffle-id-order", issue: "#36", text: "the class-ordered real COLLAB converted with the default `--shard-size` in id order (as TU lists it, by class): class-mix " +
 		"distance of the default window under `--cache-limit 64MiB` within 1.5× of the global shuffle's", info: true,
 		bounds: []bound{{"ratio", "<=", 1.5}}, measure: shuffleCase("default")},
 }
@@ -119,7 +124,7 @@ func judge(s goalSpec, args []any, cases []measuredCase) goal {
 	if len(args) > 0 {
 		text = fmt.Sprintf(s.text, args...)
 	}
-	g := goal{issue: s.issue, what: text, info: s.info, known: len(cases) > 0}
+	g := goal{issue: s.issue, what: text, info: s.info, known: len(cases) > 0, key: s.key, cases: cases}
 	all, some := len(cases) > 0, false
 	shown := make([]string, 0, len(cases))
 	for _, c := range cases {

@@ -21,6 +21,24 @@ type gpuResults struct {
 	about []string
 }
 
+// readResultsDir reads every saved results file of dir (*.txt), by name
+// without the extension; a missing dir is none.
+func readResultsDir(dir string) (map[string]*gpuResults, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*gpuResults{}
+	for _, p := range paths {
+		r, err := readResultsFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out[strings.TrimSuffix(filepath.Base(p), ".txt")] = r
+	}
+	return out, nil
+}
+
 // readResultsFile reads a saved results file; a missing one is nil.
 func readResultsFile(path string) (*gpuResults, error) {
 	b, err := os.ReadFile(path)

@@ -37,12 +37,10 @@ func main() {
 		log.Fatal(err)
 	}
 	pg.docs = *docs
-	if pg.gpu, err = readResultsFile(filepath.Join(*results, "gpu.txt")); err != nil {
+	if pg.results, err = readResultsDir(*results); err != nil {
 		log.Fatal(err)
 	}
-	if pg.gpuFeed, err = readResultsFile(filepath.Join(*results, "gpu-feed.txt")); err != nil {
-		log.Fatal(err)
-	}
+	pg.gpu, pg.gpuFeed = pg.results["gpu"], pg.results["gpu-feed"]
 	var buf bytes.Buffer
 	if err := pg.write(&buf); err != nil {
 		log.Fatal(err)
@@ -51,6 +49,11 @@ func main() {
 	if err := iox.WriteFileAtomic(out, buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
+	figs := filepath.Join(*docs, "figures.tsv")
+	if err := iox.WriteFileAtomic(figs, pg.figuresTSV(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	pg.wrote = append(pg.wrote, figs)
 	for _, f := range pg.wrote {
 		fmt.Println("wrote", f)
 	}

@@ -21,7 +21,8 @@ type page struct {
 	molecules                         []map[string]string
 	tensors                           []map[string]string
 	twins                             []map[string]string
-	gpu, gpuFeed                      *gpuResults // saved from a lent GPU machine (bench/results)
+	gpu, gpuFeed                      *gpuResults            // saved from a lent GPU machine (bench/results)
+	results                           map[string]*gpuResults // every file of bench/results, by name
 	shuffle                           []map[string]string
 	large                             []map[string]string
 	largeDecoded                      string // ", about N GiB decoded" from the large step's log
@@ -202,6 +203,8 @@ func (pg *page) writeMachine(w *bytes.Buffer) {
 
 // goal is one row of the goals table.
 type goal struct {
+	key                   string
+	cases                 []measuredCase
 	issue, what, measured string
 	met                   bool
 	known                 bool

@@ -420,3 +420,34 @@ func TestGPUSection(t *testing.T) {
 		"(NVIDIA H100 80GB HBM3, torch 2.11.0, `bench/python_gpu.py`) | batch 32, pyg: 1.0% (0.012 s of 1.200 s; resident 1.000 s), the epoch 1.20× the resident one; batch 128, pyg: 10.0% (0.040 s of 0.400 s; resident 0.300 s), the epoch 1.33× the resident one | **not met**",
 	)
 }
+
+// docs/figures.tsv names every figure by where it came from: a RESULT
+// row by its identifying fields (a fastest row by what it compares, not
+// the configuration that won this run), and a goal's case by the goal's
+// key and the case's label.
+func TestFiguresNamed(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "tensors\tx\n",
+		"tensors.txt": "RESULT kind=tensors name=augloader/shm/pyg wall_s=0.2 cpu_s=0.05 graphs=5000 epochs=5\n" +
+			"RESULT kind=tensors name=augloader/socket/pyg wall_s=0.1 cpu_s=0.1 graphs=5000 epochs=5\n" +
+			"RESULT kind=fastest layout=pyg name=pyg/pyg/workers=0 wall_s=0.8 cpu_s=1.2\n",
+	})
+	pg, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsv := string(pg.figuresTSV())
+	for _, want := range []string{
+		"tensors:kind=tensors,name=augloader/shm/pyg:wall_s\t0.2\n",
+		"tensors:kind=fastest,layout=pyg:wall_s\t0.8\n",
+		"goal:tensors-pyg:shm:wall\t4\n",
+		"goal:tensors-pyg:socket:cpu\t12\n",
+	} {
+		if !strings.Contains(tsv, want) {
+			t.Errorf("figures lack %q:\n%s", want, tsv)
+		}
+	}
+	if strings.Contains(tsv, "graphs=") || strings.Contains(tsv, "workers=0") {
+		t.Errorf("a count or the winning configuration names a figure:\n%s", tsv)
+	}
+}

@@ -181,4 +181,7 @@ def test_model(served, monkeypatch):
             run(served, monkeypatch, rng, one, epoch_ids)
         except AssertionError as e:
             raise AssertionError(f"schedule {i} (AUGLOADER_RESUME_SEED={SEED}): {e}") from None
-    print(f"{SCHEDULES} schedules in {time.monotonic() - t0:.1f} s")
+    wall = time.monotonic() - t0
+    print(f"{SCHEDULES} schedules in {wall:.1f} s")
+    # bench/results/resume-model.txt keeps the long run's line (docs/checkpoint.md).
+    print(f"RESULT kind=resume-model schedules={SCHEDULES} seed={SEED} wall_s={wall:.1f}")

@@ -38,3 +38,31 @@ func TestMakefilePipKeepsPins(t *testing.T) {
 		t.Fatal("no pip install found in the Makefile: the test reads the wrong file")
 	}
 }
+
+// make wheel needs Go and a bare venv, not the test venv (torch, PyG,
+// pyarrow pins: it built all of that first, 20 minutes on the 2-core
+// machine, for a wheel that holds none of it).
+func TestWheelNeedsOnlyGo(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testutil.Root(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]string{}
+	var current string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if name, deps, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "\t") && !strings.Contains(name, " ") && !strings.HasPrefix(deps, "=") {
+			current = name
+			rules[current] = deps
+		} else if strings.HasPrefix(line, "\t") && current != "" {
+			rules[current] += "\n" + line
+		}
+	}
+	wheel, ok := rules["wheel"]
+	if !ok {
+		t.Fatal("no wheel rule in the Makefile")
+	}
+	deps, recipe, _ := strings.Cut(wheel, "\n")
+	if strings.Contains(strings.ReplaceAll(deps, "$(WHEEL_VENV)", ""), "venv") || strings.Contains(deps, "$(VENV)") || strings.Contains(recipe, "$(PY) ") {
+		t.Errorf("make wheel needs the test venv: wheel:%s", wheel)
+	}
+}
