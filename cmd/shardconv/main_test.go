@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -471,5 +472,35 @@ func TestUsageErrorsLead(t *testing.T) {
 		if code != 2 || !strings.HasPrefix(lines[0], tc.want) || len(lines) != 2 || stdout != "" {
 			t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant exit 2 and %q first", tc.args, code, stdout, stderr, tc.want)
 		}
+	}
+}
+
+// Every example value convert's flags give in their help is one convert
+// takes (download's are the same flags, and download needs the TU site).
+func TestHelpExamplesRun(t *testing.T) {
+	dir := t.TempDir()
+	tu := filepath.Join(dir, "tu")
+	if _, stderr, code := run(t, "synth", "--like", "COLLAB", "--graphs", "40", "--seed", "1", "--out", tu); code != 0 {
+		t.Fatal(stderr)
+	}
+	eg := regexp.MustCompile(`e\.g\. ('[^']+'|.+?)(?:; |, | \(|\)|$)`)
+	ran := 0
+	for _, f := range app().Command("convert").Flags {
+		u, ok := f.(interface{ GetUsage() string })
+		if !ok {
+			continue
+		}
+		for _, m := range eg.FindAllStringSubmatch(u.GetUsage(), -1) {
+			for _, alt := range regexp.MustCompile(` \| | or `).Split(strings.Trim(strings.TrimSpace(m[1]), "'"), -1) {
+				ran++
+				out := filepath.Join(dir, fmt.Sprintf("out-%d", ran))
+				if _, stderr, code := run(t, "convert", "-q", "-i", tu, "-o", out, "--"+f.Names()[0], alt); code != 0 {
+					t.Errorf("convert --%s %s (its help's example): exit %d\n%s", f.Names()[0], alt, code, stderr)
+				}
+			}
+		}
+	}
+	if ran == 0 {
+		t.Fatal("no example found in convert's help")
 	}
 }
