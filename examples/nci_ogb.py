@@ -18,6 +18,8 @@ import numpy as np
 def molecules(limit):
     """(graph dict of smiles2graph, TPSA) of the first NCI molecules that parse."""
     sys.modules.setdefault("outdated", None)  # import ogb would ask the network for a newer version
+    from _needs import need
+    need("nci_ogb.py", "rdkit", "ogb")
     from rdkit import RDConfig, RDLogger
     from ogb.utils import smiles2graph
     RDLogger.DisableLog("rdApp.*")

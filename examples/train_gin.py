@@ -56,6 +56,9 @@ if sys.argv[1:2] == ["cv"]:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from _needs import need  # noqa: E402
+
+need("train_gin.py", "torch", "numpy", "augloader")
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

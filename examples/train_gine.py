@@ -31,8 +31,12 @@ import signal
 import sys
 import time
 
-import numpy as np
-import torch
+from _needs import need
+
+need("train_gine.py", "torch", "numpy", "augloader")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 import torch.nn as nn
 
 import augloader

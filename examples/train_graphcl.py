@@ -42,8 +42,12 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+from _needs import need
+
+need("train_graphcl.py", "torch", "numpy", "augloader")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 import torch.nn as nn
 import torch.nn.functional as F
 

@@ -78,6 +78,13 @@ func (c *Config) twinSchedules() []*epoch.Schedule {
 	return out
 }
 
+// schedules is every schedule a request can be served under: the main
+// one, then each twin set's. The one list the index decision, the SubMix
+// window check and Oversize read.
+func (c *Config) schedules() []*epoch.Schedule {
+	return append([]*epoch.Schedule{c.Schedule}, c.twinSchedules()...)
+}
+
 // EnsureDefaults fills the settings left at their zero value.
 func (c *Config) EnsureDefaults() {
 	if c.Workers == 0 {
@@ -164,11 +171,11 @@ func New(src *Source, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !cfg.NoIndex && slices.ContainsFunc(append(cfg.twinSchedules(), cfg.Schedule), (*epoch.Schedule).UsesIndex) {
+	if !cfg.NoIndex && slices.ContainsFunc(cfg.schedules(), (*epoch.Schedule).UsesIndex) {
 		src.EnablePPRCache(cfg.PPRCache)
 		src.EnableIndex()
 	}
-	if w := cfg.Shuffle.Window; w > 0 && slices.ContainsFunc(append(cfg.twinSchedules(), cfg.Schedule), (*epoch.Schedule).Mixes) {
+	if w := cfg.Shuffle.Window; w > 0 && slices.ContainsFunc(cfg.schedules(), (*epoch.Schedule).Mixes) {
 		if err := src.windowsPair(w); err != nil {
 			return nil, err
 		}
@@ -482,9 +489,8 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 // daemon says so at start. need is the first one's working memory, op the
 // op that needs it.
 func (l *Loader) Oversize() (ids []int64, need int64, op string) {
-	// Every schedule a request can get: the main one and each twin's.
 	var ops []aug.Op
-	for _, s := range append([]*epoch.Schedule{l.cfg.Schedule}, l.cfg.twinSchedules()...) {
+	for _, s := range l.cfg.schedules() {
 		o, err := s.Ops(l.src)
 		if err != nil {
 			return nil, 0, ""

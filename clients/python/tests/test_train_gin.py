@@ -259,3 +259,16 @@ def test_train_ctrl_c_says_what_stopped(bins, make_synth_shards):
         assert "Traceback" not in err, err
         # The daemon it did not start is still serving.
         assert sum(1 for _ in augloader.connect(d.url).epoch(0)) > 0
+
+
+@pytest.mark.parametrize("script,blocked", [("train_gin.py", "torch"), ("train_graphcl.py", "torch"),
+                                            ("train_gine.py", "torch"), ("train_gin.py", "augloader")])
+def test_examples_say_what_they_need(script, blocked):
+    """An example whose package is missing says which and how to install
+    it, in one line, before anything runs (train_graphcl.py died on
+    `import sklearn` after three epochs)."""
+    path = ROOT / "examples" / script
+    code = (f"import sys, runpy; sys.modules[{blocked!r}] = None; sys.path.insert(0, {str(path.parent)!r}); "
+            f"sys.argv = [{str(path)!r}, '--help']; runpy.run_path({str(path)!r}, run_name='__main__')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and f"{script} needs {blocked} (" in p.stderr and "Traceback" not in p.stderr, p.stderr
