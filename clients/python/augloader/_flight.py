@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
+from . import _wire
 from ._wire import ConnectionLost, ServerError, check_schema, schema_info
 from .batch import Batch
 
@@ -29,7 +30,7 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
     client = fl.FlightClient(location(url), **kw)
     headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
     opts = fl.FlightCallOptions(headers=headers, timeout=timeout)
-    body = json.dumps(req).encode()
+    body = _wire.request_body(req)  # the socket's checks: the same refusals on both transports
     try:
         fi = client.get_flight_info(fl.FlightDescriptor.for_command(body), opts)
         info = json.loads(fi.app_metadata) if fi.app_metadata else {"batches": None}

@@ -212,7 +212,16 @@ MAX_EPOCH = (1 << 64) - 1
 
 
 def encode_request(req: dict) -> bytes:
-    """A request frame for req (known fields only, non-negative ints)."""
+    """A request frame for req (request_body's checks)."""
+    body = request_body(req)
+    return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
+
+
+def request_body(req: dict) -> bytes:
+    """The JSON body of a request (the socket's frame, Flight's ticket),
+    checked as the server's DecodeRequest checks it: known fields only,
+    non-negative ints, epoch, rank and world named, testdata/requests/checks.json's
+    cases. RequestError names the field."""
     unknown = set(req) - set(REQUEST_FIELDS)
     if unknown:
         raise RequestError(f"augloader: unknown request fields {sorted(unknown)}")
@@ -231,8 +240,13 @@ def encode_request(req: dict) -> bytes:
             raise RequestError(f"augloader: request field {k}={v!r} is not an integer in 0..{MAX_EPOCH if k == 'epoch' else MAX_COUNT}")
         elif k == "twins":
             check_twins(v, None)
-    body = json.dumps(req, separators=(",", ":")).encode()
-    return HEADER.pack(MAGIC_REQUEST, VERSION, STATUS_OK, 0, len(body)) + body
+    # As the server's DecodeRequest: the three fields every request names,
+    # and a world of at least one rank (testdata/requests/checks.json).
+    if not {"epoch", "rank", "world"} <= set(req):
+        raise RequestError("augloader: a request needs epoch, rank and world")
+    if req["world"] < 1:
+        raise RequestError(f"augloader: world {req['world']}: a world has at least one rank")
+    return json.dumps(req, separators=(",", ":")).encode()
 
 
 def is_count(v, limit: int = MAX_COUNT) -> bool:

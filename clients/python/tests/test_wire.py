@@ -134,3 +134,26 @@ def test_parsers_fuzz(monkeypatch):
         except augloader.ServerError:
             outcomes["server"] += 1
     assert outcomes["lost"] > 4000, outcomes
+
+
+def test_shared_request_cases():
+    """testdata/requests/checks.json: the request checks the server
+    (wire.TestSharedRequestCases) and this client agree on, case by case."""
+    import json
+    import pathlib
+
+    from augloader import _wire
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "testdata" / "requests" / "checks.json"
+    cases = json.loads(path.read_text())["cases"]
+    assert len(cases) >= 20
+    wrong = []
+    for c in cases:
+        try:
+            _wire.request_body(c["request"])
+            valid = True
+        except _wire.RequestError:
+            valid = False
+        if valid != c["valid"]:
+            wrong.append(f"{c['name']}: request_body says valid={valid}, the table {c['valid']}")
+    assert not wrong, "\n".join(wrong)
