@@ -62,26 +62,18 @@ def free_port():
 
 
 class Daemon:
-    """augloader serve with a Unix socket, Flight and /metrics on loopback."""
+    """augloader serve with a Unix socket, Flight and /metrics on loopback,
+    started by augloader.Daemon (the one launcher the client, the tests
+    and the bench share), with serve's own --drain."""
 
     def __init__(self, bin_dir, shards, policy, workdir, batch_size=32):
         sock = os.path.join(workdir, f"{policy.split(':')[0]}-{batch_size}.sock")
-        port, mport = free_port(), free_port()
-        self.proc = subprocess.Popen([os.path.join(bin_dir, "augloader"), "serve", "--shards", shards, "--socket", sock,
-                                      "--flight", f"grpc://127.0.0.1:{port}", "--metrics", f"127.0.0.1:{mport}",
-                                      "--policy", policy, "--batch-size", str(batch_size)], stderr=subprocess.DEVNULL)
-        self.unix, self.grpc = f"unix://{sock}", f"grpc://127.0.0.1:{port}"
+        mport = free_port()
+        self.d = augloader.Daemon(shards, binary=os.path.join(bin_dir, "augloader"), socket=sock, flight=True,
+                                  policy=policy, batch_size=batch_size,
+                                  args=["--metrics", f"127.0.0.1:{mport}", "--drain", "5s"]).start()
+        self.unix, self.grpc = f"unix://{sock}", self.d.flight_url
         self.metrics_url = f"http://127.0.0.1:{mport}/metrics"
-        def listening(p):
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", p)) == 0
-
-        for _ in range(400):
-            if os.path.exists(sock) and listening(port) and listening(mport):
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("daemon did not start")
 
     def metrics(self) -> dict:
         """The daemon's Prometheus counters (unlabelled ones)."""
@@ -95,8 +87,7 @@ class Daemon:
         return out
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait()
+        self.d.__exit__(None, None, None)
 
 
 DAEMON_COUNTERS = {  # what the report shows per epoch, from /metrics deltas

@@ -84,30 +84,35 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, bins, tmp, *args):
-        self.sock = tmp / "aug.sock"
-        self.port = free_port()
-        self.unix = f"unix://{self.sock}"
-        self.grpc = f"grpc://127.0.0.1:{self.port}"
-        self.log = open(tmp / "serve.log", "w+")
-        self.proc = subprocess.Popen([bins / "augloader", "serve", "--socket", self.sock,
-                                      "--flight", self.grpc, *args], stderr=self.log)
-        deadline = time.time() + 20
-        while not self.sock.exists() or not self._port_open():
-            if self.proc.poll() is not None or time.time() > deadline:
-                self.log.seek(0)
-                raise RuntimeError("augloader serve did not start:\n" + self.log.read())
-            time.sleep(0.05)
+    """A test's daemon, started by augloader.Daemon (the one launcher the
+    client, the tests and the bench share): `serve` with these flags
+    (--shards or --materialized among them), its socket in tmp, Flight on
+    a free loopback port, serve's own --drain. stop() wants exit status 0
+    and the socket gone."""
 
-    def _port_open(self):
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", self.port)) == 0
+    def __init__(self, bins, tmp, *args):
+        import augloader
+
+        args, kw = [str(a) for a in args], {}
+        for flag in ("--shards", "--materialized"):
+            if flag in args:
+                i = args.index(flag)
+                kw[flag[2:]] = args[i + 1]
+                del args[i:i + 2]
+        if not any(a == "--drain" or a.startswith("--drain=") for a in args):
+            args += ["--drain", "5s"]  # serve's default, not the launcher's
+        self.sock = tmp / "aug.sock"
+        self.d = augloader.Daemon(**kw, binary=str(bins / "augloader"), socket=self.sock, flight=True, args=args).start()
+        self.unix = f"unix://{self.sock}"
+        self.grpc = self.d.flight_url
+        self.port = int(self.grpc.rsplit(":", 1)[1])
+
+    @property
+    def log_text(self) -> str:
+        return self.d.log
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout=20)
-        self.log.close()
-        assert rc == 0, f"serve exited {rc} after SIGTERM"
+        self.d.__exit__(None, None, None)  # SIGTERM; DaemonError unless it exits 0
         assert not self.sock.exists(), "socket left behind"
 
 

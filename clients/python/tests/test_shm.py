@@ -84,9 +84,7 @@ def test_kept_batches_stay_intact(synth_shards, daemon):
 
 def last_inline(d):
     """shm_inline_messages of the daemon's last logged shared-memory stream."""
-    d.log.flush()
-    with open(d.log.name) as f:
-        found = re.findall(r"shm_inline_messages=(\d+)", f.read())
+    found = re.findall(r"shm_inline_messages=(\d+)", d.log_text)
     assert found, "no shared-memory stream in the daemon's log"
     return int(found[-1])
 

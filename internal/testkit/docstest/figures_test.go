@@ -82,10 +82,10 @@ var (
 	figMark      = regexp.MustCompile(`<!--fig:([^>]*?)-->`)
 	observedMark = regexp.MustCompile(`<!--observed:([\w./:-]+)-->`)
 	// The figure right before a mark, its unit (if any) between.
-	quotedFigure = regexp.MustCompile(`(\d[\d,]*(?:\.\d+)?)(?:\s?(?:×|%|s|ms|MB/s|GB/s|MB|MiB|GiB|graphs/s|points))?\s*$`)
+	quotedFigure = regexp.MustCompile(`(\d[\d,]*(?:\.\d+)?)(?:\s*(?:×|%|s|ms|MB/s|GB/s|MB|MiB|GiB|(?:COLLAB-shaped )?graphs/s|points))?\s*$`)
 	// What reads as a measurement: a decimal with a unit of time, speed or
 	// ratio, or a thousands-separated rate.
-	unmarked  = regexp.MustCompile(`\d[\d,]*\.\d+\s?(?:×|%|s\b|ms\b|graphs/s|MB/s|GB/s)|\d{1,3}(?:,\d{3})+\s?graphs/s`)
+	unmarked  = regexp.MustCompile(`\d[\d,]*\.\d+\s*(?:×|%|s\b|ms\b|graphs/s|MB/s|GB/s)|\d{1,3}(?:,\d{3})+\s*(?:[\w-]+\s+)?graphs/s`)
 	codeFence = regexp.MustCompile("(?s)```.*?```")
 	codeSpan  = regexp.MustCompile("`[^`\n]*`")
 )
