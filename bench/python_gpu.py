@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import augloader  # noqa: E402
 from python_client import Daemon, DropEdge, load_pyg  # noqa: E402
-from python_tensors import as_codes, timed  # noqa: E402
+from python_tensors import as_codes, model_for, timed  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -77,30 +77,12 @@ def peer(loader, dev):
     return timed(run)
 
 
-def model_for(t, codes, classes):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-    from train_gin import GIN, soft_cross_entropy  # noqa: E402
-    dim = t["feature_dim"] if codes else t["x"].shape[1]
-    torch.manual_seed(0)
-    model = GIN(dim, classes, 64, 5, codes=codes).to(t["edge_index"].device)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    model.train()
-
-    def step(t):
-        loss = soft_cross_entropy(model(t), t["y_soft"])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
-    return step
-
-
 def loop(url, layout, epochs, dev):
     """Per-epoch medians over epochs (after a first that warms): resident
     wall s, fed wall s, fed wait s, batches."""
     from augloader.torch import Prefetcher, to_tensors
     first = to_tensors(next(iter(augloader.connect(url).epoch(0, count=1))), dev, layout=layout)
-    step = model_for(first, first["x"] is None, first["y_soft"].shape[1])
+    step = model_for(first, first["x"] is None, first["y_soft"].shape[1], read_loss=True)
     resident, fed, waits, n = [], [], [], 0
     for e in range(epochs + 1):
         ts = [to_tensors(b, dev, layout=layout) for b in augloader.connect(url).epoch(100 + e)]
@@ -136,7 +118,7 @@ def peer_loop(loader, epochs, dev):
     def tensors(b):
         return {"x": b.x, "edge_index": b.edge_index, "batch": b.batch, "num_graphs": b.num_graphs,
                 "y_soft": torch.nn.functional.one_hot(b.y, classes).float()}
-    step = model_for(tensors(b), False, classes)
+    step = model_for(tensors(b), False, classes, read_loss=True)
     walls, waits = [], []
     for e in range(epochs + 1):
         wait = 0.0

@@ -26,25 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import augloader  # noqa: E402
 import torch  # noqa: E402
 from python_client import Daemon  # noqa: E402
-from python_gpu import model_for, sync  # noqa: E402
+from python_gpu import sync  # noqa: E402
+from python_tensors import model_for  # noqa: E402
 
 from augloader.torch import Prefetcher, to_tensors  # noqa: E402
-
-
-def plain_step(first):
-    """The model's step without reading the loss back."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-    from train_gin import GIN, soft_cross_entropy
-    torch.manual_seed(0)
-    model = GIN(first["x"].shape[1], first["y_soft"].shape[1], 64, 5).cuda()
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-
-    def step(t):
-        loss = soft_cross_entropy(model(t), t["y_soft"])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return step
 
 
 def main():
@@ -60,7 +45,7 @@ def main():
         d = Daemon(args.bin, args.shards, "nodesam", args.workdir, batch_size=bs)
         url = d.unix.replace("unix://", "unix+shm://")
         first = to_tensors(next(iter(augloader.connect(url).epoch(0, count=1))), "cuda")
-        step = plain_step(first) if args.no_sync else model_for(first, False, first["y_soft"].shape[1])
+        step = model_for(first, False, first["y_soft"].shape[1], read_loss=not args.no_sync)
         res = {}
 
         def clock(name, fn):

@@ -125,24 +125,17 @@ def clients(bin_dir, d, epochs):
     return {k: statistics.median(v) for k, v in out.items()}
 
 
-def loop(url, layout, batches, epochs, threads):
-    """A CPU training loop (GIN-0, 5 layers, hidden 64, Adam) over the
-    first `batches` batches of each epoch: resident (every batch's tensors
-    made before the clock starts: the floor) and through a Prefetcher (the
-    daemon's batches turned into tensors on a thread beside the loop).
-    Returns per-epoch medians: wall s of each, the Prefetcher's wait."""
+def model_for(t, codes, classes, read_loss=False):
+    """A GIN-0 training step (5 layers, hidden 64, Adam; examples/train_gin.py's
+    model) for batches like t, on t's device, seeded: the loop the CPU and
+    GPU benchmarks time. read_loss: each step reads its loss back (a sync
+    on a GPU, as a loop that logs does)."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from train_gin import GIN, soft_cross_entropy  # noqa: E402
-
-    from augloader.torch import Prefetcher, to_tensors
-
-    torch.set_num_threads(threads)
-    first = to_tensors(next(iter(augloader.connect(url).epoch(0, count=1))), "cpu", layout=layout)
-    codes = first["x"] is None
-    dim = first["feature_dim"] if codes else first["x"].shape[1]
+    dim = t["feature_dim"] if codes else t["x"].shape[1]
     torch.manual_seed(0)
-    model = GIN(dim, first["y_soft"].shape[1], 64, 5, codes=codes)
+    model = GIN(dim, classes, 64, 5, codes=codes).to(t["edge_index"].device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     model.train()
 
@@ -151,6 +144,23 @@ def loop(url, layout, batches, epochs, threads):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss.item() if read_loss else None
+    return step
+
+
+def loop(url, layout, batches, epochs, threads):
+    """A CPU training loop (GIN-0, 5 layers, hidden 64, Adam) over the
+    first `batches` batches of each epoch: resident (every batch's tensors
+    made before the clock starts: the floor) and through a Prefetcher (the
+    daemon's batches turned into tensors on a thread beside the loop).
+    Returns per-epoch medians: wall s of each, the Prefetcher's wait."""
+    import torch
+
+    from augloader.torch import Prefetcher, to_tensors
+
+    torch.set_num_threads(threads)
+    first = to_tensors(next(iter(augloader.connect(url).epoch(0, count=1))), "cpu", layout=layout)
+    step = model_for(first, first["x"] is None, first["y_soft"].shape[1])
 
     resident, fed, waits = [], [], []
     for e in range(epochs + 1):
