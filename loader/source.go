@@ -1,17 +1,3 @@
-// Package loader turns shards into a stream of augmented, PyG-ready Arrow
-// record batches: a worker pool reads graphs through shard.Reader, applies
-// the epoch's policy (package epoch) with package aug, and collates each
-// training batch into one record batch (docs/protocol.md, "Batch schema").
-//
-// Contract: the record batches of a request are a pure function of the
-// configuration and the request (epoch, rank, world size, batch size, start
-// batch): byte-identical whatever the number of workers or the scheduling.
-// Output is strictly in batch order; at most Window batches are in flight
-// per stream, and a Memory shared by streams bounds their bytes, so a slow
-// consumer never grows memory; a cancelled context stops the pool. Node
-// and edge budgets hold for the augmented batches sent (each graph is
-// counted at aug.Bound of its op). A Loader is safe for concurrent use by
-// many requests.
 package loader
 
 import (

@@ -116,102 +116,122 @@ class MultiClient:
               twins: int = 0, twin_weights=None):
         """Client.epoch's request, its batches read from every daemon
         at once (the same arguments, the same batches in the same order)."""
-        from . import Stream
-
         base = dict(epoch=epoch, rank=rank, world=world, batch_size=batch_size, digest=digest,
                     batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume,
                     server_digest=server_digest, twins=twins, twin_weights=twin_weights)
-        D, s = len(self.clients), max(int(stride), 1)
-        dead = [False] * D
+        return _Epoch(self, base, start_batch, max(int(stride), 1), count, digest).stream()
 
-        def lane(daemon: int, j: int, n: int) -> _Lane:
-            return _Lane(self.clients[daemon], daemon,
-                         dict(base, start_batch=start_batch + j * s, stride=D * s, count=n), None)
 
-        left = [max(0, (count - d + D - 1) // D) if count else 0 for d in range(D)]
-        lanes = [lane(d, d, left[d]) for d in range(D)]
-        first = {}
+class _Epoch:
+    """One MultiClient.epoch: lane d reads batches d, d+D, … of the request
+    (from daemon d, or the next alive once it fails); the stream yields
+    them in order."""
 
-        def check(info: dict, daemon: int):
-            cfg = info.get("config") or {}
-            if not cfg.get("id"):
-                raise ConfigMismatch(f"{self.urls[daemon]} sent no configuration identity: refusing to mix it with others")
-            if not first:
-                first.update(cfg, url=self.urls[daemon])
-            elif config_diff(first, cfg):
-                raise ConfigMismatch(
-                    f"{first['url']} serves configuration {first['id']}, {self.urls[daemon]} serves {cfg['id']} "
-                    f"({first['url']} vs {self.urls[daemon]}): {', '.join(config_diff(first, cfg))}; refusing to mix them")
+    def __init__(self, mc: MultiClient, base: dict, start_batch: int, stride: int, count: int, digest: bool):
+        self.mc, self.base, self.start_batch, self.stride, self.digest = mc, base, start_batch, stride, digest
+        D = self.D = len(mc.clients)
+        self.dead = [False] * D
+        # left[d]: lane d's batches not yet yielded.
+        self.left = [max(0, (count - d + D - 1) // D) if count else 0 for d in range(D)]
+        self.lanes = [self.lane(d, d, self.left[d]) for d in range(D)]
+        self.first: dict = {}  # the first identity seen, and its url
 
-        def failover(d: int, j: int, why) -> None:
-            old = lanes[d]
-            old.stop.set()
-            dead[old.daemon] = True
-            for k in range(1, D + 1):
-                e = (old.daemon + k) % D
-                if not dead[e]:
-                    log.warning("augloader: daemon %s failed at batch %d (%s); its batches now come from %s",
-                                self.urls[old.daemon], j, why, self.urls[e])
-                    lanes[d] = lane(e, j, left[d])
-                    return
-            raise ConnectionLost(f"every daemon failed; the last, {self.urls[old.daemon]}, at batch {j}: {why}")
+    def lane(self, daemon: int, j: int, n: int) -> _Lane:
+        """A lane asking daemon for the lane's batches from request batch j on."""
+        return _Lane(self.mc.clients[daemon], daemon,
+                     dict(self.base, start_batch=self.start_batch + j * self.stride, stride=self.D * self.stride, count=n),
+                     None)
 
-        def get(d: int, j: int):
-            try:
-                return lanes[d].q.get(timeout=self.batch_timeout)
-            except queue.Empty:
-                return ("error", TimeoutError(f"no batch within {self.batch_timeout:g} s"))
+    def check(self, info: dict, daemon: int) -> None:
+        """Refuses a daemon whose configuration differs from the first's."""
+        urls, first = self.mc.urls, self.first
+        cfg = info.get("config") or {}
+        if not cfg.get("id"):
+            raise ConfigMismatch(f"{urls[daemon]} sent no configuration identity: refusing to mix it with others")
+        if not first:
+            first.update(cfg, url=urls[daemon])
+        elif config_diff(first, cfg):
+            raise ConfigMismatch(
+                f"{first['url']} serves configuration {first['id']}, {urls[daemon]} serves {cfg['id']} "
+                f"({first['url']} vs {urls[daemon]}): {', '.join(config_diff(first, cfg))}; refusing to mix them")
 
+    def failover(self, d: int, j: int, why) -> None:
+        """Lane d's daemon failed at request batch j: the next alive one
+        serves the rest of the lane."""
+        old = self.lanes[d]
+        old.stop.set()
+        self.dead[old.daemon] = True
+        for k in range(1, self.D + 1):
+            e = (old.daemon + k) % self.D
+            if not self.dead[e]:
+                log.warning("augloader: daemon %s failed at batch %d (%s); its batches now come from %s",
+                            self.mc.urls[old.daemon], j, why, self.mc.urls[e])
+                self.lanes[d] = self.lane(e, j, self.left[d])
+                return
+        raise ConnectionLost(f"every daemon failed; the last, {self.mc.urls[old.daemon]}, at batch {j}: {why}")
+
+    def get(self, d: int):
+        try:
+            return self.lanes[d].q.get(timeout=self.mc.batch_timeout)
+        except queue.Empty:
+            return ("error", TimeoutError(f"no batch within {self.mc.batch_timeout:g} s"))
+
+    def contact(self) -> tuple:
+        """First contact: every lane's response, checked; (the first
+        response, the request's batches)."""
         info0: dict = {}
         total = 0
         d = 0
-        while d < D:  # first contact: every lane's response
-            kind, v = get(d, d)
+        while d < self.D:
+            kind, v = self.get(d)
             if kind == "info":
-                check(v, lanes[d].daemon)
-                left[d] = v.get("batches") or 0
-                total += left[d]
+                self.check(v, self.lanes[d].daemon)
+                self.left[d] = v.get("batches") or 0
+                total += self.left[d]
                 info0 = info0 or dict(v)
                 d += 1
             elif kind == "error" and isinstance(v, (ConfigMismatch, ServerError)) and not isinstance(v, ConnectionLost) \
                     and getattr(v, "code", "") not in ("unavailable", "internal"):
                 raise v
             else:
-                failover(d, d, v if kind == "error" else "the stream ended before its response")
+                self.failover(d, d, v if kind == "error" else "the stream ended before its response")
+        return info0, total
 
-        def batches(stream):
-            try:
-                j = 0
-                while j < total:
-                    d = j % D
-                    kind, v = get(d, j)
-                    if kind == "info":  # a replacement lane's response
-                        check(v, lanes[d].daemon)
-                        continue
-                    if kind == "batch":
-                        if digest:
-                            stream.batch_digests.append(getattr(v, "digest", None))
-                        left[d] -= 1
-                        j += 1
-                        yield v
-                        continue
-                    why = v if kind == "error" else f"the stream ended with {left[d]} of its batches unsent"
-                    if isinstance(v, ConfigMismatch):
-                        raise v
-                    failover(d, j, why)
-                stream.trailer = {"batches": total}
-            finally:
-                for ln in lanes:
-                    ln.stop.set()
+    def batches(self, stream, total: int):
+        try:
+            j = 0
+            while j < total:
+                d = j % self.D
+                kind, v = self.get(d)
+                if kind == "info":  # a replacement lane's response
+                    self.check(v, self.lanes[d].daemon)
+                    continue
+                if kind == "batch":
+                    if self.digest:
+                        stream.batch_digests.append(getattr(v, "digest", None))
+                    self.left[d] -= 1
+                    j += 1
+                    yield v
+                    continue
+                why = v if kind == "error" else f"the stream ended with {self.left[d]} of its batches unsent"
+                if isinstance(v, ConfigMismatch):
+                    raise v
+                self.failover(d, j, why)
+            stream.trailer = {"batches": total}
+        finally:
+            self.close()
 
+    def close(self) -> None:
+        for ln in self.lanes:
+            ln.stop.set()
+
+    def stream(self):
+        from . import Stream
+
+        info0, total = self.contact()
         info0["batches"] = total
-
-        def close():
-            for ln in lanes:
-                ln.stop.set()
-
-        stream = Stream(batches, info0)
-        stream._close = close
+        stream = Stream(lambda st: self.batches(st, total), info0)
+        stream._close = self.close
         return stream
 
 

@@ -235,26 +235,13 @@ class Batch:
             return v if dtype is None else v.astype(dtype, copy=False)
 
         num_nodes = col("num_nodes").to_numpy(zero_copy_only=True)
-        num_classes = info["classes"]
         b = len(num_nodes)
         twins = info.get("twins", 1)
         if b % twins:
             raise ValueError(f"augloader: {b} rows in a batch of {twins} twins")
         if len(num_nodes) and num_nodes.min() < 0:
             raise ValueError("augloader: node counts out of range")
-        if info["targets"]:
-            t = info["targets"]
-            targets = values("targets")
-            if len(targets) != b * t:
-                raise ValueError(f"augloader: {len(targets)} targets for {b} graphs × {t}")
-            y, y_mix, y_q = targets.reshape(b, t), None, None
-        else:
-            y, y_mix, y_q = (col(c).to_numpy(zero_copy_only=True) for c in ("y", "y_mix", "y_q"))
-            # Per-graph checks (a few values per graph, not per edge): a
-            # damaged batch fails here rather than in the trainer.
-            if len(num_nodes) and (min(y.min(), y_mix.min()) < 0 or max(y.max(), y_mix.max()) >= num_classes
-                                   or not (np.all(y_q >= 0) and np.all(y_q <= 1))):
-                raise ValueError("augloader: labels out of range")
+        y, y_mix, y_q = _labels(rb, info, b)
         ptr = np.zeros(b + 1, dtype=np.int64)
         np.cumsum(num_nodes, out=ptr[1:])
         n = int(ptr[-1])
@@ -271,25 +258,13 @@ class Batch:
         x_cat = edge_cat = edge_x = None
         ne = len(col("edge_src").values)
         if info["node_vocab"]:
-            f = len(info["node_vocab"])
-            x_cat = values("x_cat")
-            if len(x_cat) != n * f:
-                raise ValueError(f"augloader: {len(x_cat)} node codes for {n} nodes × {f} columns")
-            x_cat = x_cat.reshape(n, f)
             # A column's size is its reserved code (attrmask's mask).
-            if n and np.any(x_cat.max(axis=0) > np.asarray(info["node_vocab"])):
-                raise ValueError("augloader: node codes out of their vocabularies")
+            x_cat = _categorical(values("x_cat"), n, info["node_vocab"], "node")
         if not (dense or sparse or x_cat is not None) and n > (1 << 26):
             raise ValueError(f"augloader: {n} nodes without features")
         if info["edge_vocab"]:
-            k = len(info["edge_vocab"])
-            edge_cat = values("edge_cat")
-            if len(edge_cat) != ne * k:
-                raise ValueError(f"augloader: {len(edge_cat)} edge codes for {ne} edges × {k} columns")
-            edge_cat = edge_cat.reshape(ne, k)
             # The fill's reserved code is the vocabulary size.
-            if ne and np.any(edge_cat.max(axis=0) > np.asarray(info["edge_vocab"])):
-                raise ValueError("augloader: edge codes out of their vocabularies")
+            edge_cat = _categorical(values("edge_cat"), ne, info["edge_vocab"], "edge")
         if info["edge_dense"]:
             d = info["edge_dense"]
             edge_x = values("edge_x", np.float32)
@@ -312,7 +287,7 @@ class Batch:
             y_q=y_q,
             padded=col("padded").to_numpy(zero_copy_only=False),
             feature_dim=feature_dim,
-            num_classes=num_classes,
+            num_classes=info["classes"],
             record=rb,
             x_cat=x_cat,
             edge_cat=edge_cat,
@@ -323,3 +298,34 @@ class Batch:
             edge_fill=tuple(info["edge_fill"]),
             twins=twins,
         )
+
+
+def _labels(rb: pa.RecordBatch, info: dict, b: int) -> tuple:
+    """(y, y_mix, y_q) of a classification batch's b graphs, checked; a
+    regression batch's targets [b, T] as y (y_mix, y_q None)."""
+    col = rb.column
+    if info["targets"]:
+        t = info["targets"]
+        targets = col("targets").values.to_numpy(zero_copy_only=True)
+        if len(targets) != b * t:
+            raise ValueError(f"augloader: {len(targets)} targets for {b} graphs × {t}")
+        return targets.reshape(b, t), None, None
+    y, y_mix, y_q = (col(c).to_numpy(zero_copy_only=True) for c in ("y", "y_mix", "y_q"))
+    # Per-graph checks (a few values per graph, not per edge): a damaged
+    # batch fails here rather than in the trainer.
+    if b and (min(y.min(), y_mix.min()) < 0 or max(y.max(), y_mix.max()) >= info["classes"]
+              or not (np.all(y_q >= 0) and np.all(y_q <= 1))):
+        raise ValueError("augloader: labels out of range")
+    return y, y_mix, y_q
+
+
+def _categorical(codes: np.ndarray, rows: int, vocab, what: str) -> np.ndarray:
+    """codes [rows, len(vocab)] of a node or edge categorical block, each
+    column's codes at most its vocabulary's size (its reserved code)."""
+    f = len(vocab)
+    if len(codes) != rows * f:
+        raise ValueError(f"augloader: {len(codes)} {what} codes for {rows} {what}s × {f} columns")
+    codes = codes.reshape(rows, f)
+    if rows and np.any(codes.max(axis=0) > np.asarray(vocab)):
+        raise ValueError(f"augloader: {what} codes out of their vocabularies")
+    return codes
