@@ -1,17 +1,25 @@
 // Package aug implements graph augmentations for graph classification:
 // NodeSam and SubMix (Park et al., "Model-Agnostic Augmentation for
-// Accurate Graph Classification", WWW'22), their ablations, and simple
-// baselines. It works on an in-memory Graph and knows nothing of shards.
+// Accurate Graph Classification", WWW'22), their ablations, GraphCL's
+// four (dropnode, subgraph, attrmask, and dropedge with addedge and
+// changeattr as baselines). It works on an in-memory Graph and knows
+// nothing of shards.
 //
 // Contract:
 //
 //   - Every op is exact to the paper as pinned down in the project brief
 //     and runs in time linear in nodes plus edges (SubMix adds a sort of
 //     the root's component).
-//   - Every random draw comes from the *rand.Rand the caller passes; the
-//     loader seeds it from (seed, epoch, graph or position, operation) with
-//     Stream, so the same tuple gives the same output bytes on any
-//     goroutine.
+//   - Every random draw comes from the *rand.Rand the caller passes,
+//     keyed by (seed, epoch, graph or position, stream) (Scratch.Rand).
+//     The stream is the op's id, or one of the Stream* constants for a
+//     draw outside any op; the ids are pinned (TestStreamIDsPinned) and a
+//     twin t draws from stream + t·TwinStride, so the same tuple gives the
+//     same output bytes on any goroutine and twins never share a draw.
+//   - Bound gives the largest graph an op can make of an input of a given
+//     size and Work what applying it allocates, so a caller can budget a
+//     batch before building it. SubMix's partner comes from the caller's
+//     Partners, and its PageRank rankings may be kept in a PPRCache.
 //   - Outputs satisfy Check: edges once per undirected pair as (u, v),
 //     u < v, sorted, no self-loops, ids in range; features of the right
 //     shape; categorical features are sparse mixes of codes (a merge

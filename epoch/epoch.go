@@ -7,7 +7,14 @@
 // r+2W, … of one global permutation (PyTorch's DistributedSampler layout),
 // so the union of the ranks is the epoch whatever W is, and a graph's
 // augmentation, keyed by (seed, epoch, graph id, operation), does not depend
-// on W either. Safe for concurrent use.
+// on W either. Resume phases (ResumeSlice) continue an epoch begun at other
+// world sizes: the graphs no earlier rank received are dealt to the new
+// ranks, each graph exactly once over the phases. A windowed shuffle
+// (WindowPermutation) permutes blocks of pages, then graphs within windows
+// of blocks, so a pass reads a window's pages together; SubMix then draws
+// partners within the target's window. Batches cuts a slice under graph,
+// node and edge budgets; Pick and Cumulative choose among weighted sets
+// (twin sets) by a keyed draw. Safe for concurrent use.
 package epoch
 
 import (

@@ -2,6 +2,8 @@
 // dataset format: a folder of Arrow IPC *file* shards, one row per graph,
 // plus a manifest.json that carries the dataset statistics, the label and
 // feature maps, and a CRC-32C per shard (Arrow IPC has no data checksums).
+// A shard's record batches are its pages: the unit a reader reads, checks
+// and caches.
 //
 // The byte-level specification is docs/format.md; the constants in this file
 // are part of the format and change only together with that document.
@@ -10,6 +12,17 @@
 // Writer appends graphs in id order and Finish renames the folder into
 // place; Open verifies every shard's checksum and Reader.Graph returns a
 // zero-copy view of one graph.
+//
+// Under a cache limit (WithCacheLimit) Open reads only the manifest and
+// pages are read on demand: Pin holds a graph's page while its slices are
+// read, Charge adds what a user built from a page to its cost, Cool marks a
+// page no later batch needs (dropped first), Prefetch reads a page ahead
+// only into free room. A shard file is read through once, on first need,
+// to check its CRC-32C and note each page's; every page read after that
+// checks the page's own CRC-32C, and every page decoded is checked as at
+// Open (check.go: schema, offsets, edges in range, codes in their
+// vocabularies, sizes the manifest promised). A damaged page is an error
+// naming its shard, never other bytes.
 //
 // A Reader is safe for concurrent use by many goroutines once Open returns.
 // A Writer is not.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -311,4 +312,34 @@ func (pg *page) scaleOutCase() ([]any, []measuredCase) {
 	return nil, one(fmt.Sprintf("%s vs %s s: %s; digests %s", fs(num(a, "median_s")), fs(num(b, "median_s")),
 		fx(num(a, "median_s")/num(b, "median_s")), map[bool]string{true: "equal", false: "differ"}[same]),
 		map[string]float64{"digests_equal": eq})
+}
+
+// goal is one row of the goals table.
+type goal struct {
+	key                   string
+	cases                 []measuredCase
+	issue, what, measured string
+	met                   bool
+	known                 bool
+	info                  bool // a figure shown beside a goal, not one
+}
+
+func verdict(g goal) string {
+	switch {
+	case g.info:
+		return "—"
+	case !g.known:
+		return "not measured"
+	case g.met:
+		return "**met**"
+	}
+	return "**not met**"
+}
+
+func (pg *page) writeGoals(w *bytes.Buffer) {
+	fmt.Fprintf(w, "## Goals, as measured in this run\n\n| issue | goal | measured | |\n|---|---|---|---|\n")
+	for _, g := range pg.goals() {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", g.issue, g.what, g.measured, verdict(g))
+	}
+	w.WriteString("\n")
 }

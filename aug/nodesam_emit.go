@@ -1,0 +1,254 @@
+package aug
+
+// NodeSam's output edges: emitted plain or coalesced (sorted, merged
+// runs) around the nodes the split and the merge touched.
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// emit writes out.Edges: G″'s edges mapped by the merge (v_o, v_p → v_o;
+// node last → v_p's id), the merged edge and duplicates dropped, sorted.
+// Edges that touch none of v_i, v_o, v_p, last keep their ids and their
+// order, so only the touched ones are sorted (as packed uint64 keys) and
+// merged in: O(|E| + t log t) with t ≤ deg(v_i)+deg(v_o)+deg(v_p)+deg(last)+|S|+1.
+func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
+	// Pass 1: clean edges go straight to out.Edges, in input order (already
+	// sorted); touched ones are collected raw. Branch-free: every edge is
+	// written both to out.Edges and to raw, and a table of the touched
+	// nodes advances one cursor or the other (the touched edges are too
+	// many, and too scattered, to predict).
+	dst := grow(out.Edges, len(in.Edges)+2*len(s.added)+2)
+	raw := grow(s.keys, len(in.Edges)/2+1)
+	marks := [4]int32{sp.i, o, p, last}
+	touched := s.markTouched(in.N, marks, 1)
+	c, r := 0, 0
+	e := in.Edges
+	for k := 0; k+1 < len(e); k += 2 {
+		a, b := e[k], e[k+1]
+		t := int(touched[a] | touched[b])
+		dst[c], dst[c+1] = a, b
+		raw[r] = uint64(a)<<32 | uint64(uint32(b))
+		c += 2 - 2*t
+		r += t
+	}
+	s.markTouched(in.N, marks, 0)
+	dst = dst[:c]
+	keys := s.touchedKeys(raw[:r], sp, o, p, last, n2)
+	// Merge the sorted touched keys into the clean run from the back.
+	dst = dst[:c+2*len(keys)]
+	w := len(dst)
+	for k := len(keys) - 1; k >= 0; k-- {
+		u, v := int32(keys[k]>>32), int32(keys[k])
+		for c > 0 && (dst[c-2] > u || (dst[c-2] == u && dst[c-1] > v)) {
+			w, c = w-2, c-2
+			dst[w], dst[w+1] = dst[c], dst[c+1]
+		}
+		w -= 2
+		dst[w], dst[w+1] = u, v
+	}
+	out.Edges = dst
+}
+
+// markTouched sets s.touched (all 0 between calls) to v for the marked
+// nodes that are input nodes (< n), and returns the table.
+func (s *Scratch) markTouched(n int32, marks [4]int32, v uint8) []uint8 {
+	if len(s.touched) < int(n) {
+		s.touched = make([]uint8, int(n)+int(n)/4+8)
+	}
+	touched := s.touched[:n]
+	for _, x := range marks {
+		if x >= 0 && x < n {
+			touched[x] = v
+		}
+	}
+	return touched
+}
+
+// touchedKeys turns the touched input edges (raw: packed keys, any order;
+// its buffer is reused) into the output's touched edges, sorted, in
+// s.keys: v_i replaced by its side's node, (v_j, v_k) and the adjustment
+// edges added, then the merge applied (v_o, v_p → v_o; node last → v_p's
+// id; the merged edge dropped; one edge per neighbour shared by v_o and
+// v_p). None of them equals a clean edge: each keeps an end in v_i, v_k,
+// v_o or v_p's new id, which no clean edge has.
+func (s *Scratch) touchedKeys(raw []uint64, sp *splitState, o, p, last, n2 int32) []uint64 {
+	i, side := sp.i, s.side
+	for k, key := range raw { // v_i replaced by its side's node
+		a, b := int32(key>>32), int32(uint32(key))
+		switch i {
+		case a:
+			raw[k] = uint64(sp.node(side[b]))<<32 | uint64(uint32(b))
+		case b:
+			raw[k] = uint64(a)<<32 | uint64(uint32(sp.node(side[a])))
+		}
+	}
+	if i >= 0 {
+		raw = append(raw, uint64(i)<<32|uint64(uint32(sp.k)))
+		for _, u := range s.added {
+			raw = append(raw, uint64(u)<<32|uint64(uint32(sp.node(1-side[u]))))
+		}
+	}
+	// Pass 2 over the touched pairs only: keys are rewritten in place.
+	gen := s.nextGen(int(n2))
+	stamp := s.stamp
+	keys := raw[:0]
+	for _, r := range raw {
+		a, b := int32(r>>32), int32(uint32(r))
+		if o >= 0 {
+			switch a {
+			case o, p:
+				a = o
+			case last:
+				a = p
+			}
+			switch b {
+			case o, p:
+				b = o
+			case last:
+				b = p
+			}
+			if a == b {
+				continue // the merged edge
+			}
+			if a == o || b == o {
+				other := a + b - o
+				if stamp[other] == gen {
+					continue // neighbour of both v_o and v_p: one edge
+				}
+				stamp[other] = gen
+			}
+		}
+		keys = append(keys, uint64(min(a, b))<<32|uint64(max(a, b)))
+	}
+	s.keys = keys
+	s.sortKeys(n2)
+	return s.keys
+}
+
+// emitCoalesced appends out's edges to c, both directions, coalesced,
+// offset by base — what emit then c.Append would — straight from the
+// input's Index. The touched input edges are the index lists of v_i, v_o,
+// v_p and last (no pass over all edges); turned into the output's touched
+// keys they form a small adjacency K. Every other node y keeps its input
+// list minus the touched nodes, and its output run is that list merged
+// with K(y); a touched node's run is K(y) alone. The inner loop copies one
+// input entry per step, skipping the ≤ 4 touched values without a branch.
+func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 int32, c *Coalesced, base int32) {
+	ix, n, nOut := in.Index, in.N, out.N
+	marks := [4]int32{sp.i, o, p, last}
+	touched := s.markTouched(n, marks, 1)
+	raw := s.keys[:0]
+	for q, x := range marks {
+		if x < 0 || x >= n || slices.Contains(marks[:q], x) {
+			continue
+		}
+		for _, w := range ix.Adj[ix.Off[x]:ix.Off[x+1]] {
+			if touched[w] != 0 && w < x {
+				continue // an edge between touched nodes: taken from w's list
+			}
+			raw = append(raw, uint64(min(x, w))<<32|uint64(uint32(max(x, w))))
+		}
+	}
+	clean := len(in.Edges)/2 - len(raw)
+	keys := s.touchedKeys(raw, sp, o, p, last, n2)
+
+	// K: the touched keys' adjacency over the output nodes, each list
+	// sorted (buildCSR, from the keys as sorted canonical pairs).
+	pairs := s.kpairs[:0]
+	for _, k := range keys {
+		pairs = append(pairs, int32(k>>32), int32(uint32(k)))
+	}
+	s.kpairs = pairs
+	s.koff, s.kadj = s.buildCSR(nOut, pairs, s.koff, s.kadj)
+	koff, kadj := s.koff, s.kadj
+
+	start, total := len(c.Src), 2*(clean+len(keys))
+	c.Src = slices.Grow(c.Src, total)[:start+total]
+	dst := slices.Grow(c.Dst, total+1)[:start+total+1] // mergeRun's slack
+	w := start
+	for y := int32(0); y < nOut; y++ {
+		ks := kadj[koff[y]:koff[y+1]]
+		from := w
+		if y < n && touched[y] == 0 {
+			w += mergeRun(dst[w:], ix.Adj[ix.Off[y]:ix.Off[y+1]], ks, touched, base)
+		} else {
+			w += addBase(dst[w:], ks, base)
+		}
+		fill(c.Src[from:w], base+y)
+	}
+	s.markTouched(n, marks, 0)
+	if w != start+total {
+		panic(fmt.Sprintf("aug: nodesam coalesced %d directed edges, want %d", w-start, total))
+	}
+	c.Dst = dst[:start+total]
+	out.Edges = out.Edges[:0]
+}
+
+// mergeRun writes to dst, offset by base, the sorted union of list minus
+// its touched nodes (touched[v] == 1) and ks (sorted, disjoint from list's
+// other values), and returns its length. dst has one slot of slack: a
+// touched entry is written, then overwritten, because skipping it without
+// a branch (the cursor steps by 1 − touched[v]) beats mispredicting the
+// ≤ 4 per list; entries of ks are as rare, but fewer and cheaper to test.
+func mergeRun(dst, list, ks []int32, touched []uint8, base int32) int {
+	w, kk := 0, 0
+	next := int32(math.MaxInt32)
+	if len(ks) > 0 {
+		next = ks[0]
+	}
+	for _, v := range list {
+		for next < v {
+			dst[w] = base + next
+			w++
+			kk++
+			next = math.MaxInt32
+			if kk < len(ks) {
+				next = ks[kk]
+			}
+		}
+		dst[w] = base + v
+		w += 1 - int(touched[v])
+	}
+	for _, v := range ks[kk:] {
+		dst[w] = base + v
+		w++
+	}
+	return w
+}
+
+// sortKeys sorts the touched keys (u<<32 | v, u < v < n): by comparison
+// when they are few next to n, else by two counting passes over n buckets
+// (O(keys + n)), which wins on small dense graphs where hundreds of edges
+// touch the split and merged nodes.
+func (s *Scratch) sortKeys(n int32) {
+	k := len(s.keys)
+	if k < 2 {
+		return
+	}
+	if k*bits.Len(uint(k)) < 2*(k+int(n)) {
+		slices.Sort(s.keys)
+		return
+	}
+	s.tmpKeys = slices.Grow(s.tmpKeys[:0], k)[:k]
+	s.cnt = grow(s.cnt, int(n)+1)
+	pass := func(src, dst []uint64, shift uint) {
+		clear(s.cnt)
+		for _, key := range src {
+			s.cnt[int32(key>>shift)+1]++
+		}
+		for i := int32(0); i < n; i++ {
+			s.cnt[i+1] += s.cnt[i]
+		}
+		for _, key := range src {
+			b := int32(key >> shift)
+			dst[s.cnt[b]] = key
+			s.cnt[b]++
+		}
+	}
+	pass(s.keys, s.tmpKeys, 0)  // by v (low 32 bits; v < n)
+	pass(s.tmpKeys, s.keys, 32) // by u, stable
+}

@@ -1,0 +1,227 @@
+package main
+
+// augloader serve: the daemon's flags and its start.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/augloader/augloader/app"
+	"github.com/augloader/augloader/internal/cliutil"
+	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/server"
+	"github.com/augloader/augloader/wire"
+	"github.com/urfave/cli/v2"
+)
+
+// ProcessOverhead is what a daemon holds beyond --cache-limit,
+// --memory-budget and --ppr-cache: the runtime, the workers' scratch,
+// connection buffers, the per-graph sizes and index slots (docs/deploy.md).
+const ProcessOverhead = 128 << 20
+
+func serveCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve augmented epochs on a Unix socket until SIGINT or SIGTERM",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required unless --materialized)"},
+			&cli.StringFlag{Name: "socket", Usage: "Unix socket path to create (never replaces a non-socket file)"},
+			&cli.StringFlag{Name: "flight", Usage: "also (or only) serve Arrow Flight at grpc://HOST:PORT (or plain HOST:PORT; port 0: a free one, printed on the readiness line) or grpc+unix:///PATH (loopback only unless --flight-allow-remote)"},
+			&cli.BoolFlag{Name: "flight-allow-remote", Usage: "allow a non-loopback --flight address (requires --flight-token-file)"},
+			&cli.StringFlag{Name: "flight-token-file", Usage: "file holding the bearer token Flight clients must present"},
+			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "permissions of the socket file (octal)"},
+			&cli.StringFlag{Name: "materialized", Usage: "replay the epochs materialized in this folder instead of augmenting"},
+			&cli.DurationFlag{Name: "drain", Value: 5 * time.Second, Usage: "on shutdown, how long running streams may finish (> 0)", Action: positiveDuration("drain")},
+			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams, socket and Flight together; more are refused as unavailable (1..65536)", Action: cliutil.IntRange("max-streams", 1, 65536)},
+			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP; 1..65536)", Action: cliutil.IntRange("max-streams-per-client", 1, 65536)},
+			&cli.IntFlag{Name: "max-pending", Value: 64, Usage: "connections waiting to send their request; a new one evicts the oldest (1..65536)", Action: cliutil.IntRange("max-pending", 1, 65536)},
+			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics (loopback, e.g. 127.0.0.1:9090)"},
+			&cli.StringFlag{Name: "peers", Usage: "Flight URLs of every daemon serving this configuration, this one included (grpc://h1:8815,grpc://h2:8815): GetFlightInfo splits a request's batches across them"},
+			&cli.StringFlag{Name: "wire-compression", Usage: "compress Flight record batch bodies: zstd or lz4 (Arrow IPC body compression; the socket is never compressed; part of the configuration identity Flight clients compare)", Action: cliutil.OneOf("wire-compression", wire.Compressions()...)},
+			&cli.StringFlag{Name: "tls-cert", Usage: "serve Flight over TLS with this certificate (PEM; with --tls-key; the address is then grpc+tls://)"},
+			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
+			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
+			&cli.BoolFlag{Name: "exit-when-stdin-closes", Usage: "stop, as on SIGTERM, when standard input reaches its end: a launcher that holds a pipe to it (augloader.Daemon does) takes the daemon with it however it ends, SIGKILL included"},
+			&cli.StringFlag{Name: "remove-on-exit", Usage: "remove this folder when the daemon exits: the one a launcher made for the socket and log (named augloader-*, holding the launcher's .augloader-launcher file, given by its own path; removed only if it is still that folder, never through a symlink)"},
+			&cli.StringSliceFlag{Name: "twins", Usage: "a twin set, repeatable: 'A / B' (2 to 4 schedules separated by /, e.g. 'dropnode:ratio=0.2 / subgraph:ratio=0.2'): a request with twins=k gets k differently augmented, aligned copies of every graph, each graph's set drawn over the sets by the request's twin_weights (GraphCL, JOAO; docs/contrastive.md)"},
+		}, loaderFlags...),
+		Action: func(c *cli.Context) error {
+			log := logger()
+			if dir := c.String("remove-on-exit"); dir != "" {
+				owned, err := iox.ClaimOwnedDir(dir)
+				if err != nil {
+					return fmt.Errorf("--remove-on-exit: %w", err)
+				}
+				defer func() {
+					if err := owned.Remove(); err != nil {
+						log.Warn("--remove-on-exit", "err", err)
+					}
+				}()
+			}
+			if c.Bool("exit-when-stdin-closes") {
+				ctx, cancel := context.WithCancel(c.Context)
+				defer cancel()
+				go func() {
+					io.Copy(io.Discard, os.Stdin)
+					log.Info("standard input closed (the launcher ended): stopping")
+					cancel()
+				}()
+				c.Context = ctx
+			}
+			mode, err := strconv.ParseUint(c.String("socket-mode"), 8, 32)
+			if err != nil {
+				return fmt.Errorf("--socket-mode %q: %w", c.String("socket-mode"), err)
+			}
+			if c.String("socket") == "" && c.String("flight") == "" {
+				return errors.New("serve: give --socket, --flight or both")
+			}
+			var src server.Source
+			var memory *loader.Memory
+			metrics := server.NewMetrics()
+			ringLimit, err := cliutil.ParseSize("shm-ring-limit", c.String("shm-ring-limit"))
+			if err != nil {
+				return err
+			}
+			if dir := c.String("materialized"); dir != "" {
+				rp, err := server.OpenReplay(dir)
+				if err != nil {
+					return err
+				}
+				src = rp
+				budget, err := cliutil.ParseSize("memory-budget", c.String("memory-budget"))
+				if err != nil {
+					return err
+				}
+				memory = loader.NewMemory(budget)
+				metrics.SetMemory(memory)
+				cfg := rp.Config()
+				log.Info("replaying", "materialized", dir, "dataset", cfg.Dataset(), "world", cfg.World, "views", len(cfg.Views))
+				for _, v := range cfg.Views {
+					attrs := []any{"view", v.Name, "set", v.Set, "config", v.Folds[0].Config.ID, "schedule", v.Folds[0].Config.Schedule}
+					if v.PerFold {
+						attrs = append(attrs, "folds", len(v.Folds))
+					}
+					log.Info("materialized view", attrs...)
+				}
+			} else {
+				if c.String("shards") == "" {
+					return errors.New("serve: --shards or --materialized is required")
+				}
+				lo, err := loaderOptions(c)
+				if err != nil {
+					return err
+				}
+				lo.Twins = c.StringSlice("twins")
+				b, err := app.BuildViews(c.Context, lo)
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				src = server.Live{Views: b.Views}
+				memory = b.Loader.Config().Memory
+				metrics.SetMemory(memory)
+				if c := b.Loader.Source().PPRCache(); c != nil {
+					metrics.SetPPRCache(c)
+				}
+				if b.Reader.Lazy() {
+					metrics.SetShardCache(func() server.CacheStats { return server.CacheStats(b.Reader.Stats()) })
+				}
+				// What is applied comes first: a default policy is never silent.
+				for _, n := range b.Notes {
+					log.Info(n)
+				}
+				m := b.Reader.Manifest()
+				log.Info("serving", "shards", c.String("shards"), "dataset", m.Dataset, "seed", c.Uint64("seed"),
+					"workers", b.Loader.Config().Workers, "views", len(b.Views.Names()))
+				for _, d := range b.Views.Describe() {
+					var attrs []any
+					for _, k := range []string{"view", "set", "folds", "graphs", "schedule", "augments", "twins", "default"} {
+						if v, ok := d[k]; ok {
+							attrs = append(attrs, k, v)
+						}
+					}
+					log.Info("view", attrs...)
+				}
+			}
+			token, err := readToken(log, c.String("flight-token-file"))
+			if err != nil {
+				return err
+			}
+			wc, err := wire.ParseCompression(c.String("wire-compression"))
+			if err != nil {
+				return err
+			}
+			fo := server.FlightOptions{Address: c.String("flight"), AllowRemote: c.Bool("flight-allow-remote"), Token: token,
+				WireCompression: wc}
+			if p := c.String("peers"); p != "" {
+				for _, peer := range strings.Split(p, ",") {
+					if peer = strings.TrimSpace(peer); !strings.HasPrefix(peer, "grpc") {
+						return fmt.Errorf("--peers: %q is not a Flight URL (grpc://HOST:PORT)", peer)
+					}
+					fo.Peers = append(fo.Peers, strings.TrimSpace(peer))
+				}
+			}
+			if cert, key := c.String("tls-cert"), c.String("tls-key"); cert != "" || key != "" {
+				if cert == "" || key == "" {
+					return errors.New("--tls-cert and --tls-key go together")
+				}
+				if fo.TLS, err = server.LoadTLS(cert, key); err != nil {
+					return err
+				}
+			}
+			return server.Run(c.Context, server.DaemonOptions{
+				Source: src, Logger: log, Memory: memory, ShmRingLimit: ringLimit,
+				Socket: c.String("socket"), SocketMode: os.FileMode(mode),
+				Flight:  fo,
+				Metrics: c.String("metrics"), Counters: metrics,
+				Limits: server.Limits{MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client"),
+					MaxPending: c.Int("max-pending"), Drain: c.Duration("drain")},
+				Ready: func(ep server.Endpoints) {
+					// One JSON line on stdout once every endpoint listens:
+					// what a supervisor (augloader.Daemon) waits for.
+					b, _ := json.Marshal(struct {
+						Ready bool `json:"ready"`
+						server.Endpoints
+					}{true, ep})
+					fmt.Println(string(b))
+				},
+			})
+		},
+	}
+}
+
+// readToken reads a Flight bearer token, warning when the file is readable
+// by other users or the token is short enough to guess.
+func readToken(log *slog.Logger, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	b, err := iox.ReadRegular(path, 1<<20)
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%s: empty token", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the Flight token file is readable by other users: chmod 600 it", "file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
+	if len(token) < 16 {
+		log.Warn("the Flight token is shorter than 16 bytes: use a long random one (e.g. openssl rand -hex 32)", "file", path, "bytes", len(token))
+	}
+	return token, nil
+}
