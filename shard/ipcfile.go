@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -26,13 +27,19 @@ type ipcFile struct {
 	pos    int64
 	schema *arrow.Schema
 	blocks []fileBlock
+	// crc sums what was written since the last reset: the schema message,
+	// then each batch's message and body (the manifest's page map).
+	crc       uint32
+	schemaLen int64
+	schemaCRC uint32
 }
 
-// fileBlock is a record batch's entry in the footer.
+// fileBlock is a record batch's entry in the footer, and its CRC-32C.
 type fileBlock struct {
 	offset int64 // of its message
 	meta   int32 // message bytes: prefix, flatbuffer and padding
 	body   int64 // body bytes, padded
+	crc    uint32
 }
 
 var endOfStream = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0}
@@ -44,27 +51,41 @@ func newIPCFile(w io.Writer, schema *arrow.Schema, mem memory.Allocator) (*ipcFi
 	}
 	p := ipc.GetSchemaPayload(schema, mem)
 	defer p.Release()
+	f.crc = 0
 	if _, err := p.WritePayload(f); err != nil {
 		return nil, err
 	}
+	f.schemaLen, f.schemaCRC = f.pos-8, f.crc
 	return f, nil
 }
 
 func (f *ipcFile) Write(b []byte) (int, error) {
 	n, err := f.w.Write(b)
 	f.pos += int64(n)
+	f.crc = crc32.Update(f.crc, castagnoli, b[:n])
 	return n, err
 }
 
 // writeBatch writes one record batch payload (from ipc.GetRecordBatchPayload).
 func (f *ipcFile) writeBatch(p *ipc.Payload) error {
 	start := f.pos
+	f.crc = 0
 	meta, err := p.WritePayload(f)
 	if err != nil {
 		return err
 	}
-	f.blocks = append(f.blocks, fileBlock{offset: start, meta: int32(meta), body: f.pos - start - int64(meta)})
+	f.blocks = append(f.blocks, fileBlock{offset: start, meta: int32(meta), body: f.pos - start - int64(meta), crc: f.crc})
 	return nil
+}
+
+// pageMap is the file's page map (call after the last batch).
+func (f *ipcFile) pageMap() *PageMap {
+	pm := &PageMap{Schema: Extent{Offset: 8, Length: f.schemaLen, CRC32C: fmt.Sprintf("%08x", f.schemaCRC)},
+		Pages: make([]PageExtent, len(f.blocks))}
+	for i, b := range f.blocks {
+		pm.Pages[i] = PageExtent{Offset: b.offset, Metadata: int64(b.meta), Length: int64(b.meta) + b.body, CRC32C: fmt.Sprintf("%08x", b.crc)}
+	}
+	return pm
 }
 
 // close writes the end of the stream and the footer.

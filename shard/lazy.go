@@ -295,6 +295,14 @@ func (r *Reader) shardIndex(si int) (*shardIndex, error) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.ix == nil {
+		if r.man.Shards[si].PageMap != nil {
+			ix, err := mapShard(r.dir, r.man, si)
+			if err != nil {
+				return nil, err
+			}
+			sc.ix = ix
+			return sc.ix, nil
+		}
 		ix, err := scanShard(r.dir, r.man, si)
 		if err != nil {
 			return nil, err

@@ -302,7 +302,7 @@ func TestPrefetch(t *testing.T) {
 		}
 		release()
 	}
-	if st := r.Stats(); st.Loads != 1 || st.Prefetches != 1 || st.Scans != 1 {
+	if st := r.Stats(); st.Loads != 1 || st.Prefetches != 1 || st.Scans != 0 { // the page map: no scan
 		t.Fatalf("the pins read the prefetched page again: %+v", st)
 	}
 	tight, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1))
@@ -432,12 +432,14 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
-// Under a cache limit every byte a page is decoded from is checked: a
-// shard damaged before its first read fails its file checksum (the scan
-// that indexes its pages), and one damaged after fails the page's own
-// checksum when that page is read again; the other pages are served.
+// Under a cache limit every byte a page is decoded from is checked. In a
+// folder without page maps (written before them), a shard damaged before
+// its first read fails its file checksum (the scan that indexes its
+// pages), and one damaged after fails the page's own checksum when that
+// page is read again; the other pages are served. (With page maps:
+// TestPageMapDamagedPage.)
 func TestPagesChecked(t *testing.T) {
-	src := fixture.SynthShardsSized(t, "COLLAB", 2000, 3, 64<<20)
+	src := withoutPageMap(t, fixture.SynthShardsSized(t, "COLLAB", 2000, 3, 64<<20))
 	man, err := shard.ReadManifest(src)
 	if err != nil {
 		t.Fatal(err)
@@ -565,6 +567,15 @@ func TestForgedBufferLengthRefused(t *testing.T) {
 	m := *man
 	m.Shards = append([]shard.ShardInfo(nil), man.Shards...)
 	m.Shards[0].CRC32C = fmt.Sprintf("%08x", crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+	// The page map's CRC of the forged page too: the forger reseals all.
+	pm := *m.Shards[0].PageMap
+	pm.Pages = append([]shard.PageExtent(nil), pm.Pages...)
+	for i, p := range pm.Pages {
+		if int64(at) >= p.Offset && int64(at) < p.Offset+p.Length {
+			pm.Pages[i].CRC32C = fmt.Sprintf("%08x", crc32.Checksum(data[p.Offset:p.Offset+p.Length], crc32.MakeTable(crc32.Castagnoli)))
+		}
+	}
+	m.Shards[0].PageMap = &pm
 	enc, _ := m.Encode()
 	os.WriteFile(filepath.Join(dir, shard.ManifestName), enc, 0o644)
 	for i, s := range m.Shards {

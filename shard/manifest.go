@@ -96,6 +96,35 @@ type ShardInfo struct {
 	CRC32C string `json:"crc32c"`
 	// Batches lists the graph count of each record batch, in order.
 	Batches []int64 `json:"batches"`
+	// PageMap, when present, says where the file's schema message and each
+	// record batch (page) lie, with their CRC-32C, so a page is read and
+	// checked on its own (docs/format.md, "Page map"). Written by the
+	// converter; absent in folders written before it (a reader then scans
+	// the file once), added by shardconv pagemap.
+	PageMap *PageMap `json:"page_map,omitempty"`
+}
+
+// PageMap locates a shard file's schema message and pages.
+type PageMap struct {
+	Schema Extent       `json:"schema"`
+	Pages  []PageExtent `json:"pages"`
+}
+
+// Extent is a byte range of a shard file and its CRC-32C.
+type Extent struct {
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+	CRC32C string `json:"crc32c"`
+}
+
+// PageExtent is one record batch's message and body: Length bytes from
+// Offset, the first Metadata of them its message (as the Arrow footer's
+// block says), and their CRC-32C. Page i holds Batches[i] graphs.
+type PageExtent struct {
+	Offset   int64  `json:"offset"`
+	Metadata int64  `json:"metadata"`
+	Length   int64  `json:"length"`
+	CRC32C   string `json:"crc32c"`
 }
 
 // Source is one input file and its SHA-256.
@@ -224,8 +253,11 @@ func (m *Manifest) validate() error {
 		if inBatches != s.NumGraphs {
 			return corrupt(ManifestName, "shards", "%s batches hold %d graphs, want %d", s.File, inBatches, s.NumGraphs)
 		}
-		if len(s.CRC32C) != 8 {
+		if !isCRC(s.CRC32C) {
 			return corrupt(ManifestName, "shards", "%s crc32c %q is not 8 hex digits", s.File, s.CRC32C)
+		}
+		if err := s.PageMap.validate(&s); err != nil {
+			return corrupt(ManifestName, "page_map", "%s: %v", s.File, err)
 		}
 		next += s.NumGraphs
 		nodes += s.Nodes
@@ -372,4 +404,43 @@ func (m *Manifest) Encode() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// isCRC reports whether s is a CRC-32C as the manifest writes it: 8
+// lowercase hex digits.
+func isCRC(s string) bool {
+	if len(s) != 8 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validate checks a page map against its shard's entry: one page a
+// batch, the schema message right after the file's 8-byte magic, pages in
+// order after it without overlap and inside the file, every length and
+// CRC well formed. Nil (no map) is valid.
+func (pm *PageMap) validate(s *ShardInfo) error {
+	if pm == nil {
+		return nil
+	}
+	if len(pm.Pages) != len(s.Batches) {
+		return fmt.Errorf("%d pages for %d batches", len(pm.Pages), len(s.Batches))
+	}
+	sc := pm.Schema
+	if sc.Offset != 8 || sc.Length < 8 || sc.Length > maxSchemaMessage || !isCRC(sc.CRC32C) {
+		return fmt.Errorf("schema message at %d+%d (crc32c %q): want offset 8, 8 to %d bytes, 8 hex digits", sc.Offset, sc.Length, sc.CRC32C, maxSchemaMessage)
+	}
+	end := sc.Offset + sc.Length
+	for i, p := range pm.Pages {
+		if p.Offset < end || p.Metadata < 8 || p.Length <= p.Metadata || p.Length-p.Metadata > MaxBatchBodyBytes || p.Offset+p.Length > s.Bytes || !isCRC(p.CRC32C) {
+			return fmt.Errorf("page %d at %d+%d (metadata %d, crc32c %q) does not follow the one before inside the file's %d bytes", i, p.Offset, p.Length, p.Metadata, p.CRC32C, s.Bytes)
+		}
+		end = p.Offset + p.Length
+	}
+	return nil
 }

@@ -154,7 +154,81 @@ func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
 			return nil, corrupt(info.File, "schema", "%v", err)
 		}
 	}
+	if err := sameAsMap(ix, &info); err != nil {
+		return nil, err
+	}
 	return ix, nil
+}
+
+// mapShard indexes shard si from the manifest's page map, reading only
+// the file's size and its schema message (checked against the map's
+// CRC-32C and the manifest's schema): no pass over the file. Each page is
+// then checked on its own when read (readPage); the map is sealed in the
+// manifest, so it vouches for the pages as a scan would.
+func mapShard(dir string, man *Manifest, si int) (*shardIndex, error) {
+	info := man.Shards[si]
+	pm := info.PageMap
+	f, err := iox.OpenRegular(filepath.Join(dir, info.File))
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	if st.Size() != info.Bytes {
+		return nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", st.Size(), info.Bytes)
+	}
+	msg := make([]byte, pm.Schema.Length)
+	if _, err := f.ReadAt(msg, pm.Schema.Offset); err != nil {
+		return nil, fmt.Errorf("shard: %s: schema message: %w", info.File, err)
+	}
+	ix := &shardIndex{schemaMsg: msg, pages: make([]pageLoc, len(pm.Pages))}
+	if err := checkSchemaExtent(ix.schemaMsg, man, &info); err != nil {
+		return nil, err
+	}
+	for i, p := range pm.Pages {
+		crc, _ := strconv.ParseUint(p.CRC32C, 16, 32) // validated: 8 hex digits
+		ix.pages[i] = pageLoc{off: p.Offset, meta: p.Metadata, size: p.Length, crc: uint32(crc)}
+	}
+	return ix, nil
+}
+
+// checkSchemaExtent checks a shard's schema message read by its page map:
+// the map's CRC-32C, then the schema against the manifest's.
+func checkSchemaExtent(msg []byte, man *Manifest, info *ShardInfo) error {
+	if got := fmt.Sprintf("%08x", crc32.Checksum(msg, castagnoli)); got != info.PageMap.Schema.CRC32C {
+		return corrupt(info.File, "checksum", "schema message: crc32c %s, the page map says %s", got, info.PageMap.Schema.CRC32C)
+	}
+	s, err := readSchemaMessage(msg)
+	if err != nil {
+		return corrupt(info.File, "arrow", "%v", err)
+	}
+	if err := checkSchema(s, man); err != nil {
+		return corrupt(info.File, "schema", "%v", err)
+	}
+	return nil
+}
+
+// sameAsMap checks a scan's index against the manifest's page map, when
+// there is one: a map that disagrees with the file it maps is damage.
+func sameAsMap(ix *shardIndex, info *ShardInfo) error {
+	pm := info.PageMap
+	if pm == nil {
+		return nil
+	}
+	if int64(len(ix.schemaMsg)) != pm.Schema.Length || fmt.Sprintf("%08x", crc32.Checksum(ix.schemaMsg, castagnoli)) != pm.Schema.CRC32C {
+		return corrupt(info.File, "page_map", "the schema message is not where and what the page map says")
+	}
+	for i, p := range pm.Pages {
+		l := ix.pages[i]
+		if l.off != p.Offset || l.meta != p.Metadata || l.size != p.Length || fmt.Sprintf("%08x", l.crc) != p.CRC32C {
+			return corrupt(info.File, "page_map", "page %d: the file has it at %d+%d (metadata %d, crc32c %08x), the page map at %d+%d (metadata %d, crc32c %s)",
+				i, l.off, l.size, l.meta, l.crc, p.Offset, p.Length, p.Metadata, p.CRC32C)
+		}
+	}
+	return nil
 }
 
 // footerBlocks reads the record batch blocks of an Arrow file footer,

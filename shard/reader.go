@@ -319,6 +319,11 @@ func Verify(ctx context.Context, dir string) (*Manifest, []error) {
 		if err == nil && gs != nil {
 			err = checkSizes(gs, man.Shards[i].FirstGraph, batches, sw)
 		}
+		if err == nil && man.Shards[i].PageMap != nil {
+			// The page map against the file (a pass of its own: what a
+			// reader by the page trusts).
+			_, err = scanShard(dir, man, i)
+		}
 		for _, r := range recs {
 			r.Release()
 		}

@@ -450,6 +450,7 @@ func (w *Writer) closeShard() error {
 	}
 	w.cur.Bytes = w.cnt.N
 	w.cur.CRC32C = fmt.Sprintf("%08x", w.crc.Sum32())
+	w.cur.PageMap = w.ipcf.pageMap()
 	w.shards = append(w.shards, w.cur)
 	w.cur = ShardInfo{}
 	w.ipcf, w.file, w.bw = nil, nil, nil

@@ -33,7 +33,7 @@ func app() *cli.App {
 		Usage:   "pack TUDataset graphs into checksummed Arrow IPC shards",
 		Version: version.Version,
 		Commands: []*cli.Command{
-			convertCmd(), verifyCmd(), statsCmd(), synthCmd(), downloadCmd(),
+			convertCmd(), verifyCmd(), statsCmd(), pagemapCmd(), synthCmd(), downloadCmd(),
 		},
 	}
 }
@@ -277,6 +277,34 @@ type statsJSON struct {
 	LabelMap      []string       `json:"label_map"`
 	// Order is how the graphs are stored: "id", or "random:SEED".
 	Order string `json:"order"`
+}
+
+func pagemapCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "pagemap",
+		Usage:     "add a page map to a folder converted before the converter wrote one, so pages are read and checked alone",
+		ArgsUsage: "DIR",
+		Description: "A page map (docs/format.md, \"Page map\") says where each record batch of a shard lies and its CRC-32C: " +
+			"a reader by the page (augloader serve --cache-limit, or object storage) then reads no shard whole. " +
+			"Each shard is read through once and checked first; the folder is replaced only once the new one is complete, " +
+			"its manifest resealed (the folder's shards_sha256 changes). A folder already mapped is left as it is.",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("pagemap: want exactly one shard folder")
+			}
+			dir := c.Args().First()
+			man, mapped, err := shard.AddPageMap(c.Context, dir)
+			if err != nil {
+				return fmt.Errorf("pagemap: %s: %w", dir, err)
+			}
+			if mapped == 0 {
+				fmt.Printf("%s: already mapped (%d shards)\n", dir, len(man.Shards))
+				return nil
+			}
+			fmt.Printf("%s: mapped %d of %d shards\n", dir, mapped, len(man.Shards))
+			return nil
+		},
+	}
 }
 
 func statsCmd() *cli.Command {

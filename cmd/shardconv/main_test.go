@@ -17,6 +17,7 @@ import (
 
 	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/testkit/testutil"
+	"github.com/augloader/augloader/shard"
 	"github.com/urfave/cli/v2"
 )
 
@@ -502,5 +503,49 @@ func TestHelpExamplesRun(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Fatal("no example found in convert's help")
+	}
+}
+
+// shardconv pagemap maps a folder converted before page maps (its
+// manifest without them), reseals it so that verify passes, says so, and
+// leaves a mapped folder as it is; a folder that is not one exits 1
+// naming it.
+func TestPagemapCommand(t *testing.T) {
+	dir := t.TempDir()
+	tu, out := filepath.Join(dir, "tu"), filepath.Join(dir, "shards")
+	if _, stderr, code := run(t, "synth", "--like", "COLLAB", "--graphs", "60", "--seed", "2", "--out", tu); code != 0 {
+		t.Fatal(stderr)
+	}
+	if _, stderr, code := run(t, "convert", "-q", "-i", tu, "-o", out, "--shard-size", "64KiB"); code != 0 {
+		t.Fatal(stderr)
+	}
+	man, err := shard.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range man.Shards {
+		man.Shards[i].PageMap = nil
+	}
+	data, err := man.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, shard.ManifestName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(out, shard.GraphSizesName))
+	stdout, stderr, code := run(t, "pagemap", out)
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("mapped %d of %d shards", len(man.Shards), len(man.Shards))) {
+		t.Fatalf("pagemap: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := run(t, "verify", out); code != 0 {
+		t.Fatalf("verify after pagemap: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stdout, _, code := run(t, "pagemap", out); code != 0 || !strings.Contains(stdout, "already mapped") {
+		t.Fatalf("pagemap of a mapped folder: exit %d, %s", code, stdout)
+	}
+	missing := filepath.Join(dir, "nowhere")
+	if _, stderr, code := run(t, "pagemap", missing); code != 1 || !strings.Contains(stderr, missing) {
+		t.Fatalf("pagemap of no folder: exit %d, %s", code, stderr)
 	}
 }

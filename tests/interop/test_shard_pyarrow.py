@@ -92,6 +92,28 @@ def crc32c(data):
     return crc ^ 0xFFFFFFFF
 
 
+def check_page_map(info, data):
+    """docs/format.md, "Page map": the schema message and each page lie
+    where the map says, with its CRC-32C, and each page read alone behind
+    the schema message is a stream of one record batch of the batch's
+    graphs."""
+    pm = info["page_map"]
+    sc = pm["schema"]
+    assert sc["offset"] == 8
+    schema_msg = data[sc["offset"]:sc["offset"] + sc["length"]]
+    assert f"{crc32c(schema_msg):08x}" == sc["crc32c"]
+    assert len(pm["pages"]) == len(info["batches"])
+    end = sc["offset"] + sc["length"]
+    for page, graphs in zip(pm["pages"], info["batches"]):
+        assert page["offset"] >= end and page["offset"] + page["length"] <= len(data)
+        body = data[page["offset"]:page["offset"] + page["length"]]
+        assert f"{crc32c(body):08x}" == page["crc32c"]
+        stream = ipc.open_stream(pa.BufferReader(schema_msg + body + b"\xff\xff\xff\xff\x00\x00\x00\x00"))
+        batches = list(stream)
+        assert len(batches) == 1 and batches[0].num_rows == graphs
+        end = page["offset"] + page["length"]
+
+
 def check_folder(out):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["format"] == "augloader-shards"
@@ -107,6 +129,7 @@ def check_folder(out):
         data = (out / info["file"]).read_bytes()
         assert len(data) == info["bytes"]
         assert f"{crc32c(data):08x}" == info["crc32c"]
+        check_page_map(info, data)
         with pa.memory_map(str(out / info["file"])) as src:
             reader = ipc.open_file(src)
             assert reader.schema.equals(want), f"{reader.schema} != {want}"
@@ -188,6 +211,7 @@ def test_golden_format3():
     info = manifest["shards"][0]
     data = (out / info["file"]).read_bytes()
     assert len(data) == info["bytes"] and f"{crc32c(data):08x}" == info["crc32c"]
+    check_page_map(info, data)
     reader = ipc.open_file(pa.BufferReader(data))
     want = pa.schema([col("graph_id", pa.int64()), col("targets", list_of(pa.float32())),
                       col("num_nodes", pa.int32()), col("edges", list_of(pa.int32())),
