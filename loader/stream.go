@@ -71,6 +71,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	g.Go(func() error { return s.send(sink) })
 	err := g.Wait()
 	s.drain()
+	s.pages.done()
 	s.st.Elapsed = time.Since(start)
 	s.st.WorkerBusy, s.st.WorkerIdle = time.Duration(s.busy.Load()), time.Duration(s.idle.Load())
 	return s.st, err
@@ -216,7 +217,7 @@ func (s *stream) send(sink func(arrow.RecordBatch) error) error {
 // its Memory, its place in the window (waking a dispatcher waiting for
 // Memory once nothing else is in flight).
 func (s *stream) retire(b int) {
-	s.pages.cool(b)
+	s.pages.sent(b)
 	s.l.cfg.Memory.release(s.held[b])
 	s.held[b] = 0
 	s.st.Batches++
@@ -245,16 +246,21 @@ func (s *stream) drain() {
 	}
 }
 
-// pageSchedule, under a cache limit, reads the pages of the batch ahead
-// batches on while the workers build this one (shard.Reader.Prefetch:
-// only into room), and cools a page once the last batch needing it is
-// sent, so a prefetch may take its room. Its methods do nothing on nil.
+// pageSchedule, under a cache limit, tells the reader the stream's
+// future (shard.Future: which batches need each page, and the oldest
+// batch not yet sent), so that it drops the page needed farthest ahead;
+// reads the pages of the batch ahead batches on while the workers build
+// this one (shard.Reader.Prefetch: displacing only pages needed later);
+// and cools a page once the last batch needing it is sent. Its methods do
+// nothing on nil.
 type pageSchedule struct {
-	r        *shard.Reader
-	batches  [][]epoch.Item
-	ahead    int
-	lastPage int     // the page prefetched last (the dispatcher's)
-	coolAt   [][]int // coolAt[b]: the pages whose last batch is b
+	r         *shard.Reader
+	batches   [][]epoch.Item
+	ahead     int
+	lastPage  int     // the page prefetched last (the dispatcher's)
+	coolAt    [][]int // coolAt[b]: the pages whose last batch is b
+	future    *shard.Future
+	unforesee func()
 }
 
 func newPageSchedule(r *shard.Reader, batches [][]epoch.Item, ahead int) *pageSchedule {
@@ -273,7 +279,20 @@ func newPageSchedule(r *shard.Reader, batches [][]epoch.Item, ahead int) *pageSc
 			coolAt[b] = append(coolAt[b], pg)
 		}
 	}
-	return &pageSchedule{r: r, batches: batches, ahead: ahead, lastPage: -1, coolAt: coolAt}
+	future := shard.NewFuture(r.NumPages(), len(batches), func(b int, visit func(int)) {
+		for _, it := range batches[b] {
+			visit(r.PageOf(it.Graph))
+		}
+	})
+	return &pageSchedule{r: r, batches: batches, ahead: ahead, lastPage: -1, coolAt: coolAt,
+		future: future, unforesee: r.Foresee(future)}
+}
+
+// done ends the stream's say in the cache.
+func (ps *pageSchedule) done() {
+	if ps != nil {
+		ps.unforesee()
+	}
 }
 
 // prefetch asks for the pages of batch b+ahead, as batch b is dispatched.
@@ -289,11 +308,13 @@ func (ps *pageSchedule) prefetch(b int) {
 	}
 }
 
-// cool lets go of the pages whose last batch, b, is sent.
-func (ps *pageSchedule) cool(b int) {
+// sent moves the stream's future past batch b, now sent, and lets go of
+// the pages whose last batch it was.
+func (ps *pageSchedule) sent(b int) {
 	if ps == nil {
 		return
 	}
+	ps.future.Advance(b + 1)
 	for _, pg := range ps.coolAt[b] {
 		ps.r.Cool(pg)
 	}

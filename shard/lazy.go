@@ -14,13 +14,15 @@ import (
 
 // WithCacheLimit makes Open read only the manifest: pages (a shard file's
 // record batches, pages.go) are then read by offset, checked and decoded
-// when a graph of theirs is first pinned (Pin), kept while pinned, and the
-// least recently needed unpinned ones dropped whenever the decoded bytes
-// (with what users charged to them, Charge) pass limit bytes. A shard file
-// is read through once, the first time a page of it is needed, to check
-// it against the manifest's CRC-32C and note each page's; a page is
-// checked against its own on every read. Graph is then refused; Pin works
-// in both modes. limit 0 (the default) decodes every shard at Open.
+// when a graph of theirs is first pinned (Pin), kept while pinned, and
+// unpinned ones dropped whenever the decoded bytes (with what users
+// charged to them, Charge) pass limit bytes: the one needed farthest ahead
+// by the registered streams (Foresee), else the least recently needed. A
+// page is checked against its CRC-32C from the manifest's page map; a
+// shard without one is read through once, the first time a page of it is
+// needed, to check it against the manifest's CRC-32C and note each page's.
+// Graph is then refused; Pin works in both modes. limit 0 (the default)
+// decodes every shard at Open.
 func WithCacheLimit(limit int64) Option { return func(c *readerConfig) { c.cacheLimit = limit } }
 
 // lazy is a Reader's state under a cache limit.
@@ -40,6 +42,9 @@ type lazy struct {
 	resident   int
 	// onEvict is told which page was dropped (under mu).
 	onEvict func(page int)
+	// futures are the registered streams' page uses (Foresee): with any,
+	// eviction is by next use, not by recency.
+	futures []*Future
 
 	loads, evictions, scans atomic.Int64
 	peak                    atomic.Int64
@@ -85,15 +90,9 @@ func (r *Reader) Prefetch(p int) {
 	if l.estimated > 0 {
 		est = int64(float64(est) * float64(l.decoded) / float64(l.estimated))
 	}
-	if l.closed || s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || l.used-l.coldHeld+est > l.limit {
+	if l.closed || s.loaded || s.ready != nil || l.prefetching >= maxPrefetch || !l.roomFor(p, est) {
 		l.mu.Unlock()
 		return
-	}
-	// Room is made from cold pages only: a warm one may be needed next.
-	for l.used+est > l.limit {
-		if !l.evictOne(true) {
-			break
-		}
 	}
 	l.prefetching++
 	l.prefetchers.Add(1)
@@ -403,25 +402,79 @@ func (r *Reader) unpin(p int) {
 	l.mu.Unlock()
 }
 
-// evictLocked drops unpinned pages, cold ones first then the least
-// recently needed, while the cache is over its limit (everything resident
-// pinned: over the limit until a release).
+// roomFor makes room for est bytes of page p, to be read ahead, and
+// reports whether there is. Without registered futures the room comes
+// from cold pages only (a warm one may be needed next); with them, from
+// pages needed later than p, farthest first, and nothing is dropped
+// unless that makes room (a page no stream needs is never read ahead).
+func (l *lazy) roomFor(p int, est int64) bool {
+	if len(l.futures) == 0 {
+		if l.used-l.coldHeld+est > l.limit {
+			return false
+		}
+		for l.used+est > l.limit && l.evictOne(true) {
+		}
+		return true
+	}
+	dp := l.nextUse(p)
+	if dp == never {
+		return false
+	}
+	if l.used+est > l.limit {
+		var later int64
+		for _, list := range []*pageList{&l.cold, &l.warm} {
+			for q := list.head; q >= 0; q = l.slots[q].next {
+				if l.nextUse(int(q)) > dp {
+					later += l.slots[q].bytes + l.slots[q].charged
+				}
+			}
+		}
+		if l.used-later+est > l.limit {
+			return false
+		}
+	}
+	for l.used+est > l.limit {
+		v, d := l.farthest()
+		if v < 0 || d <= dp {
+			break
+		}
+		l.drop(v)
+	}
+	return true
+}
+
+// evictLocked drops unpinned pages while the cache is over its limit
+// (everything resident pinned: over the limit until a release): by next
+// use with registered futures, else cold ones first then the least
+// recently needed.
 func (l *lazy) evictLocked() {
 	for l.used > l.limit && l.evictOne(false) {
 	}
 }
 
-// evictOne drops one unpinned page (only a cold one when coldOnly): cold
-// before warm, each the least recently released first. It reports
-// whether there was one.
+// evictOne drops one unpinned page and reports whether there was one.
+// With registered futures it is the one needed farthest ahead (Belady);
+// else cold before warm, each the least recently released first (only a
+// cold one when coldOnly).
 func (l *lazy) evictOne(coldOnly bool) bool {
-	victim := int(l.cold.head)
-	if victim < 0 && !coldOnly {
-		victim = int(l.warm.head)
+	var victim int
+	if len(l.futures) > 0 {
+		victim, _ = l.farthest()
+	} else {
+		victim = int(l.cold.head)
+		if victim < 0 && !coldOnly {
+			victim = int(l.warm.head)
+		}
 	}
 	if victim < 0 {
 		return false
 	}
+	l.drop(victim)
+	return true
+}
+
+// drop releases unpinned loaded page victim.
+func (l *lazy) drop(victim int) {
 	l.unlink(victim)
 	s := &l.slots[victim]
 	s.rec.Release()
@@ -432,7 +485,6 @@ func (l *lazy) evictOne(coldOnly bool) bool {
 	if l.onEvict != nil {
 		l.onEvict(victim)
 	}
-	return true
 }
 
 // Cool says no batch ahead needs page p (the loader, once the last batch

@@ -1,0 +1,131 @@
+package shard
+
+// Eviction by next use: the loader knows the order in which a stream
+// will need pages (a pure function of the seed, the epoch and the plan),
+// so the cache can drop the page needed farthest ahead (Belady's rule)
+// and read ahead only what displaces nothing needed sooner.
+
+import (
+	"math"
+	"sort"
+	"sync/atomic"
+)
+
+// Future is one stream's known use of pages: for each page, the batches
+// that need it, in order; the stream says which batch it has reached
+// (Advance). Safe for one writer (Advance) and many readers.
+type Future struct {
+	start []int32 // page p's batches are at[start[p]:start[p+1]]
+	at    []int32
+	now   atomic.Int64
+}
+
+// NewFuture builds the future of a stream whose batch b needs the pages
+// pagesOf(b) (repeats allowed), for a folder of numPages pages.
+func NewFuture(numPages, batches int, pagesOf func(b int, visit func(page int))) *Future {
+	count := make([]int32, numPages+1)
+	last := make([]int32, numPages)
+	for i := range last {
+		last[i] = -1
+	}
+	for b := range batches {
+		pagesOf(b, func(p int) {
+			if last[p] != int32(b) {
+				last[p] = int32(b)
+				count[p+1]++
+			}
+		})
+	}
+	for p := range numPages {
+		count[p+1] += count[p]
+	}
+	f := &Future{start: count, at: make([]int32, count[numPages])}
+	fill := append([]int32(nil), count[:numPages]...)
+	for i := range last {
+		last[i] = -1
+	}
+	for b := range batches {
+		pagesOf(b, func(p int) {
+			if last[p] != int32(b) {
+				last[p] = int32(b)
+				f.at[fill[p]] = int32(b)
+				fill[p]++
+			}
+		})
+	}
+	return f
+}
+
+// Advance says the stream has reached batch b: uses before it are past.
+func (f *Future) Advance(b int) { f.now.Store(int64(b)) }
+
+// never is the distance of a page no batch ahead needs.
+const never = math.MaxInt64
+
+// distance is how many batches ahead of the stream's position page p is
+// next needed (never: not again).
+func (f *Future) distance(p int) int64 {
+	if p < 0 || p+1 >= len(f.start) {
+		return never
+	}
+	uses := f.at[f.start[p]:f.start[p+1]]
+	now := f.now.Load()
+	i := sort.Search(len(uses), func(i int) bool { return int64(uses[i]) >= now })
+	if i == len(uses) {
+		return never
+	}
+	return int64(uses[i]) - now
+}
+
+// Foresee registers a stream's future with a reader under a cache limit:
+// until the returned func is called, eviction drops the unpinned page
+// whose next use by any registered stream is farthest (pages none needs
+// first), and Prefetch displaces only pages needed later than the one it
+// reads. Without a cache limit it does nothing.
+func (r *Reader) Foresee(f *Future) (done func()) {
+	l := r.lazy
+	if l == nil {
+		return func() {}
+	}
+	l.mu.Lock()
+	l.futures = append(l.futures, f)
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		for i, g := range l.futures {
+			if g == f {
+				l.futures = append(l.futures[:i], l.futures[i+1:]...)
+				break
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// nextUse is page p's distance to its next use by any registered stream
+// (never without one). Under mu.
+func (l *lazy) nextUse(p int) int64 {
+	d := int64(never)
+	for _, f := range l.futures {
+		d = min(d, f.distance(p))
+	}
+	return d
+}
+
+// farthest returns the unpinned loaded page whose next use is farthest,
+// and that distance; cold pages before warm ones and each list oldest
+// first break ties. -1 when none is unpinned. Under mu, with futures.
+func (l *lazy) farthest() (victim int, dist int64) {
+	victim, dist = -1, -1
+	for _, list := range []*pageList{&l.cold, &l.warm} {
+		for p := list.head; p >= 0; p = l.slots[p].next {
+			if d := l.nextUse(int(p)); d > dist {
+				victim, dist = int(p), d
+				if d == never {
+					return victim, dist
+				}
+			}
+		}
+	}
+	return victim, dist
+}
