@@ -47,16 +47,7 @@ func belady(seq []int, k int) int {
 // order over a set just larger than the cache loads far more.
 func TestForesightLoads(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 600, 3, 1<<20)
-	probe, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var biggest int64
-	for _, b := range probe.PageBytes() {
-		biggest = max(biggest, b)
-	}
-	pages := probe.NumPages()
-	probe.Close()
+	biggest, pages := biggestPage(t, dir)
 	if pages < 5 {
 		t.Fatalf("want at least 5 pages, got %d", pages)
 	}
@@ -114,15 +105,7 @@ func TestForesightLoads(t *testing.T) {
 // one it reads, and a page no stream needs is not read ahead.
 func TestForesightPrefetch(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 600, 3, 1<<20)
-	probe, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var biggest int64
-	for _, b := range probe.PageBytes() {
-		biggest = max(biggest, b)
-	}
-	probe.Close()
+	biggest, _ := biggestPage(t, dir)
 	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(2*biggest+biggest/2))
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +142,20 @@ func TestForesightPrefetch(t *testing.T) {
 	if st := settle(); st.Prefetches != 1 || st.Loads != 3 {
 		t.Fatalf("page 2, needed next, was not read ahead once 0 and 1 were past: %+v", st)
 	}
+}
+
+// biggestPage is the largest estimated decoded page of the folder dir,
+// and its page count.
+func biggestPage(t *testing.T, dir string) (int64, int) {
+	t.Helper()
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var biggest int64
+	for _, b := range r.PageBytes() {
+		biggest = max(biggest, b)
+	}
+	return biggest, r.NumPages()
 }

@@ -20,21 +20,7 @@ import (
 func withoutPageMap(t *testing.T, src string) string {
 	t.Helper()
 	dir := copyDir(t, src)
-	man, err := shard.ReadManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range man.Shards {
-		man.Shards[i].PageMap = nil
-	}
-	data, err := man.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, shard.ManifestName), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(filepath.Join(dir, shard.GraphSizesName))
+	fixture.WithoutPageMap(t, dir)
 	return dir
 }
 
@@ -164,19 +150,8 @@ func TestPageMapForged(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := copyDir(t, src)
-			man, err := shard.ReadManifest(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.forge(man.Shards[0].PageMap)
-			data, err := man.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, shard.ManifestName), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			os.Remove(filepath.Join(dir, shard.GraphSizesName))
+			var man *shard.Manifest
+			fixture.RewriteManifest(t, dir, func(m *shard.Manifest) { c.forge(m.Shards[0].PageMap); man = m })
 			if _, errs := shard.Verify(context.Background(), dir); len(errs) == 0 || !errors.Is(errors.Join(errs...), shard.ErrCorrupt) {
 				t.Fatalf("verify: %v, want a corruption", errs)
 			}

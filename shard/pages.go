@@ -54,18 +54,11 @@ const maxSchemaMessage = 16 << 20
 // the page checksums computed in the same pass.
 func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
 	info := man.Shards[si]
-	f, err := iox.OpenRegular(filepath.Join(dir, info.File))
+	f, err := openShardFile(dir, &info)
 	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
-	}
-	if st.Size() != info.Bytes {
-		return nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", st.Size(), info.Bytes)
-	}
 	n := info.Bytes
 	if n < 8+10 {
 		return nil, corrupt(info.File, "arrow", "not an Arrow IPC file (%d bytes)", n)
@@ -160,6 +153,25 @@ func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
 	return ix, nil
 }
 
+// openShardFile opens a shard file and checks its size against the
+// manifest (a truncated or replaced file fails here).
+func openShardFile(dir string, info *ShardInfo) (*os.File, error) {
+	f, err := iox.OpenRegular(filepath.Join(dir, info.File))
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	if st.Size() != info.Bytes {
+		f.Close()
+		return nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", st.Size(), info.Bytes)
+	}
+	return f, nil
+}
+
 // mapShard indexes shard si from the manifest's page map, reading only
 // the file's size and its schema message (checked against the map's
 // CRC-32C and the manifest's schema): no pass over the file. Each page is
@@ -168,18 +180,11 @@ func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
 func mapShard(dir string, man *Manifest, si int) (*shardIndex, error) {
 	info := man.Shards[si]
 	pm := info.PageMap
-	f, err := iox.OpenRegular(filepath.Join(dir, info.File))
+	f, err := openShardFile(dir, &info)
 	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
-	}
-	if st.Size() != info.Bytes {
-		return nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", st.Size(), info.Bytes)
-	}
 	msg := make([]byte, pm.Schema.Length)
 	if _, err := f.ReadAt(msg, pm.Schema.Offset); err != nil {
 		return nil, fmt.Errorf("shard: %s: schema message: %w", info.File, err)
@@ -198,7 +203,7 @@ func mapShard(dir string, man *Manifest, si int) (*shardIndex, error) {
 // checkSchemaExtent checks a shard's schema message read by its page map:
 // the map's CRC-32C, then the schema against the manifest's.
 func checkSchemaExtent(msg []byte, man *Manifest, info *ShardInfo) error {
-	if got := fmt.Sprintf("%08x", crc32.Checksum(msg, castagnoli)); got != info.PageMap.Schema.CRC32C {
+	if got := crcHex(msg); got != info.PageMap.Schema.CRC32C {
 		return corrupt(info.File, "checksum", "schema message: crc32c %s, the page map says %s", got, info.PageMap.Schema.CRC32C)
 	}
 	s, err := readSchemaMessage(msg)
@@ -218,14 +223,14 @@ func sameAsMap(ix *shardIndex, info *ShardInfo) error {
 	if pm == nil {
 		return nil
 	}
-	if int64(len(ix.schemaMsg)) != pm.Schema.Length || fmt.Sprintf("%08x", crc32.Checksum(ix.schemaMsg, castagnoli)) != pm.Schema.CRC32C {
+	got := ix.pageMap()
+	if got.Schema != pm.Schema {
 		return corrupt(info.File, "page_map", "the schema message is not where and what the page map says")
 	}
 	for i, p := range pm.Pages {
-		l := ix.pages[i]
-		if l.off != p.Offset || l.meta != p.Metadata || l.size != p.Length || fmt.Sprintf("%08x", l.crc) != p.CRC32C {
-			return corrupt(info.File, "page_map", "page %d: the file has it at %d+%d (metadata %d, crc32c %08x), the page map at %d+%d (metadata %d, crc32c %s)",
-				i, l.off, l.size, l.meta, l.crc, p.Offset, p.Length, p.Metadata, p.CRC32C)
+		if l := got.Pages[i]; l != p {
+			return corrupt(info.File, "page_map", "page %d: the file has it at %d+%d (metadata %d, crc32c %s), the page map at %d+%d (metadata %d, crc32c %s)",
+				i, l.Offset, l.Length, l.Metadata, l.CRC32C, p.Offset, p.Length, p.Metadata, p.CRC32C)
 		}
 	}
 	return nil

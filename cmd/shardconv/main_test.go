@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/augloader/augloader/internal/cliutil"
+	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/shard"
 	"github.com/urfave/cli/v2"
@@ -519,21 +520,11 @@ func TestPagemapCommand(t *testing.T) {
 	if _, stderr, code := run(t, "convert", "-q", "-i", tu, "-o", out, "--shard-size", "64KiB"); code != 0 {
 		t.Fatal(stderr)
 	}
+	fixture.WithoutPageMap(t, out)
 	man, err := shard.ReadManifest(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range man.Shards {
-		man.Shards[i].PageMap = nil
-	}
-	data, err := man.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(out, shard.ManifestName), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(filepath.Join(out, shard.GraphSizesName))
 	stdout, stderr, code := run(t, "pagemap", out)
 	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("mapped %d of %d shards", len(man.Shards), len(man.Shards))) {
 		t.Fatalf("pagemap: exit %d\n%s%s", code, stdout, stderr)
