@@ -62,12 +62,19 @@ test: venv
 # torch lacks: a torch 2.9 change went unseen there), in their own venv: .venv keeps Debian's
 # torch 1.13 (small, CPU) for everything else. The client comes from the
 # checkout as a path entry: an editable install would need wheel there.
+# tests/requirements-torch2.txt is a lock installed with --no-deps (it says
+# why); its large wheels (torch, the NVIDIA libraries) go in one pip run
+# each, without pip's cache, so the disk holds one of them in download at a
+# time, then the rest in one run.
 VENV2 := .venv-torch2
-PIP_C2 := --disable-pip-version-check -c tests/requirements-torch2.txt
+PIP2 := $(VENV2)/bin/pip install -q --disable-pip-version-check --no-cache-dir --no-deps
 $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
 	rm -rf $(VENV2)
 	$(PYBASE) -m venv $(VENV2)
-	$(VENV2)/bin/pip install -q $(PIP_C2) -r tests/requirements-torch2.txt
+	@set -e; for p in $$(grep -E '^(torch|nvidia-[a-z0-9-]+)==' tests/requirements-torch2.txt); do \
+	  echo "$(VENV2): $$p"; $(PIP2) "$$p"; done
+	grep -v -E '^(torch|nvidia-[a-z0-9-]+)==' tests/requirements-torch2.txt > $(VENV2)/rest.txt
+	$(PIP2) -r $(VENV2)/rest.txt
 	echo "$(CURDIR)/clients/python" > "$$($(VENV2)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/augloader-checkout.pth"
 	touch $@
 
