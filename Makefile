@@ -67,14 +67,14 @@ test: venv
 # each, without pip's cache, so the disk holds one of them in download at a
 # time, then the rest in one run.
 VENV2 := .venv-torch2
-PIP2 := $(VENV2)/bin/pip install -q --disable-pip-version-check --no-cache-dir --no-deps
+PIP_C2 := --disable-pip-version-check --no-cache-dir --no-deps
 $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
 	rm -rf $(VENV2)
 	$(PYBASE) -m venv $(VENV2)
 	@set -e; for p in $$(grep -E '^(torch|nvidia-[a-z0-9-]+)==' tests/requirements-torch2.txt); do \
-	  echo "$(VENV2): $$p"; $(PIP2) "$$p"; done
+	  echo "$(VENV2): $$p"; $(VENV2)/bin/pip install -q $(PIP_C2) "$$p"; done
 	grep -v -E '^(torch|nvidia-[a-z0-9-]+)==' tests/requirements-torch2.txt > $(VENV2)/rest.txt
-	$(PIP2) -r $(VENV2)/rest.txt
+	$(VENV2)/bin/pip install -q $(PIP_C2) -r $(VENV2)/rest.txt
 	echo "$(CURDIR)/clients/python" > "$$($(VENV2)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/augloader-checkout.pth"
 	touch $@
 

@@ -3,8 +3,10 @@
 # (shardconv synth --seed 1) in one default shard (5 pages), served with
 # --policy nodesam --shuffle window:4 --memory-budget 64MiB --ppr-cache 0,
 # under --cache-limit LIMIT and unlimited; one epoch (0) fetched over the
-# socket. Prints a RESULT line per run: the epoch's seconds and the page
-# loads (augloader_shard_cache_loads_total).
+# socket. Prints a RESULT line per run: the epoch's seconds, the page
+# loads (augloader_shard_cache_loads_total; each page once is the fewest
+# any cache can do) and the pages shrunk instead of dropped (compactions,
+# of which trims shrunk by graphs still needed).
 #
 # Usage: bash bench/cliff.sh [BIN] [LIMIT]   (BIN default bin/, LIMIT 64MiB)
 set -euo pipefail
@@ -28,11 +30,14 @@ run() {
 	t0=$(date +%s.%N)
 	"$B"/augloader fetch --socket "$TMP/s.sock" --epoch 0 >/dev/null
 	t1=$(date +%s.%N)
-	local loads
-	loads=$(curl -s "127.0.0.1:$port/metrics" | awk '/^augloader_shard_cache_loads_total/{print $2}')
+	local metrics loads compactions trims
+	metrics=$(curl -s "127.0.0.1:$port/metrics")
+	loads=$(awk '/^augloader_shard_cache_loads_total/{print $2}' <<<"$metrics")
+	compactions=$(awk '/^augloader_shard_cache_compactions_total/{print $2}' <<<"$metrics")
+	trims=$(awk '/^augloader_shard_cache_trims_total/{print $2}' <<<"$metrics")
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
-	echo "RESULT run=$label pages=$pages epoch_s=$(echo "$t1 - $t0" | bc) loads=${loads:-0}"
+	echo "RESULT run=$label pages=$pages epoch_s=$(echo "$t1 - $t0" | bc) loads=${loads:-0} compactions=${compactions:-0} trims=${trims:-0}"
 }
 run "limit-$LIMIT" 19391 --cache-limit "$LIMIT"
 run unlimited 19392

@@ -169,6 +169,9 @@ func (s *stream) work() error {
 		t0 := time.Now()
 		s.idle.Add(int64(t0.Sub(waiting)))
 		res := w.batch(s.ctx, b)
+		if res.err == nil {
+			s.pages.built(b)
+		}
 		waiting = time.Now()
 		s.busy.Add(int64(waiting.Sub(t0)))
 		select {
@@ -279,9 +282,9 @@ func newPageSchedule(r *shard.Reader, batches [][]epoch.Item, ahead int) *pageSc
 			coolAt[b] = append(coolAt[b], pg)
 		}
 	}
-	future := shard.NewFuture(r.NumPages(), len(batches), func(b int, visit func(int)) {
+	future := r.GraphFuture(len(batches), func(b int, visit func(int64)) {
 		for _, it := range batches[b] {
-			visit(r.PageOf(it.Graph))
+			visit(it.Graph)
 		}
 	})
 	return &pageSchedule{r: r, batches: batches, ahead: ahead, lastPage: -1, coolAt: coolAt,
@@ -306,6 +309,18 @@ func (ps *pageSchedule) prefetch(b int) {
 			ps.lastPage = pg
 		}
 	}
+}
+
+// built tells the stream's future that batch b's graphs were read for it.
+func (ps *pageSchedule) built(b int) {
+	if ps == nil {
+		return
+	}
+	ps.future.Built(b, func(visit func(int64)) {
+		for _, it := range ps.batches[b] {
+			visit(it.Graph)
+		}
+	})
 }
 
 // sent moves the stream's future past batch b, now sent, and lets go of

@@ -63,6 +63,9 @@ type CacheStats struct {
 	Resident          int
 	Prefetches        int64
 	Scans             int64
+	Sheds             int64
+	Compactions       int64
+	Trims             int64
 }
 
 // SetShardCache makes /metrics report the shard cache of a reader with a
@@ -162,6 +165,9 @@ func (m *Metrics) WriteText(w io.Writer) {
 		count("augloader_shard_cache_loads_total", "Pages read by offset, checked and decoded (a load after an eviction counts again).", "counter", st.Loads)
 		count("augloader_shard_cache_evictions_total", "Pages dropped to stay within the limit.", "counter", st.Evictions)
 		count("augloader_shard_cache_prefetches_total", "Pages read ahead of the batches that need them.", "counter", st.Prefetches)
+		count("augloader_shard_cache_sheds_total", "Times the NodeSam indexes charged to a page were dropped with the page kept, to make room for pages.", "counter", st.Sheds)
+		count("augloader_shard_cache_compactions_total", "Pages shrunk to the graphs a stream still needs, to make room without dropping one.", "counter", st.Compactions)
+		count("augloader_shard_cache_trims_total", "Pages shrunk by the graphs needed last, instead of dropped whole (counted in compactions too).", "counter", st.Trims)
 		count("augloader_shard_cache_scans_total", "Shard files read through to check them and index their pages (once each).", "counter", st.Scans)
 	}
 	codes := make([]string, 0, len(m.rejected))

@@ -18,6 +18,47 @@ type Future struct {
 	start []int32 // page p's batches are at[start[p]:start[p+1]]
 	at    []int32
 	now   atomic.Int64
+	// lastUse[pos] is the last batch that needs the graph stored at
+	// position pos (-1: none, or that batch built: Built); nil for a
+	// future by page (NewFuture), which then needs every graph of a page
+	// it needs.
+	lastUse  []atomic.Int32
+	position func(id int64) int64
+}
+
+// GraphFuture builds the future of a stream whose batch b needs the
+// graphs graphsOf(b) (repeats allowed): by page as NewFuture, and by
+// graph, so that a page the cache must shrink keeps only the graphs some
+// stream needs again (compact.go). 4 bytes a graph.
+func (r *Reader) GraphFuture(batches int, graphsOf func(b int, visit func(id int64))) *Future {
+	f := NewFuture(r.NumPages(), batches, func(b int, visit func(int)) {
+		graphsOf(b, func(id int64) { visit(r.PageOf(id)) })
+	})
+	f.lastUse = make([]atomic.Int32, r.man.Stats.Graphs)
+	f.position = r.man.PositionOf
+	for i := range f.lastUse {
+		f.lastUse[i].Store(-1)
+	}
+	for b := range batches {
+		graphsOf(b, func(id int64) { f.lastUse[r.man.PositionOf(id)].Store(int32(b)) })
+	}
+	return f
+}
+
+// Built says batch b is built: its graphs of which it was the last use
+// are not needed again, though b is not yet sent (Advance). ids are b's
+// graphs. A no-op for a future by page.
+func (f *Future) Built(b int, ids func(visit func(id int64))) {
+	if f.lastUse == nil {
+		return
+	}
+	ids(func(id int64) { f.lastUse[f.position(id)].CompareAndSwap(int32(b), -1) })
+}
+
+// needs reports whether the stream needs the graph at position pos at
+// its batch or after.
+func (f *Future) needs(pos int64) bool {
+	return f.lastUse == nil || int64(f.lastUse[pos].Load()) >= f.now.Load()
 }
 
 // NewFuture builds the future of a stream whose batch b needs the pages
@@ -128,4 +169,18 @@ func (l *lazy) farthest() (victim int, dist int64) {
 		}
 	}
 	return victim, dist
+}
+
+// needed reports whether a registered stream needs the graph at position
+// pos again (true without futures). Under mu.
+func (l *lazy) needed(pos int64) bool {
+	if len(l.futures) == 0 {
+		return true
+	}
+	for _, f := range l.futures {
+		if f.needs(pos) {
+			return true
+		}
+	}
+	return false
 }

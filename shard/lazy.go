@@ -46,8 +46,11 @@ type lazy struct {
 	// eviction is by next use, not by recency.
 	futures []*Future
 
-	loads, evictions, scans atomic.Int64
-	peak                    atomic.Int64
+	loads, evictions, scans, sheds atomic.Int64
+	compactions, trims             atomic.Int64
+	// pageGraphs is Reader.PageGraphs (compact.go).
+	pageGraphs func(p int) (first, n int64)
+	peak       atomic.Int64
 
 	// decoded and estimated sum the actual and the estimated
 	// (Reader.PageBytes) bytes of every load so far, to correct the
@@ -100,7 +103,7 @@ func (r *Reader) Prefetch(p int) {
 	l.prefetches.Add(1)
 	go func() {
 		defer l.prefetchers.Done()
-		if _, err := r.acquire(p); err == nil {
+		if _, err := r.acquire(p, -1); err == nil {
 			r.unpin(p)
 		}
 		l.mu.Lock()
@@ -124,6 +127,9 @@ type pageSlot struct {
 	// (list nil otherwise).
 	list       *pageList
 	prev, next int32
+	// rows maps the page's rows to batch's once compacted (-1: not kept;
+	// compact.go); nil while batch holds them all.
+	rows []int32
 }
 
 // pageList is a doubly linked list of pages threaded through their slots.
@@ -181,6 +187,11 @@ type CacheStats struct {
 	// Scans counts shard files read through to index their pages (once
 	// each, the first time a page of theirs is needed).
 	Scans int64
+	// Sheds counts charges forgotten with their page kept (Charge).
+	Sheds int64
+	// Compactions counts pages shrunk to the graphs still needed, Trims
+	// those of them shrunk further by the graphs needed last (compact.go).
+	Compactions, Trims int64
 }
 
 // countingAlloc counts the bytes a page's decoding holds.
@@ -207,7 +218,7 @@ func (a *countingAlloc) Free(b []byte) {
 
 func (r *Reader) openLazy(cfg readerConfig) {
 	r.lazy = &lazy{limit: cfg.cacheLimit, mem: cfg.mem, slots: make([]pageSlot, r.NumPages()),
-		index: make([]shardScan, len(r.man.Shards)), warm: newPageList(), cold: newPageList()}
+		index: make([]shardScan, len(r.man.Shards)), warm: newPageList(), cold: newPageList(), pageGraphs: r.PageGraphs}
 }
 
 // Lazy reports whether the reader holds pages on demand (WithCacheLimit).
@@ -232,25 +243,44 @@ func (r *Reader) Pin(id int64) (Graph, func(), error) {
 	}
 	pos := r.man.PositionOf(id)
 	p := r.pages.pageOf(pos)
-	s, err := r.acquire(p)
+	s, err := r.acquire(p, int(pos-r.pages.first[p]))
 	if err != nil {
 		return Graph{}, nil, err
 	}
-	g := r.graphOf(&s.batch, int(pos-r.pages.first[p]))
+	row := r.lazy.rowOf(s, int(pos-r.pages.first[p]))
+	if row < 0 {
+		// Compacted away and pinned by another meanwhile: a private read
+		// of the page serves this pin alone.
+		r.unpin(p)
+		b, rec, err := r.loadPage(p, r.lazy.mem)
+		if err != nil {
+			return Graph{}, nil, err
+		}
+		r.lazy.loads.Add(1)
+		return r.graphOf(&b, int(pos-r.pages.first[p])), rec.Release, nil
+	}
+	g := r.graphOf(&s.batch, int(row))
 	return g, func() { r.unpin(p) }, nil
 }
 
-// OnEvict sets what is told when a page is dropped (the loader drops the
-// indexes it charged to it). Call before serving.
+// OnEvict sets what is told when a page is dropped, or only what was
+// charged to it shed (Charge): the loader then drops the indexes it
+// charged to the page. Call before serving.
 func (r *Reader) OnEvict(fn func(page int)) {
 	if r.lazy != nil {
 		r.lazy.onEvict = fn
 	}
 }
 
-// Charge adds n bytes that a user keeps for a pinned page's graphs (the
-// loader's NodeSam indexes) to the page's share of the limit; they are
-// forgotten when the page is dropped (OnEvict).
+// Charge adds n bytes that a user keeps for a page's graphs (the loader's
+// NodeSam indexes) to the page's share of the limit; they are forgotten
+// when the page is dropped (OnEvict). Charged bytes are derived and
+// rebuilt at will, so under pressure they go before any page a stream
+// still needs: shed (OnEvict, the page kept) from the page needed
+// farthest ahead, pinned or not. An index serves its graph once an epoch
+// (twice with twins) where its page serves a batch in every window that
+// draws from it: kept in place of pages, indexes turned a window of four
+// pages that fit into a page load at nearly every batch (#47).
 func (r *Reader) Charge(page int, n int64) {
 	l := r.lazy
 	if l == nil {
@@ -278,7 +308,8 @@ func (r *Reader) Stats() CacheStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return CacheStats{Limit: l.limit, Used: l.used, Peak: l.peak.Load(), Loads: l.loads.Load(), Evictions: l.evictions.Load(),
-		Resident: l.resident, Prefetches: l.prefetches.Load(), Scans: l.scans.Load()}
+		Resident: l.resident, Prefetches: l.prefetches.Load(), Scans: l.scans.Load(), Sheds: l.sheds.Load(),
+		Compactions: l.compactions.Load(), Trims: l.trims.Load()}
 }
 
 func (l *lazy) notePeak() {
@@ -339,12 +370,17 @@ func (r *Reader) loadPage(p int, mem memory.Allocator) (batch, arrow.RecordBatch
 }
 
 // acquire pins page p, loading it when absent (one loader at a time per
-// page: the others wait for it).
-func (r *Reader) acquire(p int) (*pageSlot, error) {
+// page: the others wait for it). row >= 0 asks for that row too: a page
+// compacted without it and pinned by none is read again whole.
+func (r *Reader) acquire(p, row int) (*pageSlot, error) {
 	l := r.lazy
 	l.mu.Lock()
 	for {
 		s := &l.slots[p]
+		if s.loaded && row >= 0 && s.pins == 0 && l.rowOf(s, row) < 0 {
+			l.drop(p)
+			continue
+		}
 		if s.loaded {
 			l.unlink(p)
 			s.pins++
@@ -422,11 +458,16 @@ func (l *lazy) roomFor(p int, est int64) bool {
 	}
 	if l.used+est > l.limit {
 		var later int64
-		for _, list := range []*pageList{&l.cold, &l.warm} {
-			for q := list.head; q >= 0; q = l.slots[q].next {
-				if l.nextUse(int(q)) > dp {
-					later += l.slots[q].bytes + l.slots[q].charged
-				}
+		for q := range l.slots {
+			s := &l.slots[q]
+			if !s.loaded {
+				continue
+			}
+			later += s.charged // shed before any page
+			if s.list != nil && l.nextUse(q) > dp {
+				later += s.bytes
+			} else if s.list != nil {
+				later += l.garbage(q) // compacted before any page
 			}
 		}
 		if l.used-later+est > l.limit {
@@ -434,6 +475,13 @@ func (l *lazy) roomFor(p int, est int64) bool {
 		}
 	}
 	for l.used+est > l.limit {
+		if v, d := l.farthest(); v >= 0 && d == never {
+			l.drop(v)
+			continue
+		}
+		if l.shedOne() || l.compactOne() {
+			continue
+		}
 		v, d := l.farthest()
 		if v < 0 || d <= dp {
 			break
@@ -452,17 +500,26 @@ func (l *lazy) evictLocked() {
 	}
 }
 
-// evictOne drops one unpinned page and reports whether there was one.
-// With registered futures it is the one needed farthest ahead (Belady);
-// else cold before warm, each the least recently released first (only a
-// cold one when coldOnly).
+// evictOne drops one unpinned page, sheds what was charged to one page or
+// shrinks one, and reports whether there was one. With registered
+// futures: a page no stream needs, else a charge (shed), else the graphs
+// no stream needs again (compact.go), else the page needed farthest ahead
+// (Belady); without: cold pages, least recently released first, then a
+// charge, then warm pages likewise (only a cold one when coldOnly).
 func (l *lazy) evictOne(coldOnly bool) bool {
-	var victim int
+	victim := -1
 	if len(l.futures) > 0 {
-		victim, _ = l.farthest()
+		var d int64
+		victim, d = l.farthest()
+		if d != never && (l.shedOne() || l.compactOne() || victim >= 0 && l.trim(victim, l.used-l.limit)) {
+			return true
+		}
 	} else {
 		victim = int(l.cold.head)
 		if victim < 0 && !coldOnly {
+			if l.shedOne() {
+				return true
+			}
 			victim = int(l.warm.head)
 		}
 	}
@@ -473,11 +530,50 @@ func (l *lazy) evictOne(coldOnly bool) bool {
 	return true
 }
 
+// shedOne forgets what was charged to one loaded page, pinned or not (the
+// one needed farthest ahead with futures, else the first found), tells
+// onEvict, and reports whether any page had a charge.
+func (l *lazy) shedOne() bool {
+	victim, dist := -1, int64(-1)
+	for p := range l.slots {
+		s := &l.slots[p]
+		if !s.loaded || s.charged == 0 {
+			continue
+		}
+		d := int64(0)
+		if len(l.futures) > 0 {
+			d = l.nextUse(p)
+		}
+		if d > dist {
+			victim, dist = p, d
+		}
+		if len(l.futures) == 0 || d == never {
+			break
+		}
+	}
+	if victim < 0 {
+		return false
+	}
+	s := &l.slots[victim]
+	l.used -= s.charged
+	if s.list == &l.cold {
+		l.coldHeld -= s.charged
+	}
+	s.charged = 0
+	l.sheds.Add(1)
+	if l.onEvict != nil {
+		l.onEvict(victim)
+	}
+	return true
+}
+
 // drop releases unpinned loaded page victim.
 func (l *lazy) drop(victim int) {
 	l.unlink(victim)
 	s := &l.slots[victim]
-	s.rec.Release()
+	if s.rec != nil {
+		s.rec.Release()
+	}
 	l.used -= s.bytes + s.charged
 	l.resident--
 	*s = pageSlot{}

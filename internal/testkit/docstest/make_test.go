@@ -37,6 +37,22 @@ func TestMakefilePipKeepsPins(t *testing.T) {
 	if installs == 0 {
 		t.Fatal("no pip install found in the Makefile: the test reads the wrong file")
 	}
+	// The torch 2.x venv's file is a lock installed with --no-deps
+	// ($(PIP_C2)): every package it needs pinned exactly, or pip would
+	// take whatever version the index has that day.
+	lock, err := os.ReadFile(filepath.Join(testutil.Root(t), "tests", "requirements-torch2.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(lock), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if name, version, ok := strings.Cut(line, "=="); !ok || name == "" || version == "" || strings.ContainsAny(line, " ;<>~!") {
+			t.Errorf("tests/requirements-torch2.txt:%d: %q is not name==version", i+1, line)
+		}
+	}
 }
 
 // make wheel needs Go and a bare venv, not the test venv (torch, PyG,
