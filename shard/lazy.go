@@ -1,15 +1,13 @@
 package shard
 
 import (
+	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/augloader/augloader/internal/iox"
 )
 
 // WithCacheLimit makes Open read only the manifest: pages (a shard file's
@@ -326,14 +324,14 @@ func (r *Reader) shardIndex(si int) (*shardIndex, error) {
 	defer sc.mu.Unlock()
 	if sc.ix == nil {
 		if r.man.Shards[si].PageMap != nil {
-			ix, err := mapShard(r.dir, r.man, si)
+			ix, err := mapShard(context.Background(), r.store, r.man, si)
 			if err != nil {
 				return nil, err
 			}
 			sc.ix = ix
 			return sc.ix, nil
 		}
-		ix, err := scanShard(r.dir, r.man, si)
+		ix, err := scanShard(context.Background(), r.store, r.man, si)
 		if err != nil {
 			return nil, err
 		}
@@ -352,17 +350,12 @@ func (r *Reader) loadPage(p int, mem memory.Allocator) (batch, arrow.RecordBatch
 	}
 	info := &r.man.Shards[si]
 	pi := p - r.pages.starts[si]
-	f, err := iox.OpenRegular(filepath.Join(r.dir, info.File))
-	if err != nil {
-		return batch{}, nil, fmt.Errorf("shard: %w", err)
-	}
-	defer f.Close()
 	bp, _ := r.lazy.bufs.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
 	}
 	defer r.lazy.bufs.Put(bp)
-	*bp, err = readPage(f, info, pi, ix.pages[pi], *bp)
+	*bp, err = readPage(ix.file, info, pi, ix.pages[pi], *bp)
 	if err != nil {
 		return batch{}, nil, err
 	}
@@ -619,6 +612,12 @@ func (l *lazy) close() {
 	}
 	l.used, l.coldHeld, l.resident = 0, 0, 0
 	l.warm, l.cold = newPageList(), newPageList()
+	for i := range l.index {
+		sc := &l.index[i]
+		sc.mu.Lock()
+		sc.ix.close()
+		sc.mu.Unlock()
+	}
 }
 
 // DecodedBytes estimates shard i's decoded size from the manifest's

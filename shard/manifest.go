@@ -2,19 +2,18 @@ package shard
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 
-	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/jsonseal"
 )
 
@@ -136,27 +135,33 @@ type Source struct {
 
 // ReadManifest reads and validates dir/manifest.json.
 func ReadManifest(dir string) (*Manifest, error) {
-	m, _, err := readManifest(dir)
+	m, _, err := readManifest(context.Background(), DirStore(dir))
+	return m, err
+}
+
+// ReadManifestStore reads and validates the manifest of the folder st
+// holds.
+func ReadManifestStore(ctx context.Context, st Store) (*Manifest, error) {
+	m, _, err := readManifest(ctx, st)
 	return m, err
 }
 
 // readManifest also returns the SHA-256 of the file's bytes.
-func readManifest(dir string) (*Manifest, string, error) {
-	path := filepath.Join(dir, ManifestName)
-	f, err := iox.OpenRegular(path)
+func readManifest(ctx context.Context, st Store) (*Manifest, string, error) {
+	data, err := readAll(ctx, st, ManifestName, MaxManifestBytes)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, "", notShards(dir, err)
+		dir, local := st.(dirStore)
+		if local && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+			return nil, "", notShards(string(dir), err)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", fmt.Errorf("shard: %s has no %s: not a shard folder (shardconv convert writes one): %w", st.Location(), ManifestName, err)
+		}
+		var c *CorruptionError
+		if errors.As(err, &c) {
+			return nil, "", corrupt(ManifestName, "", "larger than %d bytes", MaxManifestBytes)
 		}
 		return nil, "", fmt.Errorf("shard: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
-	if err != nil {
-		return nil, "", fmt.Errorf("shard: read %s: %w", path, err)
-	}
-	if len(data) > MaxManifestBytes {
-		return nil, "", corrupt(ManifestName, "", "larger than %d bytes", MaxManifestBytes)
 	}
 	m, err := ParseManifest(data)
 	if err != nil {

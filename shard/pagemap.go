@@ -24,7 +24,8 @@ import (
 // trailer made to name it). It returns the new manifest and how many
 // shards it mapped (0: the folder was already mapped, and is untouched).
 func AddPageMap(ctx context.Context, dir string) (*Manifest, int, error) {
-	man, digest, err := readManifest(dir)
+	st := DirStore(dir)
+	man, digest, err := readManifest(ctx, st)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -36,10 +37,11 @@ func AddPageMap(ctx context.Context, dir string) (*Manifest, int, error) {
 		if man.Shards[i].PageMap != nil {
 			continue
 		}
-		ix, err := scanShard(dir, man, i)
+		ix, err := scanShard(ctx, st, man, i)
 		if err != nil {
 			return nil, 0, err
 		}
+		ix.close()
 		man.Shards[i].PageMap = ix.pageMap()
 		mapped++
 	}
@@ -53,7 +55,7 @@ func AddPageMap(ctx context.Context, dir string) (*Manifest, int, error) {
 	if _, err := ParseManifest(data); err != nil {
 		return nil, 0, err
 	}
-	sizes, err := readGraphSizes(dir, man, digest)
+	sizes, err := readGraphSizes(ctx, st, man, digest)
 	if err != nil && !errors.Is(err, ErrNoSizes) {
 		return nil, 0, err
 	}

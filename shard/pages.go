@@ -2,13 +2,12 @@ package shard
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -18,7 +17,6 @@ import (
 	flatbuffers "github.com/google/flatbuffers/go"
 
 	"github.com/augloader/augloader/internal/arrowx"
-	"github.com/augloader/augloader/internal/iox"
 )
 
 // A page is one record batch of one shard file: the unit a cache-limited
@@ -41,6 +39,16 @@ type pageLoc struct {
 type shardIndex struct {
 	pages     []pageLoc
 	schemaMsg []byte
+	// file stays open for the pages' reads (a lazy Reader's, until Close).
+	file StoreFile
+}
+
+// close closes the index's file.
+func (ix *shardIndex) close() {
+	if ix != nil && ix.file != nil {
+		ix.file.Close()
+		ix.file = nil
+	}
 }
 
 // maxSchemaMessage bounds a shard's schema message (a few KiB in practice).
@@ -52,13 +60,17 @@ const maxSchemaMessage = 16 << 20
 // against the manifest's. From then on a page is read by offset and
 // checked against its own CRC (readPage): the file's checksum vouches for
 // the page checksums computed in the same pass.
-func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
+func scanShard(ctx context.Context, st Store, man *Manifest, si int) (ix *shardIndex, err error) {
 	info := man.Shards[si]
-	f, err := openShardFile(dir, &info)
+	f, err := openShardFile(ctx, st, &info)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	n := info.Bytes
 	if n < 8+10 {
 		return nil, corrupt(info.File, "arrow", "not an Arrow IPC file (%d bytes)", n)
@@ -150,24 +162,20 @@ func scanShard(dir string, man *Manifest, si int) (ix *shardIndex, err error) {
 	if err := sameAsMap(ix, &info); err != nil {
 		return nil, err
 	}
+	ix.file = f
 	return ix, nil
 }
 
 // openShardFile opens a shard file and checks its size against the
 // manifest (a truncated or replaced file fails here).
-func openShardFile(dir string, info *ShardInfo) (*os.File, error) {
-	f, err := iox.OpenRegular(filepath.Join(dir, info.File))
+func openShardFile(ctx context.Context, st Store, info *ShardInfo) (StoreFile, error) {
+	f, err := st.Open(ctx, info.File)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
+	if f.Size() != info.Bytes {
 		f.Close()
-		return nil, fmt.Errorf("shard: %w", err)
-	}
-	if st.Size() != info.Bytes {
-		f.Close()
-		return nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", st.Size(), info.Bytes)
+		return nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", f.Size(), info.Bytes)
 	}
 	return f, nil
 }
@@ -177,19 +185,23 @@ func openShardFile(dir string, info *ShardInfo) (*os.File, error) {
 // CRC-32C and the manifest's schema): no pass over the file. Each page is
 // then checked on its own when read (readPage); the map is sealed in the
 // manifest, so it vouches for the pages as a scan would.
-func mapShard(dir string, man *Manifest, si int) (*shardIndex, error) {
+func mapShard(ctx context.Context, st Store, man *Manifest, si int) (_ *shardIndex, err error) {
 	info := man.Shards[si]
 	pm := info.PageMap
-	f, err := openShardFile(dir, &info)
+	f, err := openShardFile(ctx, st, &info)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	msg := make([]byte, pm.Schema.Length)
 	if _, err := f.ReadAt(msg, pm.Schema.Offset); err != nil {
 		return nil, fmt.Errorf("shard: %s: schema message: %w", info.File, err)
 	}
-	ix := &shardIndex{schemaMsg: msg, pages: make([]pageLoc, len(pm.Pages))}
+	ix := &shardIndex{schemaMsg: msg, pages: make([]pageLoc, len(pm.Pages)), file: f}
 	if err := checkSchemaExtent(ix.schemaMsg, man, &info); err != nil {
 		return nil, err
 	}
@@ -289,7 +301,7 @@ func readSchemaMessage(msg []byte) (s *arrow.Schema, err error) {
 
 // readPage reads page pi of shard si by offset into buf (grown as
 // needed) and checks its CRC-32C.
-func readPage(f *os.File, info *ShardInfo, pi int, loc pageLoc, buf []byte) ([]byte, error) {
+func readPage(f io.ReaderAt, info *ShardInfo, pi int, loc pageLoc, buf []byte) ([]byte, error) {
 	if int64(cap(buf)) < loc.size {
 		buf = make([]byte, loc.size)
 	}
@@ -426,7 +438,7 @@ func (r *Reader) PageBytes() []int64 {
 func (r *Reader) estimatePages() []int64 {
 	perNode, perEdge, perGraph := r.man.decodedPer()
 	out := make([]int64, r.NumPages())
-	gs, err := readGraphSizes(r.dir, r.man, r.digest) // by position
+	gs, err := readGraphSizes(context.Background(), r.store, r.man, r.digest) // by position
 	for p := range out {
 		first, n := r.PageGraphs(p)
 		if err == nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -15,8 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/augloader/augloader/internal/iox"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -26,7 +23,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // it and checks its structure; afterwards Graph is a table look-up returning
 // slices into the decoded buffers. Safe for concurrent use after Open.
 type Reader struct {
-	dir     string
+	store   Store
 	man     *Manifest
 	digest  string  // SHA-256 of manifest.json
 	batches []batch // all record batches of all shards, in graph order
@@ -90,16 +87,22 @@ func WithConcurrency(n int) Option { return func(c *readerConfig) { c.concurrenc
 // wrapping ErrCorrupt that names the shard and field; a manifest from a newer
 // format is ErrVersion.
 func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
+	return OpenStore(ctx, DirStore(dir), opts...)
+}
+
+// OpenStore is Open of the folder that st holds: a local one (DirStore)
+// or one in object storage (objstore.Resolve).
+func OpenStore(ctx context.Context, st Store, opts ...Option) (*Reader, error) {
 	cfg := readerConfig{mem: memory.DefaultAllocator, concurrency: runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	man, digest, err := readManifest(dir)
+	man, digest, err := readManifest(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.cacheLimit > 0 {
-		r := &Reader{dir: dir, man: man, digest: digest, pages: newPageTable(man)}
+		r := &Reader{store: st, man: man, digest: digest, pages: newPageTable(man)}
 		r.openLazy(cfg)
 		return r, nil
 	}
@@ -112,13 +115,13 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			b, recs, err := loadShard(dir, man, i, cfg.mem, false)
+			b, recs, err := loadShard(gctx, st, man, i, cfg.mem, false)
 			perShard[i], perRecs[i] = b, recs
 			return err
 		})
 	}
 	err = g.Wait()
-	r := &Reader{dir: dir, man: man, digest: digest, pages: newPageTable(man)}
+	r := &Reader{store: st, man: man, digest: digest, pages: newPageTable(man)}
 	for i := range perShard {
 		r.recs = append(r.recs, perRecs[i]...)
 		for _, b := range perShard[i] {
@@ -216,7 +219,7 @@ func (r *Reader) Close() error {
 // loadShard reads shard i, checks size, checksum, schema and structure, and
 // returns its batches. With full, it also checks that edges are sorted and
 // unique (verify does; Open relies on the checksum for that).
-func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool) (out []batch, recs []arrow.RecordBatch, err error) {
+func loadShard(ctx context.Context, st Store, man *Manifest, i int, mem memory.Allocator, full bool) (out []batch, recs []arrow.RecordBatch, err error) {
 	info := man.Shards[i]
 	// The Arrow decoder trusts footer and buffer sizes; on crafted input
 	// (a checksum can be forged with the manifest) it can panic. Whatever
@@ -229,13 +232,15 @@ func loadShard(dir string, man *Manifest, i int, mem memory.Allocator, full bool
 			out, recs, err = nil, nil, corrupt(info.File, "arrow", "malformed file: %v", p)
 		}
 	}()
-	path := filepath.Join(dir, info.File)
-	data, err := iox.ReadRegular(path, 1<<40)
+	f, err := openShardFile(ctx, st, &info) // its size checked
 	if err != nil {
-		return nil, nil, fmt.Errorf("shard: %w", err)
+		return nil, nil, err
 	}
-	if int64(len(data)) != info.Bytes {
-		return nil, nil, corrupt(info.File, "size", "%d bytes, manifest says %d (truncated or replaced)", len(data), info.Bytes)
+	data := make([]byte, info.Bytes)
+	_, err = f.ReadAt(data, 0)
+	f.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("shard: %s: %w", info.File, err)
 	}
 	if got := fmt.Sprintf("%08x", crc32.Checksum(data, castagnoli)); got != info.CRC32C {
 		return nil, nil, corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
@@ -299,14 +304,19 @@ func newFileReader(data []byte, mem memory.Allocator) (*ipc.FileReader, error) {
 // It returns one error per shard that fails, and one for an index that
 // cannot be read (nil when all pass). Each shard is read once.
 func Verify(ctx context.Context, dir string) (*Manifest, []error) {
-	man, digest, err := readManifest(dir)
+	return VerifyStore(ctx, DirStore(dir))
+}
+
+// VerifyStore is Verify of the folder that st holds.
+func VerifyStore(ctx context.Context, st Store) (*Manifest, []error) {
+	man, digest, err := readManifest(ctx, st)
 	if err != nil {
 		return nil, []error{err}
 	}
 	var errs []error
 	// The graph-size index, when the folder has one, is checked against
 	// each shard as it is read.
-	gs, err := readGraphSizes(dir, man, digest)
+	gs, err := readGraphSizes(ctx, st, man, digest)
 	if err != nil && !errors.Is(err, ErrNoSizes) {
 		errs = append(errs, err)
 	}
@@ -315,14 +325,17 @@ func Verify(ctx context.Context, dir string) (*Manifest, []error) {
 		if err := ctx.Err(); err != nil {
 			return man, append(errs, err)
 		}
-		batches, recs, err := loadShard(dir, man, i, memory.DefaultAllocator, true)
+		batches, recs, err := loadShard(ctx, st, man, i, memory.DefaultAllocator, true)
 		if err == nil && gs != nil {
 			err = checkSizes(gs, man.Shards[i].FirstGraph, batches, sw)
 		}
 		if err == nil && man.Shards[i].PageMap != nil {
 			// The page map against the file (a pass of its own: what a
 			// reader by the page trusts).
-			_, err = scanShard(dir, man, i)
+			var ix *shardIndex
+			if ix, err = scanShard(ctx, st, man, i); err == nil {
+				ix.close()
+			}
 		}
 		for _, r := range recs {
 			r.Release()

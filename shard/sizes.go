@@ -3,13 +3,14 @@ package shard
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,7 +118,7 @@ func (s *sizesWriter) abort() { s.f.Close() }
 // maxima are the manifest's. ErrNoSizes when the folder has none. The
 // entries are by graph id (the file holds them by storage position).
 func (r *Reader) GraphSizes() (*GraphSizes, error) {
-	gs, err := readGraphSizes(r.dir, r.man, r.digest)
+	gs, err := readGraphSizes(context.Background(), r.store, r.man, r.digest)
 	order := r.man.graphOrder()
 	if err != nil || order == nil {
 		return gs, err
@@ -129,9 +130,9 @@ func (r *Reader) GraphSizes() (*GraphSizes, error) {
 	return byID, nil
 }
 
-func readGraphSizes(dir string, man *Manifest, digest string) (*GraphSizes, error) {
-	f, err := iox.OpenRegular(filepath.Join(dir, GraphSizesName))
-	if errors.Is(err, os.ErrNotExist) {
+func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string) (*GraphSizes, error) {
+	f, err := st.Open(ctx, GraphSizesName)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoSizes
 	}
 	if err != nil {
@@ -140,8 +141,11 @@ func readGraphSizes(dir string, man *Manifest, digest string) (*GraphSizes, erro
 	defer f.Close()
 	n := man.Stats.Graphs
 	want := n*graphSizeBytes + sizesTrailer
-	data, err := io.ReadAll(io.LimitReader(f, want+1))
-	if err != nil {
+	if f.Size() != want {
+		return nil, corrupt(GraphSizesName, "size", "%d bytes, want %d for %d graphs", f.Size(), want, n)
+	}
+	data := make([]byte, want)
+	if _, err := f.ReadAt(data, 0); err != nil {
 		return nil, fmt.Errorf("shard: %s: %w", GraphSizesName, err)
 	}
 	if int64(len(data)) != want {
@@ -170,10 +174,10 @@ func readGraphSizes(dir string, man *Manifest, digest string) (*GraphSizes, erro
 		edges += int64(ne)
 		maxNodes, maxEdges = max(maxNodes, int64(nn)), max(maxEdges, int64(ne))
 	}
-	st := man.Stats
-	if nodes != st.Nodes || edges != st.Edges || maxNodes != st.MaxNodes || maxEdges != st.MaxEdges {
+	ms := man.Stats
+	if nodes != ms.Nodes || edges != ms.Edges || maxNodes != ms.MaxNodes || maxEdges != ms.MaxEdges {
 		return nil, corrupt(GraphSizesName, "counts", "%d nodes and %d edges (largest %d, %d), manifest says %d and %d (largest %d, %d)",
-			nodes, edges, maxNodes, maxEdges, st.Nodes, st.Edges, st.MaxNodes, st.MaxEdges)
+			nodes, edges, maxNodes, maxEdges, ms.Nodes, ms.Edges, ms.MaxNodes, ms.MaxEdges)
 	}
 	return gs, nil
 }

@@ -1,0 +1,80 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/augloader/augloader/internal/iox"
+)
+
+// Store is where a shard folder's files are read from: a local folder
+// (DirStore) or a prefix in object storage (package objstore). A reader
+// asks for a file's size once and then for ranges of it, each checked
+// against a CRC-32C the manifest seals, so a store need not be trusted
+// for integrity, only asked for bytes.
+type Store interface {
+	// Open opens file name of the folder (a name of the manifest's, never
+	// a path) for reads at offsets. A missing file is an error that
+	// wraps fs.ErrNotExist.
+	Open(ctx context.Context, name string) (StoreFile, error)
+	// Location names the folder in messages: a path or a URL.
+	Location() string
+}
+
+// StoreFile is one file of a Store: its size when opened, and reads at
+// offsets (a short read is an error, as io.ReaderAt says).
+type StoreFile interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// DirStore is the store of a local folder.
+func DirStore(dir string) Store { return dirStore(dir) }
+
+type dirStore string
+
+func (d dirStore) Location() string { return string(d) }
+
+// Open opens a regular file of the folder (a symlink to one is followed;
+// a device or a folder refused) and notes its size.
+func (d dirStore) Open(_ context.Context, name string) (StoreFile, error) {
+	f, err := iox.OpenRegular(filepath.Join(string(d), name))
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &dirFile{File: f, size: st.Size()}, nil
+}
+
+type dirFile struct {
+	*os.File
+	size int64
+}
+
+func (f *dirFile) Size() int64 { return f.size }
+
+// readAll reads a whole file of st of at most limit bytes.
+func readAll(ctx context.Context, st Store, name string, limit int64) ([]byte, error) {
+	f, err := st.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Size() > limit {
+		return nil, corrupt(name, "size", "%d bytes, at most %d expected", f.Size(), limit)
+	}
+	data := make([]byte, f.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && len(data) == 0) {
+		return nil, fmt.Errorf("shard: %s: %w", name, err)
+	}
+	return data, nil
+}
