@@ -11,7 +11,7 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME   ?= 10s
 BENCHCOUNT ?= 4
 
-.PHONY: all build test test-torch2 race lint fuzz bench demo venv clean paper stress-test wheel wheel-test
+.PHONY: all build test test-torch2 race lint fuzz bench demo venv clean paper stress-test wheel wheel-test s3proxy
 
 all: build
 
@@ -44,7 +44,7 @@ venv: $(VENV)/.stamp
 # and why (internal/testkit/testsummary: a package whose every test
 # skipped printed "ok" like any other); pytest lists its skips (-rs).
 GOTEST = bash -c 'set -o pipefail; $(GO) test -json "$$@" | $(GO) run ./internal/testkit/testsummary' gotest
-test: venv
+test: venv s3proxy
 	$(GO) vet ./...
 	$(GOTEST) -race -count=1 ./...
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
@@ -83,6 +83,19 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 test-torch2: $(VENV2)/.stamp build
 	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py \
 	  clients/python/tests/test_edge.py clients/python/tests/test_resume_model.py clients/python/tests/test_state_checks.py
+
+# The S3-compatible server the object-storage tests start
+# (internal/testkit/s3test): s3proxy's runnable jar from Maven Central,
+# checked against its SHA-256, run on the machine's java (17 or later).
+S3PROXY_VERSION := 2.7.0
+S3PROXY_SHA256  := f3ff95bd78a7afbbcd5da56f8f6180ef71ad00601392f7e2f5a220c97ad69eef
+S3PROXY_JAR     := .cache/s3proxy-$(S3PROXY_VERSION).jar
+s3proxy: $(S3PROXY_JAR)
+$(S3PROXY_JAR):
+	mkdir -p .cache
+	curl -fsSL --retry 3 -o $@.tmp https://repo1.maven.org/maven2/org/gaul/s3proxy/$(S3PROXY_VERSION)/s3proxy-$(S3PROXY_VERSION)-jar-with-dependencies.jar
+	echo "$(S3PROXY_SHA256)  $@.tmp" | sha256sum -c --quiet
+	mv $@.tmp $@
 
 race:
 	$(GO) test -race -count=1 ./...

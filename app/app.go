@@ -20,8 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/augloader/augloader/internal/bytesize"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
@@ -197,6 +196,9 @@ func (o *LoaderOptions) Validate() error {
 // Built is an open dataset, its views, and what it needs closed.
 type Built struct {
 	Reader *shard.Reader
+	// Store holds the shard folder (a local one, or objstore.S3: its
+	// request counters go to /metrics).
+	Store shard.Store
 	// Shuffle is the order's draw every view uses.
 	Shuffle epoch.Shuffle
 	// noIndex: no NodeSam indexes (asked, or they do not fit the cache).
@@ -277,12 +279,16 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := shard.Open(ctx, o.Shards, shard.WithCacheLimit(o.CacheLimit))
+	st, err := objstore.Resolve(ctx, o.Shards)
 	if err != nil {
 		return nil, err
 	}
-	b := &Built{Reader: r, Notes: notes}
-	if _, err := os.Stat(filepath.Join(o.Shards, shard.GraphSizesName)); o.CacheLimit > 0 && err != nil {
+	r, err := shard.OpenStore(ctx, st, shard.WithCacheLimit(o.CacheLimit))
+	if err != nil {
+		return nil, err
+	}
+	b := &Built{Reader: r, Notes: notes, Store: st}
+	if _, err := r.GraphSizes(); o.CacheLimit > 0 && errors.Is(err, shard.ErrNoSizes) {
 		b.Notes = append(b.Notes, fmt.Sprintf("%s has no graph-size index (written before it): every shard is read once at start to "+
 			"size the graphs; convert it again with this shardconv for a start that reads only the shards it serves first", o.Shards))
 	}

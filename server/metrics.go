@@ -22,6 +22,7 @@ type Metrics struct {
 	memory                                  MemoryGauge
 	ppr                                     PPRGauge
 	cache                                   func() CacheStats
+	store                                   func() StoreStats
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
 }
@@ -73,6 +74,21 @@ type CacheStats struct {
 func (m *Metrics) SetShardCache(stats func() CacheStats) {
 	m.mu.Lock()
 	m.cache = stats
+	m.mu.Unlock()
+}
+
+// StoreStats is what Metrics reports of an object store's requests.
+type StoreStats struct {
+	Gets, Heads, Retries, Bytes int64
+	// Seconds sums the time from each GET sent to its body read.
+	Seconds float64
+}
+
+// SetObjectStore makes /metrics report the requests of the object store
+// the shards are read from (augloader_objstore_*).
+func (m *Metrics) SetObjectStore(stats func() StoreStats) {
+	m.mu.Lock()
+	m.store = stats
 	m.mu.Unlock()
 }
 
@@ -155,6 +171,14 @@ func (m *Metrics) WriteText(w io.Writer) {
 		count("augloader_aug_ppr_cache_bytes", "Bytes SubMix's cached PageRank rankings hold (--ppr-cache).", "gauge", m.ppr.Used())
 		count("augloader_aug_ppr_cache_draws_total", "SubMix rankings asked of the cache.", "counter", m.ppr.Draws())
 		count("augloader_aug_ppr_cache_hits_total", "SubMix rankings found in the cache (no PageRank solve).", "counter", m.ppr.Hits())
+	}
+	if m.store != nil {
+		st := m.store()
+		count("augloader_objstore_gets_total", "Ranged GETs sent to the object store (retries included).", "counter", st.Gets)
+		count("augloader_objstore_heads_total", "HEADs sent to the object store (one per file opened, retries included).", "counter", st.Heads)
+		count("augloader_objstore_retries_total", "Requests tried again (a cut body, a timeout, 5xx, SlowDown).", "counter", st.Retries)
+		count("augloader_objstore_bytes_total", "Bytes read from the object store.", "counter", st.Bytes)
+		counter("augloader_objstore_get_seconds_total", "Time from each GET sent to its body read, summed.", st.Seconds)
 	}
 	if m.cache != nil {
 		st := m.cache()

@@ -229,3 +229,40 @@ func gatherCodes(off []int32, c Codes, rows []int, bytes *int64) ([]int32, Codes
 	o, v := gather(off, c.I32, rows, bytes)
 	return o, Codes{I32: v}
 }
+
+// shedOne forgets what was charged to one loaded page, pinned or not (the
+// one needed farthest ahead with futures, else the first found), tells
+// onEvict, and reports whether any page had a charge.
+func (l *lazy) shedOne() bool {
+	victim, dist := -1, int64(-1)
+	for p := range l.slots {
+		s := &l.slots[p]
+		if !s.loaded || s.charged == 0 {
+			continue
+		}
+		d := int64(0)
+		if len(l.futures) > 0 {
+			d = l.nextUse(p)
+		}
+		if d > dist {
+			victim, dist = p, d
+		}
+		if len(l.futures) == 0 || d == never {
+			break
+		}
+	}
+	if victim < 0 {
+		return false
+	}
+	s := &l.slots[victim]
+	l.used -= s.charged
+	if s.list == &l.cold {
+		l.coldHeld -= s.charged
+	}
+	s.charged = 0
+	l.sheds.Add(1)
+	if l.onEvict != nil {
+		l.onEvict(victim)
+	}
+	return true
+}

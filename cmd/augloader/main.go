@@ -24,6 +24,7 @@ import (
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"
 	"github.com/augloader/augloader/materialize"
+	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -215,7 +216,11 @@ func splitCmd() *cli.Command {
 			&cli.BoolFlag{Name: "force", Usage: "replace the fold files already in --out (refused otherwise: a stale one would be served as a fold)"},
 		},
 		Action: func(c *cli.Context) error {
-			r, err := shard.Open(c.Context, c.String("shards"))
+			st, err := objstore.Resolve(c.Context, c.String("shards"))
+			if err != nil {
+				return err
+			}
+			r, err := shard.OpenStore(c.Context, st)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"
 	"github.com/urfave/cli/v2"
@@ -134,6 +135,13 @@ func serveCmd() *cli.Command {
 				}
 				if b.Reader.Lazy() {
 					metrics.SetShardCache(func() server.CacheStats { return server.CacheStats(b.Reader.Stats()) })
+				}
+				if s3, ok := b.Store.(*objstore.S3); ok {
+					metrics.SetObjectStore(func() server.StoreStats {
+						st := s3.Stats()
+						return server.StoreStats{Gets: st.Gets.Load(), Heads: st.Heads.Load(), Retries: st.Retries.Load(),
+							Bytes: st.Bytes.Load(), Seconds: time.Duration(st.Nanos.Load()).Seconds()}
+					})
 				}
 				// What is applied comes first: a default policy is never silent.
 				for _, n := range b.Notes {

@@ -22,6 +22,7 @@ import (
 	"github.com/augloader/augloader/ingest/synth"
 	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/version"
+	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -103,11 +104,13 @@ func convertCmd() *cli.Command {
 	}
 }
 
-// localPath refuses a URL where a local path goes (object storage is not
-// read or written yet: `-o s3://b/x` made a folder ./s3:/b/x and exited 0).
+// localPath refuses a URL where a local path goes (convert does not
+// write to object storage yet: `-o s3://b/x` made a folder ./s3:/b/x and
+// exited 0).
 func localPath(flag, p string) error {
-	if i := strings.Index(p, "://"); i > 0 && !strings.ContainsAny(p[:i], "/.") {
-		return fmt.Errorf("%s %s: a URL; shardconv reads and writes local folders and files only (object storage is not supported yet): give a local path", flag, p)
+	if objstore.IsRemote(p) {
+		return fmt.Errorf("%s %s: a URL; convert reads datasets and writes shard folders on local disk only (verify, stats and augloader serve read s3://): "+
+			"convert to a local folder, then copy it to the bucket with the manifest last (aws s3 cp --recursive --exclude manifest.json, then manifest.json)", flag, p)
 	}
 	return nil
 }
@@ -235,7 +238,11 @@ func verifyCmd() *cli.Command {
 				return errors.New("verify: want exactly one shard folder")
 			}
 			dir := c.Args().First()
-			man, errs := shard.Verify(c.Context, dir)
+			st, err := objstore.Resolve(c.Context, dir)
+			if err != nil {
+				return err
+			}
+			man, errs := shard.VerifyStore(c.Context, st)
 			for _, e := range errs {
 				fmt.Fprintln(os.Stderr, "shardconv: verify:", e)
 			}
@@ -317,7 +324,11 @@ func statsCmd() *cli.Command {
 			if c.NArg() != 1 {
 				return errors.New("stats: want exactly one shard folder")
 			}
-			m, err := shard.ReadManifest(c.Args().First())
+			st, err := objstore.Resolve(c.Context, c.Args().First())
+			if err != nil {
+				return err
+			}
+			m, err := shard.ReadManifestStore(c.Context, st)
 			if err != nil {
 				return err
 			}

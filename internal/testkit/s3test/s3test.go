@@ -1,0 +1,184 @@
+// Package s3test starts a real S3-compatible server for tests: s3proxy
+// (Java, its filesystem backend in a temporary folder) on a loopback
+// port, stopped when the test ends. The jar is AUGLOADER_S3PROXY_JAR or
+// .cache/s3proxy-VERSION.jar in the repository (`make s3proxy` fetches
+// it from Maven Central and checks its SHA-256; .ci/run does). Without
+// it, or without java, a test fails under CI=true and skips elsewhere,
+// saying so.
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/augloader/augloader/internal/testkit/testutil"
+	"github.com/augloader/augloader/objstore"
+)
+
+// Version is the s3proxy release the tests run.
+const Version = "2.7.0"
+
+// Access keys of the test server.
+const (
+	AccessKey = "augloader"
+	SecretKey = "augloader-secret"
+)
+
+// Server is a running s3proxy.
+type Server struct {
+	// Endpoint is its URL (http://127.0.0.1:PORT).
+	Endpoint string
+	log      *bytes.Buffer
+}
+
+// Jar returns the s3proxy jar's path, or fails (CI) or skips the test.
+func Jar(t testing.TB) string {
+	t.Helper()
+	jar := os.Getenv("AUGLOADER_S3PROXY_JAR")
+	if jar == "" {
+		jar = filepath.Join(testutil.Root(t), ".cache", "s3proxy-"+Version+".jar")
+	}
+	_, err := os.Stat(jar)
+	if err == nil {
+		_, err = exec.LookPath("java")
+	}
+	if err != nil {
+		msg := fmt.Sprintf("the S3 test server is not installed (%v): `make s3proxy` fetches s3proxy %s (needs java)", err, Version)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return jar
+}
+
+// Start runs an s3proxy until the test ends and points the AWS
+// configuration of this process at it (t.Setenv: AWS_ENDPOINT_URL, keys,
+// region; no profile or shared files of the machine's).
+func Start(t testing.TB) *Server {
+	t.Helper()
+	jar := Jar(t)
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	conf := filepath.Join(dir, "s3proxy.conf")
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	props := fmt.Sprintf(`s3proxy.endpoint=http://%s
+s3proxy.authorization=aws-v2-or-v4
+s3proxy.identity=%s
+s3proxy.credential=%s
+s3proxy.v4-max-non-chunked-request-size=4294967296
+jclouds.provider=filesystem
+jclouds.filesystem.basedir=%s
+`, addr, AccessKey, SecretKey, data)
+	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Endpoint: "http://" + addr, log: new(bytes.Buffer)}
+	cmd := exec.Command("java", "-Xmx512m", "-jar", jar, "--properties", conf)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("s3proxy exited at start (%v):\n%s", err, s.log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("s3proxy did not listen on %s within 60 s:\n%s", addr, s.log)
+		}
+	}
+	s.Env(t, s.Endpoint)
+	return s
+}
+
+// Env points the AWS configuration of this process at endpoint with the
+// server's keys.
+func (s *Server) Env(t testing.TB, endpoint string) {
+	t.Setenv("AWS_ENDPOINT_URL", endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// Upload creates bucket (when absent) and copies the files of folder dir
+// under prefix, returning s3://bucket/prefix.
+func (s *Server) Upload(t testing.TB, bucket, prefix, dir string) string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := objstore.NewS3(ctx, bucket, prefix, objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.Client()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		if _, herr := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket}); herr != nil {
+			t.Fatalf("create bucket %s: %v", bucket, err)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		s.Put(t, st, e.Name(), filepath.Join(dir, e.Name()))
+	}
+	return st.Location()
+}
+
+// Put writes local file path as name of st.
+func (s *Server) Put(t testing.TB, st *objstore.S3, name, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := st.Key(name)
+	size := fi.Size()
+	bucket := st.Bucket()
+	if _, err := st.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: f, ContentLength: &size}); err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+}

@@ -1,0 +1,263 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/loader"
+	"github.com/augloader/augloader/objstore"
+	"github.com/augloader/augloader/shard"
+	"github.com/augloader/augloader/wire"
+)
+
+func TestMain(m *testing.M) { fixture.Main(m) }
+
+const policy = "0..|nodesam:1"
+
+// epochBytes serves one epoch (or its tail from startBatch) of the folder
+// at location and returns the stream's bytes.
+func epochBytes(t *testing.T, location string, sh epoch.Shuffle, limit int64, startBatch int) []byte {
+	t.Helper()
+	ctx := context.Background()
+	st, err := objstore.Resolve(ctx, location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []shard.Option
+	if limit > 0 {
+		opts = append(opts, shard.WithCacheLimit(limit))
+	}
+	r, err := shard.OpenStore(ctx, st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	src, err := loader.NewSource(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := epoch.ParseSchedule(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := loader.New(src, loader.Config{Workers: 2, Seed: 3, BatchSize: 16, Shuffle: sh, Schedule: sched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Plan(wire.Request{Epoch: 2, World: 1, StartBatch: startBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := l.WriteStream(ctx, p, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// An epoch served from s3:// is the same bytes as from the local folder,
+// in each shuffle, with and without a cache limit, and resumed midway.
+func TestS3SameBytes(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
+	srv := s3test.Start(t)
+	loc := srv.Upload(t, "shards", "collab/v1", dir)
+	for _, sh := range []epoch.Shuffle{{}, {Window: 4}} {
+		for _, limit := range []int64{0, 1 << 20} {
+			for _, start := range []int{0, 5} {
+				t.Run(fmt.Sprintf("%s/limit=%d/start=%d", sh, limit, start), func(t *testing.T) {
+					want := epochBytes(t, dir, sh, limit, start)
+					if got := epochBytes(t, loc, sh, limit, start); !bytes.Equal(got, want) {
+						t.Fatalf("%s: %d bytes differ from the local folder's %d", loc, len(got), len(want))
+					}
+				})
+			}
+		}
+	}
+}
+
+// faults is a proxy before the S3 server that cuts the body of every
+// cutEvery-th GET midway, answers every slowEvery-th request 503
+// SlowDown, and adds delay to each.
+type faults struct {
+	target             *url.URL
+	cutEvery, slowDown int64
+	n                  atomic.Int64
+	delay              time.Duration
+}
+
+func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := f.n.Add(1)
+	time.Sleep(f.delay)
+	if f.slowDown > 0 && n%f.slowDown == 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+		return
+	}
+	p := httputil.NewSingleHostReverseProxy(f.target)
+	if f.cutEvery > 0 && n%f.cutEvery == 0 && r.Method == http.MethodGet && r.Header.Get("Range") != "" {
+		p.ModifyResponse = func(resp *http.Response) error {
+			resp.Body = &cutBody{ReadCloser: resp.Body, left: 100}
+			return nil
+		}
+		p.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			// The cut: drop the connection mid-body.
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					c.Close()
+				}
+			}
+		}
+	}
+	p.ServeHTTP(w, r)
+}
+
+// cutBody ends with an error after left bytes.
+type cutBody struct {
+	io.ReadCloser
+	left int
+}
+
+func (c *cutBody) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errors.New("cut")
+	}
+	p = p[:min(len(p), c.left)]
+	n, err := c.ReadCloser.Read(p)
+	c.left -= n
+	return n, err
+}
+
+// startFaults serves f on a loopback port until the test ends.
+func startFaults(t *testing.T, f *faults) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: f}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// Under injected faults (bodies cut midway, 503 SlowDown, latency) the
+// bytes are the same, the reads retried; past the attempts the error
+// names the object, the range and the last status; an object replaced
+// under a reader is refused, naming it.
+func TestS3Faults(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 120, 4, 256<<10)
+	srv := s3test.Start(t)
+	loc := srv.Upload(t, "faults", "set", dir)
+	target, _ := url.Parse(srv.Endpoint)
+	want := epochBytes(t, dir, epoch.Shuffle{}, 1<<20, 0)
+
+	t.Run("cut-and-slowdown", func(t *testing.T) {
+		f := &faults{target: target, cutEvery: 3, slowDown: 5, delay: time.Millisecond}
+		srv.Env(t, startFaults(t, f))
+		if got := epochBytes(t, loc, epoch.Shuffle{}, 1<<20, 0); !bytes.Equal(got, want) {
+			t.Fatal("bytes differ under faults")
+		}
+		if f.n.Load() < 10 {
+			t.Fatalf("only %d requests went through the proxy", f.n.Load())
+		}
+	})
+	t.Run("always-down", func(t *testing.T) {
+		f := &faults{target: target, slowDown: 1}
+		srv.Env(t, startFaults(t, f))
+		st, err := objstore.NewS3(context.Background(), "faults", "set", objstore.S3Options{Attempts: 3, Backoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.Open(context.Background(), shard.ManifestName)
+		if !errors.Is(err, objstore.ErrRead) || !strings.Contains(err.Error(), "s3://faults/set/manifest.json") ||
+			!strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "after 3 attempts") {
+			t.Fatalf("want a read error naming the object, the status and the attempts, got %v", err)
+		}
+		if r := st.Stats().Retries.Load(); r != 2 {
+			t.Fatalf("%d retries, want 2", r)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		st, err := objstore.Resolve(context.Background(), "s3://faults/nothing-here")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = shard.OpenStore(context.Background(), st)
+		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "s3://faults/nothing-here") {
+			t.Fatalf("want not-exist naming the location, got %v", err)
+		}
+	})
+	t.Run("changed", func(t *testing.T) {
+		st, err := objstore.NewS3(context.Background(), "faults", "set", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		man, err := shard.ReadManifestStore(context.Background(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := man.Shards[0].File
+		f, err := st.Open(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The object replaced by other bytes of the same size.
+		other := filepath.Join(t.TempDir(), "other")
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 1
+		if err := os.WriteFile(other, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv.Put(t, st, name, other)
+		_, err = f.ReadAt(make([]byte, 64), 0)
+		if !errors.Is(err, objstore.ErrChanged) || !strings.Contains(err.Error(), name) {
+			t.Fatalf("want ErrChanged naming %s, got %v", name, err)
+		}
+	})
+}
+
+// Locations: s3:// resolves to the S3 store, a path to a local folder,
+// another scheme is refused naming what is supported.
+func TestResolve(t *testing.T) {
+	for _, tc := range []struct {
+		loc, want string
+	}{
+		{"/data/shards", "/data/shards"},
+		{"rel/x.shards", "rel/x.shards"},
+		{"s3://bucket/a/b/", "s3://bucket/a/b"},
+		{"s3://bucket", "s3://bucket/"},
+		{"gs://bucket/x", "unsupported"},
+		{"s3:///x", "no bucket"},
+	} {
+		t.Setenv("AWS_REGION", "us-east-1")
+		st, err := objstore.Resolve(context.Background(), tc.loc)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = st.Location()
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("Resolve(%q) = %q, want %q in it", tc.loc, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/augloader/augloader/shard"
+)
+
+// ErrChanged is an object that changed (another ETag) after it was
+// opened: its bytes are never mixed with the ones read before.
+var ErrChanged = errors.New("objstore: object changed while read")
+
+// ErrRead is a ranged read that failed after every attempt.
+var ErrRead = errors.New("objstore: read failed")
+
+// S3Options tunes an S3 store; zero values take the defaults.
+type S3Options struct {
+	// Attempts bounds the tries of one request (default 6).
+	Attempts int
+	// AttemptTimeout bounds one try, its body read included (default 60 s).
+	AttemptTimeout time.Duration
+	// Backoff is the first wait before a retry, doubled each time up to
+	// 5 s, each wait drawn uniformly up to it (default 100 ms).
+	Backoff time.Duration
+}
+
+// S3 is a shard folder under a prefix of an S3-compatible bucket.
+type S3 struct {
+	client         *s3.Client
+	bucket, prefix string
+	opts           S3Options
+	stats          Stats
+}
+
+// Stats counts an S3 store's requests (read while it serves).
+type Stats struct {
+	Gets, Heads, Retries, Bytes atomic.Int64
+	// Nanos sums the time from each GET sent to its body read.
+	Nanos atomic.Int64
+}
+
+// NewS3 opens the folder at s3://bucket/prefix with the AWS SDK's
+// default configuration (the package doc lists what it reads).
+func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error) {
+	if o.Attempts <= 0 {
+		o.Attempts = 6
+	}
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = 60 * time.Second
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 100 * time.Millisecond
+	}
+	// Retries are this package's (it resumes a body cut midway, and counts
+	// them); the SDK's own would multiply the attempts.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }))
+	if err != nil {
+		return nil, fmt.Errorf("objstore: s3://%s/%s: AWS configuration: %w", bucket, prefix, err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1" // what S3-compatible stores sign with
+	}
+	client := s3.NewFromConfig(cfg, func(so *s3.Options) {
+		// A custom endpoint (AWS_ENDPOINT_URL) is a store that is not
+		// AWS: most take bucket names in the path, not the host.
+		so.UsePathStyle = so.BaseEndpoint != nil && os.Getenv("AUGLOADER_S3_VIRTUAL_HOSTED") != "1"
+		// Ask for checksums only where the API needs them: stores that
+		// speak S3 do not all accept the SDK's trailing ones.
+		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	return &S3{client: client, bucket: bucket, prefix: prefix, opts: o}, nil
+}
+
+// Client is the store's S3 client (for writing a folder, and tests).
+func (s *S3) Client() *s3.Client { return s.client }
+
+// Stats returns the store's counters.
+func (s *S3) Stats() *Stats { return &s.stats }
+
+// Location is s3://BUCKET/PREFIX.
+func (s *S3) Location() string { return "s3://" + s.bucket + "/" + s.prefix }
+
+// Key is the object key of file name.
+func (s *S3) Key(name string) string {
+	if s.prefix == "" {
+		return name
+	}
+	return s.prefix + "/" + name
+}
+
+// Open asks the object's size and ETag (one HEAD).
+func (s *S3) Open(ctx context.Context, name string) (shard.StoreFile, error) {
+	key := s.Key(name)
+	var out *s3.HeadObjectOutput
+	err := s.retry(ctx, func(ctx context.Context) error {
+		s.stats.Heads.Add(1)
+		var err error
+		out, err = s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+		return err
+	}, func(err error) error {
+		return fmt.Errorf("objstore: s3://%s/%s: %w", s.bucket, key, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := &object{s: s, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}
+	return o, nil
+}
+
+// object is one opened object: reads name the ETag it had when opened.
+type object struct {
+	s    *S3
+	key  string
+	size int64
+	etag string
+}
+
+func (o *object) Size() int64  { return o.size }
+func (o *object) Close() error { return nil }
+
+// ReadAt reads len(p) bytes at off with ranged GETs, resuming from the
+// byte reached when a body is cut.
+func (o *object) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("objstore: s3://%s/%s: negative offset", o.s.bucket, o.key)
+	}
+	if off >= o.size {
+		return 0, io.EOF
+	}
+	want := min(int64(len(p)), o.size-off)
+	got := int64(0)
+	ctx := context.Background()
+	err := o.s.retry(ctx, func(ctx context.Context) error {
+		rng := fmt.Sprintf("bytes=%d-%d", off+got, off+want-1)
+		t0 := time.Now()
+		o.s.stats.Gets.Add(1)
+		out, err := o.s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.s.bucket, Key: &o.key, Range: &rng, IfMatch: &o.etag})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		n, err := io.ReadFull(out.Body, p[got:want])
+		got += int64(n)
+		o.s.stats.Bytes.Add(int64(n))
+		o.s.stats.Nanos.Add(int64(time.Since(t0)))
+		if err != nil {
+			// Not wrapped: a cut body is no end of file to the caller.
+			return errRetry{fmt.Errorf("body cut at byte %d of %d: %v", got, want, err)}
+		}
+		if tag := aws.ToString(out.ETag); tag != "" && tag != o.etag {
+			return fmt.Errorf("%w: ETag %s, %s when opened", ErrChanged, tag, o.etag)
+		}
+		return nil
+	}, func(err error) error {
+		return fmt.Errorf("objstore: s3://%s/%s bytes %d-%d: %w", o.s.bucket, o.key, off, off+want-1, err)
+	})
+	if err != nil {
+		return int(got), err
+	}
+	if want < int64(len(p)) {
+		return int(want), io.EOF
+	}
+	return int(want), nil
+}
+
+// errRetry marks an error worth another try.
+type errRetry struct{ error }
+
+func (e errRetry) Unwrap() error { return e.error }
+
+// retry runs try until it succeeds, fails for good, or has run Attempts
+// times, waiting a jittered, doubling backoff between tries; name wraps
+// the final error with what was asked.
+func (s *S3) retry(ctx context.Context, try func(context.Context) error, name func(error) error) error {
+	wait := s.opts.Backoff
+	var err error
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, s.opts.AttemptTimeout)
+		err = try(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		err = classify(err)
+		if !errors.As(err, new(errRetry)) || ctx.Err() != nil {
+			return name(err)
+		}
+		if attempt >= s.opts.Attempts {
+			// %v: a cut transport's io.EOF is no end of file to the caller.
+			return name(fmt.Errorf("%w after %d attempts: %v", ErrRead, attempt, err))
+		}
+		s.stats.Retries.Add(1)
+		select {
+		case <-time.After(time.Duration(rand.Int64N(int64(wait)) + 1)):
+		case <-ctx.Done():
+			return name(ctx.Err())
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// classify names an SDK error: not found (fs.ErrNotExist), changed
+// (ErrChanged, on If-Match's 412), worth another try (errRetry: a status
+// of 5xx or 429, SlowDown and other throttling, a transport error, a
+// timeout), or final (any other status: access denied, a bad request).
+func classify(err error) error {
+	if errors.As(err, new(errRetry)) || errors.Is(err, ErrChanged) {
+		return err
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		code := ""
+		var api smithy.APIError
+		if errors.As(err, &api) {
+			code = api.ErrorCode()
+		}
+		status := re.HTTPStatusCode()
+		switch {
+		case status == 0: // no response: the request failed to send
+			return errRetry{fmt.Errorf("%v", err)}
+		case status == http.StatusNotFound:
+			return fmt.Errorf("%w (status 404 %s)", fs.ErrNotExist, code)
+		case status == http.StatusPreconditionFailed:
+			return fmt.Errorf("%w (status 412 %s)", ErrChanged, code)
+		case status >= 500, status == http.StatusTooManyRequests,
+			strings.Contains(code, "SlowDown"), strings.Contains(code, "Throttl"), code == "RequestTimeout":
+			return errRetry{fmt.Errorf("status %d %s: %w", status, code, err)}
+		}
+		return fmt.Errorf("status %d %s: %v", status, code, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	// No response: a reset, a refused connection, a timeout.
+	return errRetry{fmt.Errorf("%v", err)}
+}
+
+// Bucket is the store's bucket.
+func (s *S3) Bucket() string { return s.bucket }
