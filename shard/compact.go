@@ -66,20 +66,22 @@ func (l *lazy) trim(p int, need int64) bool {
 	}
 	slices.SortFunc(uses, func(a, b use) int { return cmp.Compare(b.last, a.last) })
 	target := max(need, s.bytes/8)
-	drop := make(map[int64]bool)
+	drop := make([]bool, n) // by row
 	var freed int64
+	dropped := 0
 	for _, u := range uses {
-		if freed >= target || len(drop)+1 >= len(uses) {
+		if freed >= target || dropped+1 >= len(uses) {
 			break
 		}
 		c := l.rowOf(s, u.row)
 		freed += s.bytes * int64(s.batch.edgeOff[c+1]-s.batch.edgeOff[c]) / total
-		drop[first+int64(u.row)] = true
+		drop[u.row] = true
+		dropped++
 	}
-	if len(drop) == 0 {
+	if dropped == 0 {
 		return false
 	}
-	l.compact(p, func(pos int64) bool { return !drop[pos] && l.needed(pos) })
+	l.compact(p, func(pos int64) bool { return !drop[pos-first] && l.needed(pos) })
 	l.trims.Add(1)
 	return true
 }
