@@ -31,7 +31,9 @@ var ErrRead = errors.New("objstore: read failed")
 
 // S3Options tunes an S3 store; zero values take the defaults.
 type S3Options struct {
-	// Attempts bounds the tries of one request (default 6).
+	// Attempts bounds the tries of one request (default 10: with the
+	// backoff's doubling, about 20 s of waiting at most, 10 s on average,
+	// enough to outlast a store's restart).
 	Attempts int
 	// AttemptTimeout bounds one try, its body read included (default 60 s).
 	AttemptTimeout time.Duration
@@ -59,7 +61,7 @@ type Stats struct {
 // default configuration (the package doc lists what it reads).
 func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error) {
 	if o.Attempts <= 0 {
-		o.Attempts = 6
+		o.Attempts = 10
 	}
 	if o.AttemptTimeout <= 0 {
 		o.AttemptTimeout = 60 * time.Second

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,12 @@ type Server struct {
 	// Endpoint is its URL (http://127.0.0.1:PORT).
 	Endpoint string
 	log      *bytes.Buffer
+	jar      string
+	conf     string
+	addr     string
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan error
 }
 
 // Jar returns the s3proxy jar's path, or fails (CI) or skips the test.
@@ -90,24 +97,31 @@ jclouds.filesystem.basedir=%s
 	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Endpoint: "http://" + addr, log: new(bytes.Buffer)}
-	cmd := exec.Command("java", "-Xmx512m", "-jar", jar, "--properties", conf)
+	s := &Server{Endpoint: "http://" + addr, log: new(bytes.Buffer), jar: jar, conf: conf, addr: addr}
+	s.start(t)
+	t.Cleanup(s.stop)
+	s.Env(t, s.Endpoint)
+	return s
+}
+
+// start runs the server and waits until it listens.
+func (s *Server) start(t testing.TB) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := exec.Command("java", "-Xmx512m", "-jar", s.jar, "--properties", s.conf)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
+	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		c, err := net.Dial("tcp", addr)
+		c, err := net.Dial("tcp", s.addr)
 		if err == nil {
 			c.Close()
-			break
+			return
 		}
 		select {
 		case err := <-exited:
@@ -115,11 +129,28 @@ jclouds.filesystem.basedir=%s
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("s3proxy did not listen on %s within 60 s:\n%s", addr, s.log)
+			t.Fatalf("s3proxy did not listen on %s within 60 s:\n%s", s.addr, s.log)
 		}
 	}
-	s.Env(t, s.Endpoint)
-	return s
+}
+
+// stop kills the server and waits for it.
+func (s *Server) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Kill()
+		<-s.exited
+		s.cmd = nil
+	}
+}
+
+// Restart kills the server and starts it again on the same port with the
+// same objects (what a store's restart looks like to a reader: refused
+// connections, then the same bytes).
+func (s *Server) Restart(t testing.TB) {
+	s.stop()
+	s.start(t)
 }
 
 // Env points the AWS configuration of this process at endpoint with the
