@@ -95,7 +95,7 @@ func convertCmd() *cli.Command {
 		ArgsUsage: " ",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Required: true, Usage: "dataset: a TU folder, the GIN text format (.txt), an OGB graph-property folder (raw/*.csv.gz or raw/data.npz) or a .parquet table (edge_index, num_nodes, y, node_feat, edge_attr); a folder, .zip, .tar, .tar.gz, .tar.xz or the bare file"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "shard folder to create"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "shard folder to create, or s3://BUCKET/PREFIX (converted in a temporary folder, then uploaded, the manifest last)"},
 		}, convertFlags...),
 		Action: func(c *cli.Context) error {
 			_, err := runConvert(c, c.String("input"), c.String("out"))
@@ -104,13 +104,11 @@ func convertCmd() *cli.Command {
 	}
 }
 
-// localPath refuses a URL where a local path goes (convert does not
-// write to object storage yet: `-o s3://b/x` made a folder ./s3:/b/x and
-// exited 0).
+// localPath refuses a URL where a local path goes (`-i s3://b/x` once
+// read a folder ./s3:/b/x).
 func localPath(flag, p string) error {
 	if objstore.IsRemote(p) {
-		return fmt.Errorf("%s %s: a URL; convert reads datasets and writes shard folders on local disk only (verify, stats and augloader serve read s3://): "+
-			"convert to a local folder, then copy it to the bucket with the manifest last (aws s3 cp --recursive --exclude manifest.json, then manifest.json)", flag, p)
+		return fmt.Errorf("%s %s: a URL; convert reads datasets from local disk only (it writes to s3:// with -o)", flag, p)
 	}
 	return nil
 }
@@ -119,8 +117,8 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 	if err := localPath("--input", input); err != nil {
 		return nil, err
 	}
-	if err := localPath("--out", out); err != nil {
-		return nil, err
+	if objstore.IsRemote(out) {
+		return convertToStore(c, input, out)
 	}
 	feat, err := ingest.ParseFeatureMode(c.String("features"))
 	if err != nil {
@@ -169,6 +167,45 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 		fmt.Fprintf(os.Stderr, "dropped %d self-loops and %d duplicate entries; read %.1f MB in %.2fs (%.0f MB/s): %.2fs reading and canonicalising the graphs, %.2fs writing the shards after them\n",
 			m.Stats.SelfLoopsDropped, m.Stats.DuplicateEdgesDropped, float64(res.InputBytes)/1e6, secs, float64(res.InputBytes)/1e6/secs,
 			res.ReadElapsed.Seconds(), (res.Elapsed - res.ReadElapsed).Seconds())
+	}
+	return res, nil
+}
+
+// convertToStore converts into a temporary local folder, then uploads it
+// to out (s3://BUCKET/PREFIX), the manifest last; an existing folder there
+// is refused before converting, unless --force.
+func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) {
+	st, err := objstore.Resolve(c.Context, out)
+	if err != nil {
+		return nil, err
+	}
+	s3, ok := st.(*objstore.S3)
+	if !ok {
+		return nil, fmt.Errorf("--out %s: not an object store", out)
+	}
+	if _, err := s3.Open(c.Context, shard.ManifestName); err == nil && !c.Bool("force") {
+		return nil, fmt.Errorf("%w: %s (--force replaces it)", objstore.ErrExists, out)
+	}
+	tmp, err := os.MkdirTemp("", "shardconv-upload-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	res, err := runConvert(c, input, filepath.Join(tmp, "shards"))
+	if err != nil {
+		return nil, err
+	}
+	quiet := c.Bool("quiet")
+	err = s3.PutFolder(c.Context, filepath.Join(tmp, "shards"), c.Bool("force"), func(name string, n int64) {
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "uploaded %s (%d bytes) to %s\n", name, n, out)
+		}
+	})
+	if err != nil {
+		if c.Context.Err() != nil {
+			return nil, fmt.Errorf("stopped by a signal: %s has no manifest, so no shard folder is there (run again to upload)", out)
+		}
+		return nil, err
 	}
 	return res, nil
 }

@@ -1,0 +1,127 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/augloader/augloader/shard"
+)
+
+// ErrExists is a prefix that already holds a shard folder (its manifest).
+var ErrExists = errors.New("objstore: a shard folder is already there")
+
+// partSize is a multipart upload's part: files larger go in parts.
+const partSize = 64 << 20
+
+// PutFolder copies local shard folder dir under the store's prefix: every
+// file but the manifest first (a file larger than 64 MiB by multipart
+// upload), the manifest last, so the folder exists for a reader only
+// once complete. A prefix that holds a manifest is refused (ErrExists)
+// unless replace: then that manifest is deleted first, so that while the
+// new files go up readers find no folder there (an error that names the
+// location), never the old manifest over new shards; running readers of
+// the old folder fail naming the object that changed (If-Match). progress,
+// when set, is told each file done.
+func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress func(name string, bytes int64)) error {
+	_, err := s.Open(ctx, shard.ManifestName)
+	switch {
+	case err == nil && !replace:
+		return fmt.Errorf("%w: %s (--force replaces it)", ErrExists, s.Location())
+	case err == nil:
+		key := s.Key(shard.ManifestName)
+		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+			return fmt.Errorf("objstore: delete s3://%s/%s: %w", s.bucket, key, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && e.Name() != shard.ManifestName {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	names = append(names, shard.ManifestName)
+	for _, name := range names {
+		n, err := s.putFile(ctx, name, filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(name, n)
+		}
+	}
+	return nil
+}
+
+// putFile uploads local file path as name: one PUT, or a multipart upload
+// past partSize (aborted on failure, so no part lingers).
+func (s *S3) putFile(ctx context.Context, name, path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	key, size := s.Key(name), fi.Size()
+	fail := func(err error) (int64, error) {
+		return 0, fmt.Errorf("objstore: upload %s to s3://%s/%s: %w", path, s.bucket, key, err)
+	}
+	if size <= partSize {
+		err := s.retry(ctx, func(ctx context.Context) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key,
+				Body: io.NewSectionReader(f, 0, size), ContentLength: aws.Int64(size)})
+			return err
+		}, func(err error) error { return err })
+		if err != nil {
+			return fail(err)
+		}
+		return size, nil
+	}
+	up, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return fail(err)
+	}
+	abort := func(err error) (int64, error) {
+		s.client.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: up.UploadId})
+		return fail(err)
+	}
+	var parts []types.CompletedPart
+	for off, num := int64(0), int32(1); off < size; off, num = off+partSize, num+1 {
+		n := min(partSize, size-off)
+		var out *s3.UploadPartOutput
+		err := s.retry(ctx, func(ctx context.Context) error {
+			var err error
+			out, err = s.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &s.bucket, Key: &key, UploadId: up.UploadId,
+				PartNumber: aws.Int32(num), Body: io.NewSectionReader(f, off, n), ContentLength: aws.Int64(n)})
+			return err
+		}, func(err error) error { return err })
+		if err != nil {
+			return abort(err)
+		}
+		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+	}
+	_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+	if err != nil {
+		return abort(err)
+	}
+	return size, nil
+}
