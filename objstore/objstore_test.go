@@ -337,3 +337,56 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+// PutFolder uploads a file larger than a part by multipart upload, byte
+// for byte, and the manifest last.
+func TestPutFolderMultipart(t *testing.T) {
+	defer objstore.SetPartSize(5 << 20)()
+	src := fixture.SynthShardsSized(t, "COLLAB", 60, 8, 0)
+	dir := t.TempDir()
+	blob := make([]byte, 12<<20+123)
+	for i := range blob {
+		blob[i] = byte(i*7 + i>>13)
+	}
+	files := map[string][]byte{"blob.bin": blob}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if files[e.Name()], err = os.ReadFile(filepath.Join(src, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := s3test.Start(t)
+	srv.Upload(t, "multipart", "seed", src) // makes the bucket
+	st, err := objstore.NewS3(context.Background(), "multipart", "set", objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	if err := st.PutFolder(context.Background(), dir, false, func(name string, _ int64) { order = append(order, name) }); err != nil {
+		t.Fatal(err)
+	}
+	if order[len(order)-1] != shard.ManifestName {
+		t.Fatalf("upload order %v: the manifest is not last", order)
+	}
+	for name, want := range files {
+		f, err := st.Open(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, f.Size())
+		if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes back, want %d equal (%v)", name, len(got), len(want), err)
+		}
+	}
+	if err := st.PutFolder(context.Background(), dir, false, nil); !errors.Is(err, objstore.ErrExists) {
+		t.Fatalf("a second upload without replace: want ErrExists, got %v", err)
+	}
+}

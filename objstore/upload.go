@@ -19,8 +19,9 @@ import (
 // ErrExists is a prefix that already holds a shard folder (its manifest).
 var ErrExists = errors.New("objstore: a shard folder is already there")
 
-// partSize is a multipart upload's part: files larger go in parts.
-const partSize = 64 << 20
+// partSize is a multipart upload's part: files larger go in parts (a
+// variable for the tests).
+var partSize int64 = 64 << 20
 
 // PutFolder copies local shard folder dir under the store's prefix: every
 // file but the manifest first (a file larger than 64 MiB by multipart
