@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/augloader/augloader/shard"
 )
@@ -71,7 +73,10 @@ func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error)
 	}
 	// Retries are this package's (it resumes a body cut midway, and counts
 	// them); the SDK's own would multiply the attempts.
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }))
+	// The SDK's own log (an instance-metadata fallback, say) stays quiet:
+	// what fails comes back as an error naming the object.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
+		config.WithLogger(logging.Nop{}))
 	if err != nil {
 		return nil, fmt.Errorf("objstore: s3://%s/%s: AWS configuration: %w", bucket, prefix, err)
 	}
@@ -249,6 +254,12 @@ func classify(err error) error {
 	}
 	if errors.Is(err, context.Canceled) {
 		return err
+	}
+	// No credentials, or no such host: trying again changes nothing.
+	var dns *net.DNSError
+	if msg := err.Error(); strings.Contains(msg, "get credentials") || strings.Contains(msg, "failed to retrieve credentials") ||
+		errors.As(err, &dns) && dns.IsNotFound {
+		return fmt.Errorf("%v (the AWS configuration: AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for a store that is not AWS)", err)
 	}
 	// No response: a reset, a refused connection, a timeout.
 	return errRetry{fmt.Errorf("%v", err)}

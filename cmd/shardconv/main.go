@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -183,8 +184,13 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 	if !ok {
 		return nil, fmt.Errorf("--out %s: not an object store", out)
 	}
-	if _, err := s3.Open(c.Context, shard.ManifestName); err == nil && !c.Bool("force") {
+	// Asked first, so that a folder already there or a store that cannot
+	// be reached stops the command before a long conversion.
+	switch _, err := s3.Open(c.Context, shard.ManifestName); {
+	case err == nil && !c.Bool("force"):
 		return nil, fmt.Errorf("%w: %s (--force replaces it)", objstore.ErrExists, out)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "shardconv-upload-")
 	if err != nil {

@@ -110,14 +110,13 @@ func TestCLI(t *testing.T) {
 func TestURLsAndOGBNamesRefused(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
-		{"convert", "-i", testutil.Testdata(t, "tu", "TINY.zip"), "-o", "s3://my-bucket/x"},
 		{"convert", "-i", "s3://my-bucket/in", "-o", filepath.Join(dir, "x.shards")},
 		{"download", "--cache", filepath.Join(dir, "cache"), "--base-url", "http://127.0.0.1:1/", "ogbg-molhiv"},
 	} {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
-		want := "object storage is not supported yet"
+		want := "convert reads datasets from local disk only"
 		if args[0] == "download" {
 			want = "ogbg-molhiv is an OGB dataset, not a TU one"
 		}
@@ -127,6 +126,16 @@ func TestURLsAndOGBNamesRefused(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("a refused command wrote %v", ents)
+	}
+	// -o s3:// without any AWS configuration: the error says what to
+	// set, at once (no retries of what cannot change), before converting.
+	cmd := exec.Command(bin, "convert", "-i", testutil.Testdata(t, "tu", "TINY.zip"), "-o", "s3://my-bucket/x")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AWS_EC2_METADATA_DISABLED=true"}
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "AWS_ACCESS_KEY_ID") || strings.Contains(string(out), "graphs") || time.Since(t0) > 10*time.Second {
+		t.Errorf("-o s3:// with no AWS configuration: %v after %v:\n%s", err, time.Since(t0), out)
 	}
 }
 
