@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,13 +39,86 @@ const (
 type Server struct {
 	// Endpoint is its URL (http://127.0.0.1:PORT).
 	Endpoint string
-	log      *bytes.Buffer
+	log      *syncBuffer
 	jar      string
 	conf     string
 	addr     string
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan error
+	// wrap runs the server through a command (ip netns exec NS): it is
+	// then waited for by its log, not by a dial from here.
+	wrap   []string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// syncBuffer is a log the server's output and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// InNamespace starts an s3proxy inside network namespace ns, listening on
+// every address there at port, with folders already in place: objects
+// maps "BUCKET/PREFIX" to a local folder whose files become its objects.
+// The caller points readers at it (Env) by an address they can reach.
+func InNamespace(t testing.TB, ns string, port int, objects map[string]string) *Server {
+	t.Helper()
+	jar := Jar(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	for where, from := range objects {
+		to := filepath.Join(data, filepath.FromSlash(where))
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := os.ReadDir(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(from, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := &Server{log: new(syncBuffer), jar: jar, addr: fmt.Sprintf("0.0.0.0:%d", port), wrap: []string{"ip", "netns", "exec", ns}}
+	s.conf = writeConf(t, dir, s.addr, data)
+	s.start(t)
+	t.Cleanup(s.stop)
+	return s
+}
+
+// writeConf writes s3proxy's properties for addr and data.
+func writeConf(t testing.TB, dir, addr, data string) string {
+	conf := filepath.Join(dir, "s3proxy.conf")
+	props := fmt.Sprintf(`s3proxy.endpoint=http://%s
+s3proxy.authorization=aws-v2-or-v4
+s3proxy.identity=%s
+s3proxy.credential=%s
+s3proxy.v4-max-non-chunked-request-size=4294967296
+jclouds.provider=filesystem
+jclouds.filesystem.basedir=%s
+`, addr, AccessKey, SecretKey, data)
+	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return conf
 }
 
 // Jar returns the s3proxy jar's path, or fails (CI) or skips the test.
@@ -81,23 +155,12 @@ func Start(t testing.TB) *Server {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	conf := filepath.Join(dir, "s3proxy.conf")
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	props := fmt.Sprintf(`s3proxy.endpoint=http://%s
-s3proxy.authorization=aws-v2-or-v4
-s3proxy.identity=%s
-s3proxy.credential=%s
-s3proxy.v4-max-non-chunked-request-size=4294967296
-jclouds.provider=filesystem
-jclouds.filesystem.basedir=%s
-`, addr, AccessKey, SecretKey, data)
-	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Endpoint: "http://" + addr, log: new(bytes.Buffer), jar: jar, conf: conf, addr: addr}
+	conf := writeConf(t, dir, addr, data)
+	s := &Server{Endpoint: "http://" + addr, log: new(syncBuffer), jar: jar, conf: conf, addr: addr}
 	s.start(t)
 	t.Cleanup(s.stop)
 	s.Env(t, s.Endpoint)
@@ -108,7 +171,8 @@ jclouds.filesystem.basedir=%s
 func (s *Server) start(t testing.TB) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cmd := exec.Command("java", "-Xmx512m", "-jar", s.jar, "--properties", s.conf)
+	argv := append(append([]string(nil), s.wrap...), "java", "-Xmx512m", "-jar", s.jar, "--properties", s.conf)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -118,9 +182,12 @@ func (s *Server) start(t testing.TB) {
 	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		c, err := net.Dial("tcp", s.addr)
-		if err == nil {
-			c.Close()
+		if s.wrap == nil {
+			if c, err := net.Dial("tcp", s.addr); err == nil {
+				c.Close()
+				return
+			}
+		} else if strings.Contains(s.log.String(), "Started Server@") {
 			return
 		}
 		select {
