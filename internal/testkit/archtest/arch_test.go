@@ -63,6 +63,7 @@ var allowed = map[string][]string{
 	"cmd/shardconv":                {"ingest", "ingest/", "objstore", "shard", "internal/"},
 	"bench":                        {"*"},
 	"bench/shuffle":                {"app", "epoch", "shard", "internal/bytesize"},
+	"bench/latencyproxy":           {},
 	"internal/testkit/fixture":     {"epoch", "ingest/convert", "ingest/synth", "internal/testkit/testutil", "loader", "shard", "wire"},
 	"internal/testkit/testutil":    {"aug"},
 	"internal/testkit/s3test":      {"internal/testkit/testutil", "objstore"},

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Shards in object storage (issue 47): an ogbg-ppa-shaped synthetic set
+# (S3_GRAPHS graphs, default 40,000, as bench/large.sh) served with
+# --cache-limit 1GiB from the local folder, from a loopback S3-compatible
+# server (s3proxy, `make s3proxy`, on the machine's java), and from that
+# server behind bench/latencyproxy adding 20 ms to every request. NodeSam
+# over the Unix socket; epoch 0 warms, epoch 1 is timed. Prints a RESULT
+# line per run: graphs/s and seconds of epoch 1, time from starting the
+# daemon to its first batch, the GETs and bytes fetched during epoch 1
+# (augloader_objstore_*), and page_bytes, what the epoch's pages come to
+# read once each (the page map's lengths).
+#
+# Usage: bash bench/s3.sh   (S3_GRAPHS=4000 for a quick run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${S3_GRAPHS:-40000}
+B=bin
+JAR=.cache/s3proxy-2.7.0.jar
+[ -f "$JAR" ] || make --no-print-directory s3proxy >/dev/null
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/augloader-s3-XXXXXX")
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+"$B"/shardconv synth --like ogbg-ppa --graphs "$N" --seed 1 --out "$TMP/in/ogbg_ppa" 2>/dev/null
+"$B"/shardconv convert -q -i "$TMP/in/ogbg_ppa" -o "$TMP/s"
+rm -rf "$TMP/in"
+page_bytes=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(sum(p['length'] for s in m['shards'] for p in s['page_map']['pages']))" "$TMP/s/manifest.json")
+# The server's folder holds the same files (hard links).
+mkdir -p "$TMP/data/bench"
+cp -al "$TMP/s" "$TMP/data/bench/ppa"
+
+S3PORT=$(free_port)
+cat >"$TMP/s3proxy.conf" <<CONF
+s3proxy.endpoint=http://127.0.0.1:$S3PORT
+s3proxy.authorization=aws-v2-or-v4
+s3proxy.identity=bench
+s3proxy.credential=bench-secret
+jclouds.provider=filesystem
+jclouds.filesystem.basedir=$TMP/data
+CONF
+java -Xmx1g -jar "$JAR" --properties "$TMP/s3proxy.conf" >"$TMP/s3proxy.log" 2>&1 &
+PIDS+=($!)
+until curl -s -o /dev/null "http://127.0.0.1:$S3PORT"; do sleep 0.2; done
+go build -o "$TMP/latencyproxy" ./bench/latencyproxy
+LPORT=$(free_port)
+"$TMP/latencyproxy" -listen "127.0.0.1:$LPORT" -target "http://127.0.0.1:$S3PORT" -delay 20ms &
+PIDS+=($!)
+until curl -s -o /dev/null "http://127.0.0.1:$LPORT"; do sleep 0.1; done
+
+export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+COMMON="--policy nodesam --seed 3 --memory-budget 256MiB --ppr-cache 0 --cache-limit 1GiB"
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+
+# serve NAME SHARDS ENDPOINT
+serve() {
+  local name=$1 shards=$2 endpoint=$3 mport sock="$TMP/$1.sock" t0 t1 pid
+  mport=$(free_port)
+  t0=$(date +%s.%N)
+  AWS_ENDPOINT_URL=$endpoint "$B"/augloader serve --shards "$shards" --socket "$sock" --metrics "127.0.0.1:$mport" $COMMON \
+    >"$TMP/$name.ready" 2>"$TMP/$name.log" &
+  pid=$!
+  until grep -q '"ready":true' "$TMP/$name.ready" 2>/dev/null; do kill -0 "$pid" || { cat "$TMP/$name.log"; exit 1; }; sleep 0.02; done
+  "$B"/augloader fetch --socket "$sock" --epoch 0 --count 1 >/dev/null
+  t1=$(date +%s.%N)
+  "$B"/augloader fetch --socket "$sock" --epoch 0 >/dev/null
+  local gets0 bytes0 gets1 bytes1
+  gets0=$(metric "$mport" augloader_objstore_gets_total); bytes0=$(metric "$mport" augloader_objstore_bytes_total)
+  "$B"/augloader fetch --socket "$sock" --epoch 1 --json >"$TMP/$name.e1"
+  gets1=$(metric "$mport" augloader_objstore_gets_total); bytes1=$(metric "$mport" augloader_objstore_bytes_total)
+  kill "$pid"; wait "$pid" || true
+  python3 - "$TMP/$name.e1" "$name" "$(echo "$t1 - $t0" | bc -l)" "${gets0:-0}" "${gets1:-0}" "${bytes0:-0}" "${bytes1:-0}" "$page_bytes" <<'PY'
+import json, sys
+e, name, first, g0, g1, b0, b1, pages = sys.argv[1:]
+d = json.load(open(e))
+print(f"RESULT kind=s3 name={name} graphs={d['graphs']} epoch_s={d['seconds']:.3f} graphs_per_s={d['graphs'] / max(d['seconds'], 1e-9):.0f} "
+      f"first_batch_s={float(first):.3f} gets={int(float(g1)) - int(float(g0))} bytes={int(float(b1)) - int(float(b0))} page_bytes={pages} "
+      f"shuffle={d['config'].get('shuffle', 'global')}")
+PY
+}
+
+serve local "$TMP/s" ""
+serve s3 s3://bench/ppa "http://127.0.0.1:$S3PORT"
+serve s3-20ms s3://bench/ppa "http://127.0.0.1:$LPORT"
