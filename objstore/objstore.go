@@ -11,7 +11,7 @@
 // for a reason worth trying again (a connection reset, mid-body too, a
 // timeout, 5xx, SlowDown, throttling) is tried again with jittered
 // exponential backoff, resuming the range from the byte reached, at most
-// Attempts times (10 by default); then the error names the object, the range and the
+// Attempts times (AUGLOADER_S3_ATTEMPTS, else 10); then the error names the object, the range and the
 // last status. Configuration is the AWS SDK's, read the way the AWS CLI
 // reads it: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
 // AWS_PROFILE with ~/.aws/config and ~/.aws/credentials, AWS_REGION,

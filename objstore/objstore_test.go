@@ -200,7 +200,10 @@ func TestS3Faults(t *testing.T) {
 	t.Run("restart-mid-epoch", func(t *testing.T) {
 		// The server killed and started again after the 6th request: the
 		// reads in between are refused, retried, and the epoch completes
-		// with the same bytes.
+		// with the same bytes. A JVM's start took over the default 10
+		// attempts' backoff on a loaded machine (CI beside four busy
+		// loops): the reader is given the patience a restart needs.
+		t.Setenv("AUGLOADER_S3_ATTEMPTS", "40")
 		restarted := make(chan struct{})
 		f := &faults{target: target, at: func(n int64) {
 			if n == 6 {

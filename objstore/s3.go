@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,9 +34,9 @@ var ErrRead = errors.New("objstore: read failed")
 
 // S3Options tunes an S3 store; zero values take the defaults.
 type S3Options struct {
-	// Attempts bounds the tries of one request (default 10: with the
-	// backoff's doubling, about 20 s of waiting at most, 10 s on average,
-	// enough to outlast a store's restart).
+	// Attempts bounds the tries of one request (default
+	// AUGLOADER_S3_ATTEMPTS, else 10: with the backoff's doubling, about
+	// 20 s of waiting at most, 10 s on average).
 	Attempts int
 	// AttemptTimeout bounds one try, its body read included (default 60 s).
 	AttemptTimeout time.Duration
@@ -64,6 +65,9 @@ type Stats struct {
 func NewS3(ctx context.Context, bucket, prefix string, o S3Options) (*S3, error) {
 	if o.Attempts <= 0 {
 		o.Attempts = 10
+		if n, err := strconv.Atoi(os.Getenv("AUGLOADER_S3_ATTEMPTS")); err == nil && n > 0 {
+			o.Attempts = n
+		}
 	}
 	if o.AttemptTimeout <= 0 {
 		o.AttemptTimeout = 60 * time.Second
