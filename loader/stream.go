@@ -282,13 +282,17 @@ func newPageSchedule(r *shard.Reader, batches [][]epoch.Item, ahead int) *pageSc
 			coolAt[b] = append(coolAt[b], pg)
 		}
 	}
-	future := r.GraphFuture(len(batches), func(b int, visit func(int64)) {
-		for _, it := range batches[b] {
-			visit(it.Graph)
-		}
-	})
-	return &pageSchedule{r: r, batches: batches, ahead: ahead, lastPage: -1, coolAt: coolAt,
-		future: future, unforesee: r.Foresee(future)}
+	ps := &pageSchedule{r: r, batches: batches, ahead: ahead, lastPage: -1, coolAt: coolAt}
+	ps.future = r.GraphFuture(len(batches), ps.graphsOf)
+	ps.unforesee = r.Foresee(ps.future)
+	return ps
+}
+
+// graphsOf visits batch b's graphs.
+func (ps *pageSchedule) graphsOf(b int, visit func(int64)) {
+	for _, it := range ps.batches[b] {
+		visit(it.Graph)
+	}
 }
 
 // done ends the stream's say in the cache.
@@ -316,11 +320,7 @@ func (ps *pageSchedule) built(b int) {
 	if ps == nil {
 		return
 	}
-	ps.future.Built(b, func(visit func(int64)) {
-		for _, it := range ps.batches[b] {
-			visit(it.Graph)
-		}
-	})
+	ps.future.Built(b, func(visit func(int64)) { ps.graphsOf(b, visit) })
 }
 
 // sent moves the stream's future past batch b, now sent, and lets go of

@@ -33,17 +33,15 @@ var partSize int64 = 64 << 20
 // the old folder fail naming the object that changed (If-Match). progress,
 // when set, is told each file done.
 func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress func(name string, bytes int64)) error {
-	_, err := s.Open(ctx, shard.ManifestName)
-	switch {
-	case err == nil && !replace:
-		return fmt.Errorf("%w: %s (--force replaces it)", ErrExists, s.Location())
-	case err == nil:
+	exists, err := s.Vacant(ctx, replace)
+	if err != nil {
+		return err
+	}
+	if exists {
 		key := s.Key(shard.ManifestName)
 		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
 			return fmt.Errorf("objstore: delete s3://%s/%s: %w", s.bucket, key, err)
 		}
-	case !errors.Is(err, os.ErrNotExist):
-		return err
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -58,7 +56,7 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 	sort.Strings(names)
 	names = append(names, shard.ManifestName)
 	for _, name := range names {
-		n, err := s.putFile(ctx, name, filepath.Join(dir, name))
+		n, err := s.PutFile(ctx, name, filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
@@ -69,9 +67,25 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 	return nil
 }
 
-// putFile uploads local file path as name: one PUT, or a multipart upload
+// Vacant asks whether the prefix may take a folder: one already there
+// (its manifest) is ErrExists unless replace, when exists says so; any
+// other failure to ask is returned as is.
+func (s *S3) Vacant(ctx context.Context, replace bool) (exists bool, err error) {
+	_, err = s.Open(ctx, shard.ManifestName)
+	switch {
+	case err == nil && !replace:
+		return true, fmt.Errorf("%w: %s (--force replaces it)", ErrExists, s.Location())
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	}
+	return false, err
+}
+
+// PutFile uploads local file path as name: one PUT, or a multipart upload
 // past partSize (aborted on failure, so no part lingers).
-func (s *S3) putFile(ctx context.Context, name, path string) (int64, error) {
+func (s *S3) PutFile(ctx context.Context, name, path string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err

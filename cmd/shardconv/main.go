@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -186,10 +185,7 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 	}
 	// Asked first, so that a folder already there or a store that cannot
 	// be reached stops the command before a long conversion.
-	switch _, err := s3.Open(c.Context, shard.ManifestName); {
-	case err == nil && !c.Bool("force"):
-		return nil, fmt.Errorf("%w: %s (--force replaces it)", objstore.ErrExists, out)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+	if _, err := s3.Vacant(c.Context, c.Bool("force")); err != nil {
 		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "shardconv-upload-")

@@ -264,19 +264,7 @@ func (s *Server) Upload(t testing.TB, bucket, prefix, dir string) string {
 // Put writes local file path as name of st.
 func (s *Server) Put(t testing.TB, st *objstore.S3, name, path string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
+	if _, err := st.PutFile(context.Background(), name, path); err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := st.Key(name)
-	size := fi.Size()
-	bucket := st.Bucket()
-	if _, err := st.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: f, ContentLength: &size}); err != nil {
-		t.Fatalf("put %s: %v", key, err)
 	}
 }
