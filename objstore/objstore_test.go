@@ -13,12 +13,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/ingest/convert"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
 	"github.com/augloader/augloader/loader"
@@ -102,12 +104,15 @@ func TestS3SameBytes(t *testing.T) {
 
 // faults is a proxy before the S3 server that cuts the body of every
 // cutEvery-th GET midway, answers every slowEvery-th request 503
-// SlowDown, and adds delay to each.
+// SlowDown, drops the connection of every resetEvery-th before a byte of
+// its response (headers included), holds every stallEvery-th for stall
+// before answering, and adds delay to each.
 type faults struct {
-	target             *url.URL
-	cutEvery, slowDown int64
-	n                  atomic.Int64
-	delay              time.Duration
+	target                                     *url.URL
+	cutEvery, slowDown, resetEvery, stallEvery int64
+	stall                                      time.Duration
+	n                                          atomic.Int64
+	delay                                      time.Duration
 	// at, when set, is told each request's number first.
 	at func(n int64)
 }
@@ -118,6 +123,22 @@ func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.at(n)
 	}
 	time.Sleep(f.delay)
+	if f.resetEvery > 0 && n%f.resetEvery == 0 {
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				c.(*net.TCPConn).SetLinger(0) // a reset, not a clean close
+				c.Close()
+				return
+			}
+		}
+	}
+	if f.stallEvery > 0 && n%f.stallEvery == 0 {
+		select {
+		case <-time.After(f.stall):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if f.slowDown > 0 && n%f.slowDown == 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
@@ -190,6 +211,48 @@ func TestS3Faults(t *testing.T) {
 			t.Fatalf("only %d requests went through the proxy", f.n.Load())
 		}
 	})
+	t.Run("reset-before-headers", func(t *testing.T) {
+		// Every 4th request's connection reset before the status line:
+		// no response at all, which the SDK sees as a transport error.
+		f := &faults{target: target, resetEvery: 4}
+		srv.Env(t, startFaults(t, f))
+		if got := epochBytes(t, loc, epoch.Shuffle{}, 1<<20, 0); !bytes.Equal(got, want) {
+			t.Fatal("bytes differ with connections reset before their headers")
+		}
+		if f.n.Load() < 8 {
+			t.Fatalf("only %d requests went through the proxy", f.n.Load())
+		}
+	})
+	t.Run("stall-before-headers", func(t *testing.T) {
+		// Every 3rd request held 5 s before its headers, past a 300 ms
+		// attempt timeout: the try is abandoned and made again.
+		f := &faults{target: target, stallEvery: 3, stall: 5 * time.Second}
+		srv.Env(t, startFaults(t, f))
+		st, err := objstore.NewS3(context.Background(), "faults", "set", objstore.S3Options{AttemptTimeout: 300 * time.Millisecond, Backoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := shard.OpenStore(context.Background(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		eager, err := shard.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eager.Close()
+		for id := int64(0); id < int64(eager.NumGraphs()); id++ {
+			g, err1 := r.Graph(id)
+			w, err2 := eager.Graph(id)
+			if err1 != nil || err2 != nil || !reflect.DeepEqual(g, w) {
+				t.Fatalf("graph %d differs with stalled requests (%v, %v)", id, err1, err2)
+			}
+		}
+		if st.Stats().Retries.Load() == 0 {
+			t.Fatal("no try was abandoned: the stall never met the attempt timeout")
+		}
+	})
 	t.Run("latency", func(t *testing.T) {
 		f := &faults{target: target, delay: 20 * time.Millisecond}
 		srv.Env(t, startFaults(t, f))
@@ -256,19 +319,10 @@ func TestS3Faults(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := "shard-00000.arrow"
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[len(data)/3] ^= 0x10
-		other := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(other, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
 		var once atomic.Bool
 		f := &faults{target: target, at: func(n int64) {
 			if n == 8 && once.CompareAndSwap(false, true) {
-				srv.Put(t, st, name, other)
+				srv.PutDamaged(t, st, dir, name, 1.0/3, 0x10)
 			}
 		}}
 		srv.Env(t, startFaults(t, f))
@@ -297,16 +351,7 @@ func TestS3Faults(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The object replaced by other bytes of the same size.
-		other := filepath.Join(t.TempDir(), "other")
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[len(data)/2] ^= 1
-		if err := os.WriteFile(other, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		srv.Put(t, st, name, other)
+		srv.PutDamaged(t, st, dir, name, 0.5, 1)
 		_, err = f.ReadAt(make([]byte, 64), 0)
 		if !errors.Is(err, objstore.ErrChanged) || !strings.Contains(err.Error(), name) {
 			t.Fatalf("want ErrChanged naming %s, got %v", name, err)
@@ -391,5 +436,73 @@ func TestPutFolderMultipart(t *testing.T) {
 	}
 	if err := st.PutFolder(context.Background(), dir, false, nil); !errors.Is(err, objstore.ErrExists) {
 		t.Fatalf("a second upload without replace: want ErrExists, got %v", err)
+	}
+}
+
+// Replacing a folder in the store (#47): a new folder whose files have the
+// old one's names is refused before anything is written; a replacement
+// stopped midway leaves the old folder whole (same bytes served); a
+// finished one serves the new folder's bytes, and the old folder's shards
+// and graph-size index are gone.
+func TestPutFolderReplaces(t *testing.T) {
+	ctx := context.Background()
+	old := fixture.SynthShardsSized(t, "COLLAB", 120, 4, 128<<10)
+	plain := fixture.SynthShardsSized(t, "COLLAB", 90, 5, 128<<10)
+	const gen = "00c0ffee00c0ffee"
+	next := fixture.SynthShardsWith(t, "COLLAB", 90, 5, convert.Options{ShardBytes: 128 << 10, Generation: gen})
+	srv := s3test.Start(t)
+	loc := srv.Upload(t, "replace", "set", old)
+	st, err := objstore.NewS3(ctx, "replace", "set", objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOld := epochBytes(t, old, epoch.Shuffle{}, 0, 0)
+	wantNext := epochBytes(t, next, epoch.Shuffle{}, 0, 0)
+	if bytes.Equal(wantOld, wantNext) {
+		t.Fatal("the two folders serve the same bytes: the test would prove nothing")
+	}
+	if got := epochBytes(t, plain, epoch.Shuffle{}, 0, 0); !bytes.Equal(got, wantNext) {
+		t.Fatal("a generation changed the bytes served")
+	}
+
+	if err := st.PutFolder(ctx, plain, true, nil); !errors.Is(err, objstore.ErrSameNames) {
+		t.Fatalf("replacing with a folder of the same file names: want ErrSameNames, got %v", err)
+	}
+	if got := epochBytes(t, loc, epoch.Shuffle{}, 0, 0); !bytes.Equal(got, wantOld) {
+		t.Fatal("a refused replacement changed the folder served")
+	}
+
+	stopAt := 2
+	cctx, cancel := context.WithCancel(ctx)
+	err = st.PutFolder(cctx, next, true, func(name string, _ int64) {
+		if stopAt--; stopAt == 0 {
+			cancel()
+		}
+	})
+	cancel()
+	if err == nil {
+		t.Fatal("a replacement stopped after two files finished")
+	}
+	if got := epochBytes(t, loc, epoch.Shuffle{}, 0, 0); !bytes.Equal(got, wantOld) {
+		t.Fatalf("after a replacement stopped midway (%v) the folder served other bytes", err)
+	}
+
+	if err := st.PutFolder(ctx, next, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := epochBytes(t, loc, epoch.Shuffle{}, 0, 0); !bytes.Equal(got, wantNext) {
+		t.Fatal("after the replacement the folder does not serve the new bytes")
+	}
+	oldMan, err := shard.ReadManifest(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{oldMan.ShardFile(0), oldMan.GraphSizesFile()} {
+		if _, err := st.Open(ctx, name); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the old folder's %s after the replacement: want it gone, got %v", name, err)
+		}
+	}
+	if _, err := st.Open(ctx, shard.ManifestName); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,6 +2,8 @@ package objstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,24 +25,47 @@ var ErrExists = errors.New("objstore: a shard folder is already there")
 // variable for the tests).
 var partSize int64 = 64 << 20
 
+// ErrSameNames is a replacement whose shard files would overwrite the old
+// folder's before its manifest is replaced.
+var ErrSameNames = errors.New("objstore: the new folder's shard files have the old folder's names")
+
+// NewGeneration is a fresh folder generation (shard.Manifest.Generation):
+// 16 random hex digits.
+func NewGeneration() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on the systems Go supports
+	}
+	return hex.EncodeToString(b[:])
+}
+
 // PutFolder copies local shard folder dir under the store's prefix: every
 // file but the manifest first (a file larger than 64 MiB by multipart
 // upload), the manifest last, so the folder exists for a reader only
 // once complete. A prefix that holds a manifest is refused (ErrExists)
-// unless replace: then that manifest is deleted first, so that while the
-// new files go up readers find no folder there (an error that names the
-// location), never the old manifest over new shards; running readers of
-// the old folder fail naming the object that changed (If-Match). progress,
-// when set, is told each file done.
+// unless replace. A replacement never overwrites the old folder's shards
+// or graph-size index: the new folder must have a generation of its own
+// (shard.Manifest.Generation, which names its files; ErrSameNames
+// otherwise), its files go up beside the old ones, and the manifest's
+// one PUT swaps the folders: until then readers see the old folder whole,
+// and a replacement that fails or is stopped leaves it as it was. Only
+// then are the old folder's shards and index deleted (running readers of
+// it fail naming the object that went); any other file (a split file) is
+// overwritten in place before the manifest. progress, when set, is told
+// each file done.
 func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress func(name string, bytes int64)) error {
 	exists, err := s.Vacant(ctx, replace)
 	if err != nil {
 		return err
 	}
+	var stale []string
 	if exists {
-		key := s.Key(shard.ManifestName)
-		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
-			return fmt.Errorf("objstore: delete s3://%s/%s: %w", s.bucket, key, err)
+		man, err := shard.ReadManifest(dir)
+		if err != nil {
+			return err
+		}
+		if stale, err = s.replaced(ctx, man); err != nil {
+			return err
 		}
 	}
 	ents, err := os.ReadDir(dir)
@@ -64,7 +89,38 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 			progress(name, n)
 		}
 	}
+	for _, name := range stale {
+		key := s.Key(name)
+		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+			return fmt.Errorf("objstore: %s now holds the new folder; deleting the old one's s3://%s/%s: %w", s.Location(), s.bucket, key, err)
+		}
+	}
 	return nil
+}
+
+// replaced checks that the folder of manifest man may go up beside the one
+// in the store and returns the old folder's files that the new one does
+// not reuse: its shards and graph-size index. An old manifest that cannot
+// be read leaves nothing to delete, but its files' names are still
+// unknown, so the new folder must then have a generation.
+func (s *S3) replaced(ctx context.Context, man *shard.Manifest) ([]string, error) {
+	old, err := shard.ReadManifestStore(ctx, s)
+	if err != nil {
+		if man.Generation == "" {
+			return nil, fmt.Errorf("%w: %s holds a folder whose manifest cannot be read (%v): replace it with a folder that has a generation (shardconv convert -o %s --force gives one)",
+				ErrSameNames, s.Location(), err, s.Location())
+		}
+		return nil, nil
+	}
+	if man.Generation == old.Generation {
+		return nil, fmt.Errorf("%w: %s (generation %q): shardconv convert -o %s --force gives the new folder a generation of its own",
+			ErrSameNames, s.Location(), old.Generation, s.Location())
+	}
+	stale := []string{old.GraphSizesFile()}
+	for i := range old.Shards {
+		stale = append(stale, old.ShardFile(i))
+	}
+	return stale, nil
 }
 
 // Vacant asks whether the prefix may take a folder: one already there

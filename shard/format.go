@@ -75,6 +75,9 @@ const (
 	FormatName = "augloader-shards"
 	// ShardPattern names shard files by their index.
 	ShardPattern = "shard-%05d.arrow"
+	// generationShardPattern names them in a folder with a generation
+	// (Manifest.Generation): index, then generation.
+	generationShardPattern = "shard-%05d.%s.arrow"
 
 	// MaxManifestBytes caps how much of a manifest is read.
 	MaxManifestBytes = 64 << 20

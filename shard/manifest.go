@@ -40,9 +40,15 @@ type Manifest struct {
 	Compression  Compression `json:"compression"`
 	// Order is how graphs are stored: absent for id order, "random:SEED"
 	// for a seeded random order (order.go; shards then count positions).
-	Order   string      `json:"order,omitempty"`
-	Shards  []ShardInfo `json:"shards"`
-	Sources []Source    `json:"sources"`
+	Order string `json:"order,omitempty"`
+	// Generation, when set (16 lowercase hex digits), is in the name of
+	// every shard file and of the graph-size index (ShardFile,
+	// GraphSizesFile): a folder replaced in object storage puts its new
+	// files beside the old ones under new names, then swaps the manifest
+	// (docs/format.md, "Generations"). Absent for a local folder.
+	Generation string      `json:"generation,omitempty"`
+	Shards     []ShardInfo `json:"shards"`
+	Sources    []Source    `json:"sources"`
 	// Checksum seals the manifest (FormatV2 on): "sha256:" and the hex
 	// SHA-256 of its canonical JSON without this field (internal/jsonseal).
 	Checksum string `json:"checksum,omitempty"`
@@ -50,6 +56,34 @@ type Manifest struct {
 	// order maps positions to ids (nil: id order), set by validate and
 	// drawn on first use (a forged count must not allocate at parse).
 	order *lazyOrder
+}
+
+// ShardFile is the name of shard i's file: ShardPattern, with the
+// manifest's generation, if any, before the extension.
+func (m *Manifest) ShardFile(i int) string { return shardName(m.Generation, i) }
+
+// GraphSizesFile is the name of the folder's graph-size index:
+// GraphSizesName, with the generation, if any, before the extension.
+func (m *Manifest) GraphSizesFile() string { return sizesName(m.Generation) }
+
+func shardName(generation string, i int) string {
+	if generation == "" {
+		return fmt.Sprintf(ShardPattern, i)
+	}
+	return fmt.Sprintf(generationShardPattern, i, generation)
+}
+
+func sizesName(generation string) string {
+	if generation == "" {
+		return GraphSizesName
+	}
+	return strings.TrimSuffix(GraphSizesName, ".bin") + "." + generation + ".bin"
+}
+
+// ValidGeneration reports whether g can be a manifest's generation: 16
+// lowercase hex digits.
+func ValidGeneration(g string) bool {
+	return len(g) == 16 && strings.Trim(g, "0123456789abcdef") == ""
 }
 
 // ChecksumField implements jsonseal.Sealed.
@@ -240,10 +274,13 @@ func (m *Manifest) validate() error {
 	if _, err := ParseCompression(string(m.Compression)); err != nil {
 		return corrupt(ManifestName, "compression", "%v", err)
 	}
+	if m.Generation != "" && !ValidGeneration(m.Generation) {
+		return corrupt(ManifestName, "generation", "%q is not 16 lowercase hex digits", m.Generation)
+	}
 	var next, nodes, edges int64
 	for i, s := range m.Shards {
-		if s.File != fmt.Sprintf(ShardPattern, i) {
-			return corrupt(ManifestName, "shards", "shard %d is named %q, want %q", i, s.File, fmt.Sprintf(ShardPattern, i))
+		if s.File != m.ShardFile(i) {
+			return corrupt(ManifestName, "shards", "shard %d is named %q, want %q", i, s.File, m.ShardFile(i))
 		}
 		if s.FirstGraph != next || s.NumGraphs < 1 {
 			return corrupt(ManifestName, "shards", "%s covers graphs [%d,+%d), want to start at %d", s.File, s.FirstGraph, s.NumGraphs, next)

@@ -64,11 +64,11 @@ func AddPageMap(ctx context.Context, dir string) (*Manifest, int, error) {
 		return nil, 0, fmt.Errorf("shard: %w", err)
 	}
 	defer td.Abort()
-	if err := linkFolder(dir, td.Path); err != nil {
+	if err := linkFolder(dir, td.Path, man.GraphSizesFile()); err != nil {
 		return nil, 0, err
 	}
 	if sizes != nil {
-		if err := retrailSizes(dir, td.Path, sha256.Sum256(data)); err != nil {
+		if err := retrailSizes(dir, td.Path, man.GraphSizesFile(), sha256.Sum256(data)); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -95,15 +95,16 @@ func (ix *shardIndex) pageMap() *PageMap {
 }
 
 // linkFolder hard-links (or, where the file system refuses, copies) the
-// regular files of src but the manifest and the graph-size index into dst.
-func linkFolder(src, dst string) error {
+// regular files of src but the manifest and the graph-size index (sizes)
+// into dst.
+func linkFolder(src, dst, sizes string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return fmt.Errorf("shard: %w", err)
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || name == ManifestName || name == GraphSizesName || strings.HasPrefix(name, ".") {
+		if !e.Type().IsRegular() || name == ManifestName || name == sizes || strings.HasPrefix(name, ".") {
 			continue
 		}
 		from, to := filepath.Join(src, name), filepath.Join(dst, name)
@@ -131,14 +132,15 @@ func copyFile(from, to string) error {
 }
 
 // retrailSizes writes src's graph-size index (checked by the caller) into
-// dst with a trailer naming the manifest whose SHA-256 is manifest.
-func retrailSizes(src, dst string, manifest [32]byte) error {
-	data, err := os.ReadFile(filepath.Join(src, GraphSizesName))
+// dst (both named name) with a trailer naming the manifest whose SHA-256
+// is manifest.
+func retrailSizes(src, dst, name string, manifest [32]byte) error {
+	data, err := os.ReadFile(filepath.Join(src, name))
 	if err != nil || len(data) < sizesTrailer {
-		return fmt.Errorf("shard: %s: %v", GraphSizesName, err)
+		return fmt.Errorf("shard: %s: %v", name, err)
 	}
 	copy(data[len(data)-sizesTrailer+24:], manifest[:])
-	if err := iox.WriteFileAtomic(filepath.Join(dst, GraphSizesName), data, 0o644); err != nil {
+	if err := iox.WriteFileAtomic(filepath.Join(dst, name), data, 0o644); err != nil {
 		return fmt.Errorf("shard: %w", err)
 	}
 	return nil

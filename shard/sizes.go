@@ -54,8 +54,8 @@ type sizesWriter struct {
 	rec    [graphSizeBytes]byte
 }
 
-func newSizesWriter(dir string) (*sizesWriter, error) {
-	f, err := os.OpenFile(filepath.Join(dir, GraphSizesName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+func newSizesWriter(dir, generation string) (*sizesWriter, error) {
+	f, err := os.OpenFile(filepath.Join(dir, sizesName(generation)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
@@ -131,7 +131,8 @@ func (r *Reader) GraphSizes() (*GraphSizes, error) {
 }
 
 func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string) (*GraphSizes, error) {
-	f, err := st.Open(ctx, GraphSizesName)
+	name := man.GraphSizesFile()
+	f, err := st.Open(ctx, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoSizes
 	}
@@ -142,24 +143,24 @@ func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string)
 	n := man.Stats.Graphs
 	want := n*graphSizeBytes + sizesTrailer
 	if f.Size() != want {
-		return nil, corrupt(GraphSizesName, "size", "%d bytes, want %d for %d graphs", f.Size(), want, n)
+		return nil, corrupt(name, "size", "%d bytes, want %d for %d graphs", f.Size(), want, n)
 	}
 	data := make([]byte, want)
 	if _, err := f.ReadAt(data, 0); err != nil {
-		return nil, fmt.Errorf("shard: %s: %w", GraphSizesName, err)
+		return nil, fmt.Errorf("shard: %s: %w", name, err)
 	}
 	if int64(len(data)) != want {
-		return nil, corrupt(GraphSizesName, "size", "%d bytes, want %d for %d graphs", len(data), want, n)
+		return nil, corrupt(name, "size", "%d bytes, want %d for %d graphs", len(data), want, n)
 	}
 	body, t := data[:len(data)-sizesTrailer], data[len(data)-sizesTrailer:]
 	if !bytes.Equal(t[:8], []byte(sizesMagic)) || binary.LittleEndian.Uint64(t[8:]) != uint64(n) {
-		return nil, corrupt(GraphSizesName, "trailer", "not a graph-size index of %d graphs", n)
+		return nil, corrupt(name, "trailer", "not a graph-size index of %d graphs", n)
 	}
 	if got := hex.EncodeToString(t[24:56]); got != digest {
-		return nil, corrupt(GraphSizesName, "manifest", "written with manifest %s, the folder's is %s (a stale copy?)", got[:12], digest[:min(12, len(digest))])
+		return nil, corrupt(name, "manifest", "written with manifest %s, the folder's is %s (a stale copy?)", got[:12], digest[:min(12, len(digest))])
 	}
 	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(t[16:]); got != want {
-		return nil, corrupt(GraphSizesName, "checksum", "crc32c %08x, trailer says %08x", got, want)
+		return nil, corrupt(name, "checksum", "crc32c %08x, trailer says %08x", got, want)
 	}
 	gs := &GraphSizes{Nodes: make([]int32, n), Edges: make([]int32, n), MaxDegree: make([]int32, n)}
 	var nodes, edges, maxNodes, maxEdges int64
@@ -167,7 +168,7 @@ func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string)
 		rec := body[i*graphSizeBytes:]
 		nn, ne, md := int32(binary.LittleEndian.Uint32(rec)), int32(binary.LittleEndian.Uint32(rec[4:])), int32(binary.LittleEndian.Uint32(rec[8:]))
 		if nn < 0 || ne < 0 || md < 0 || md > nn || (ne > 0) != (md > 0) {
-			return nil, corrupt(GraphSizesName, fmt.Sprintf("graph %d", i), "%d nodes, %d edges, largest degree %d", nn, ne, md)
+			return nil, corrupt(name, fmt.Sprintf("graph %d", i), "%d nodes, %d edges, largest degree %d", nn, ne, md)
 		}
 		gs.Nodes[i], gs.Edges[i], gs.MaxDegree[i] = nn, ne, md
 		nodes += int64(nn)
@@ -176,7 +177,7 @@ func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string)
 	}
 	ms := man.Stats
 	if nodes != ms.Nodes || edges != ms.Edges || maxNodes != ms.MaxNodes || maxEdges != ms.MaxEdges {
-		return nil, corrupt(GraphSizesName, "counts", "%d nodes and %d edges (largest %d, %d), manifest says %d and %d (largest %d, %d)",
+		return nil, corrupt(name, "counts", "%d nodes and %d edges (largest %d, %d), manifest says %d and %d (largest %d, %d)",
 			nodes, edges, maxNodes, maxEdges, ms.Nodes, ms.Edges, ms.MaxNodes, ms.MaxEdges)
 	}
 	return gs, nil

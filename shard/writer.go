@@ -49,6 +49,12 @@ type WriterOptions struct {
 	Order string
 	// Mem allocates Arrow buffers; default memory.DefaultAllocator.
 	Mem memory.Allocator
+	// Generation, when set (16 lowercase hex digits), goes into the shard
+	// files' and graph-size index's names and the manifest
+	// (Manifest.Generation): for a folder that will replace another in
+	// object storage without overwriting its files. Empty for local
+	// folders.
+	Generation string
 
 	// Format 3: any of these makes the writer write format 3 (and
 	// FeatureKind, FeatureDim and EdgeLabels must then be unset). The
@@ -120,6 +126,9 @@ func (o *WriterOptions) Validate() error {
 	}
 	if o.ShardBytes < 0 || o.BatchGraphs < 0 || o.BatchValues < 0 {
 		errs = append(errs, fmt.Errorf("shard: negative shard bytes %d, batch graphs %d or batch values %d", o.ShardBytes, o.BatchGraphs, o.BatchValues))
+	}
+	if o.Generation != "" && !ValidGeneration(o.Generation) {
+		errs = append(errs, fmt.Errorf("shard: generation %q is not 16 lowercase hex digits", o.Generation))
 	}
 	if order, err := ParseOrder(o.Order); err != nil {
 		errs = append(errs, err)
@@ -199,7 +208,7 @@ func NewWriter(out string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
 	w := &Writer{out: out, tmp: td.Path, td: td, opts: o}
-	if w.sizes, err = newSizesWriter(td.Path); err != nil {
+	if w.sizes, err = newSizesWriter(td.Path, w.opts.Generation); err != nil {
 		td.Abort()
 		return nil, err
 	}
@@ -423,7 +432,7 @@ func (w *Writer) isolated(g *Graph) int64 {
 }
 
 func (w *Writer) openShard(firstGraph int64) error {
-	name := fmt.Sprintf(ShardPattern, len(w.shards))
+	name := shardName(w.opts.Generation, len(w.shards))
 	f, err := os.OpenFile(filepath.Join(w.tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("shard: %w", err)
@@ -505,6 +514,7 @@ func (w *Writer) FinishContext(ctx context.Context, m Manifest) (*Manifest, erro
 	m.Dataset = w.opts.Dataset
 	m.Compression = w.opts.Compression
 	m.Order = w.opts.Order
+	m.Generation = w.opts.Generation
 	m.HasEdgeLabels = w.opts.EdgeLabels
 	m.Features.Kind, m.Features.Dim = w.opts.FeatureKind, w.opts.FeatureDim
 	if w.opts.V3() {
@@ -551,7 +561,7 @@ func (w *Writer) FinishContext(ctx context.Context, m Manifest) (*Manifest, erro
 // shards. name is a plain file name that is neither the manifest's nor a
 // shard's.
 func (w *Writer) AddFile(name string, data []byte) error {
-	if name == "" || name != filepath.Base(name) || name == ManifestName || name == GraphSizesName || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".arrow") {
+	if name == "" || name != filepath.Base(name) || name == ManifestName || strings.HasPrefix(name, "graph-sizes.") || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".arrow") {
 		return fmt.Errorf("shard: cannot add a file named %q to a shard folder", name)
 	}
 	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, name), data, 0o644); err != nil {

@@ -98,7 +98,7 @@ func convertCmd() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "shard folder to create, or s3://BUCKET/PREFIX (converted in a temporary folder, then uploaded, the manifest last)"},
 		}, convertFlags...),
 		Action: func(c *cli.Context) error {
-			_, err := runConvert(c, c.String("input"), c.String("out"))
+			_, err := runConvert(c, c.String("input"), c.String("out"), "")
 			return err
 		},
 	}
@@ -113,7 +113,9 @@ func localPath(flag, p string) error {
 	return nil
 }
 
-func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
+// runConvert converts input into out; generation names the files of a
+// folder bound for object storage over another (convertToStore).
+func runConvert(c *cli.Context, input, out, generation string) (*convert.Result, error) {
 	if err := localPath("--input", input); err != nil {
 		return nil, err
 	}
@@ -144,6 +146,7 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 	opts := convert.Options{
 		Input: input, Out: out, Name: c.String("name"), Features: feat,
 		Compression: comp, ShardBytes: shardBytes, Force: c.Bool("force"), Limits: lim, Order: order,
+		Generation: generation,
 	}
 	if !quiet && isTerminal(os.Stderr) {
 		opts.Progress = progressBar("converting")
@@ -173,7 +176,10 @@ func runConvert(c *cli.Context, input, out string) (*convert.Result, error) {
 
 // convertToStore converts into a temporary local folder, then uploads it
 // to out (s3://BUCKET/PREFIX), the manifest last; an existing folder there
-// is refused before converting, unless --force.
+// is refused before converting, unless --force: the new folder then gets
+// a generation of its own, so its files go up beside the old ones and
+// the manifest's replacement swaps one folder for the other
+// (objstore.S3.PutFolder).
 func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) {
 	st, err := objstore.Resolve(c.Context, out)
 	if err != nil {
@@ -185,15 +191,20 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 	}
 	// Asked first, so that a folder already there or a store that cannot
 	// be reached stops the command before a long conversion.
-	if _, err := s3.Vacant(c.Context, c.Bool("force")); err != nil {
+	exists, err := s3.Vacant(c.Context, c.Bool("force"))
+	if err != nil {
 		return nil, err
+	}
+	generation := ""
+	if exists {
+		generation = objstore.NewGeneration()
 	}
 	tmp, err := os.MkdirTemp("", "shardconv-upload-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	res, err := runConvert(c, input, filepath.Join(tmp, "shards"))
+	res, err := runConvert(c, input, filepath.Join(tmp, "shards"), generation)
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +216,9 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 	})
 	if err != nil {
 		if c.Context.Err() != nil {
+			if exists {
+				return nil, fmt.Errorf("stopped by a signal: %s still holds the folder that was there (run again to replace it)", out)
+			}
 			return nil, fmt.Errorf("stopped by a signal: %s has no manifest, so no shard folder is there (run again to upload)", out)
 		}
 		return nil, err
@@ -504,7 +518,7 @@ func downloadCmd() *cli.Command {
 			if out == "" {
 				out = name + ".shards"
 			}
-			_, err = runConvert(c, zipPath, out)
+			_, err = runConvert(c, zipPath, out, "")
 			return err
 		},
 	}

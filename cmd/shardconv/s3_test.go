@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
 	"github.com/augloader/augloader/objstore"
+	"github.com/augloader/augloader/shard"
 )
 
 // shardconv verify and stats read s3://: verify passes on a sound folder
@@ -33,16 +36,7 @@ func TestVerifyStatsS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "shard-00000.arrow"
-	data, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data[len(data)/2] ^= 0x40
-	bad := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(bad, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv.Put(t, st, name, bad)
+	srv.PutDamaged(t, st, dir, name, 0.5, 0x40)
 	if _, errOut, code := run(t, "verify", loc); code == 0 || !strings.Contains(errOut, name) {
 		t.Fatalf("verify of a damaged %s: exit %d\n%s", name, code, errOut)
 	}
@@ -95,8 +89,29 @@ func TestConvertToS3(t *testing.T) {
 	if _, errOut, code := run(t, "convert", "-q", "-i", tu, "-o", loc); code == 0 || !strings.Contains(errOut, "--force") {
 		t.Fatalf("a second convert to %s: exit %d\n%s", loc, code, errOut)
 	}
-	if _, errOut, code := run(t, "convert", "-q", "--force", "-i", tu, "-o", loc); code != 0 {
-		t.Fatalf("convert --force to %s: exit %d\n%s", loc, code, errOut)
+	// --force twice: each replacement has a generation of its own, and
+	// the folder it replaced is gone once it is in place.
+	var gens []string
+	for range 2 {
+		if _, errOut, code := run(t, "convert", "-q", "--force", "-i", tu, "-o", loc); code != 0 {
+			t.Fatalf("convert --force to %s: exit %d\n%s", loc, code, errOut)
+		}
+		if out, errOut, code := run(t, "verify", loc); code != 0 {
+			t.Fatalf("verify %s after --force: %s%s", loc, out, errOut)
+		}
+		m, err := shard.ReadManifestStore(t.Context(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, m.Generation)
+	}
+	if gens[0] == "" || gens[0] == gens[1] {
+		t.Fatalf("generations of two replacements: %q", gens)
+	}
+	for _, name := range []string{"shard-00000.arrow", "shard-00000." + gens[0] + ".arrow", "graph-sizes." + gens[0] + ".bin"} {
+		if _, err := st.Open(t.Context(), name); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after its folder was replaced: want it gone, got %v", name, err)
+		}
 	}
 	if _, errOut, code := run(t, "convert", "-i", "s3://convert/collab", "-o", local+"2"); code == 0 || !strings.Contains(errOut, "a URL") {
 		t.Fatalf("convert -i s3://: exit %d\n%s", code, errOut)

@@ -122,6 +122,9 @@ type Options struct {
 	// listed in class order then mixes within a few pages of the windowed
 	// shuffle. The writer holds the decoded set until the end.
 	Order string
+	// Generation names the files of a folder that will replace another in
+	// object storage (shard.WriterOptions.Generation); "" for local ones.
+	Generation string
 	// Limits bound what the input may make the converter hold: the
 	// largest graph's nodes and edge listings, feature columns, a
 	// pickle's size, what compressed bytes inflate to (zero fields: the
@@ -220,7 +223,7 @@ func write(ctx context.Context, o Options, ds ingest.Dataset, files *ingest.File
 	wo := shard.WriterOptions{
 		Dataset: meta.Name, FeatureKind: meta.FeatureKind, FeatureDim: meta.FeatureDim,
 		EdgeLabels: meta.EdgeLabelDim > 0, Compression: o.Compression, ShardBytes: o.ShardBytes, Force: o.Force,
-		Order: o.Order,
+		Order: o.Order, Generation: o.Generation,
 	}
 	if meta.Task != nil {
 		wo.FeatureKind, wo.FeatureDim, wo.EdgeLabels = "", 0, false

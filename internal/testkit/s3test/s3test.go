@@ -268,3 +268,20 @@ func (s *Server) Put(t testing.TB, st *objstore.S3, name, path string) {
 		t.Fatal(err)
 	}
 }
+
+// PutDamaged writes file name of local folder dir as name of st with the
+// byte at fraction at of it (0.5: the middle) XORed with flip: the same
+// size, other bytes, as an object overwritten under a reader.
+func (s *Server) PutDamaged(t testing.TB, st *objstore.S3, dir, name string, at float64, flip byte) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[int(float64(len(data))*at)] ^= flip
+	bad := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(bad, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Put(t, st, name, bad)
+}
