@@ -122,11 +122,22 @@ fuzz:
 	AUGLOADER_NO_BINARY=1 .venv-bench/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
 	touch $@
 
+# MosaicML Streaming, bench/s3.sh's peer: bench/requirements-mosaic.txt
+# (a lock, --no-deps) over .venv-torch2's torch, shared by a .pth file.
+.venv-mosaic/.stamp: bench/requirements-mosaic.txt $(VENV2)/.stamp
+	rm -rf .venv-mosaic
+	$(PYBASE) -m venv .venv-mosaic
+	echo "$(CURDIR)/$(VENV2)/lib/python$$($(VENV2)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages" \
+	  > "$$(.venv-mosaic/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch2.pth"
+	.venv-mosaic/bin/pip install -q $(PIP_C2) -r bench/requirements-mosaic.txt
+	.venv-mosaic/bin/python -c 'import streaming, torch'
+	touch $@
+
 # Every benchmark behind docs/bench.md (Go benchmarks, scaling, COLLAB and
 # REDDIT-BINARY epoch stages, machine limits, the Python client against
 # PyG, the COLLAB conversion), raw outputs and exact commands in
 # bench/out/, then bench/report rewrites docs/bench.md and its PNGs.
-bench: build .venv-bench/.stamp
+bench: build .venv-bench/.stamp .venv-mosaic/.stamp s3proxy
 	GO=$(GO) BENCHCOUNT=$(BENCHCOUNT) bash bench/run.sh
 
 # The paper's Table 3 rows (MUTAG, PTC_MR, PROTEINS; none, NodeSam, SubMix;

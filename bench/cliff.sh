@@ -8,11 +8,13 @@
 # any cache can do) and the pages shrunk instead of dropped (compactions,
 # of which trims shrunk by graphs still needed).
 #
-# Usage: bash bench/cliff.sh [BIN] [LIMIT]   (BIN default bin/, LIMIT 64MiB)
+# Usage: bash bench/cliff.sh [BIN] [LIMIT] [RUNS]   (BIN default bin/, LIMIT
+# 64MiB, RUNS 1: each run is one limited and one unlimited daemon, in turn)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-bin}
 LIMIT=${2:-64MiB}
+RUNS=${3:-1}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 "$B"/shardconv synth --like COLLAB --graphs 5000 --seed 1 --out "$TMP/tu" >/dev/null
@@ -39,5 +41,7 @@ run() {
 	wait "$pid" 2>/dev/null || true
 	echo "RESULT run=$label pages=$pages epoch_s=$(echo "$t1 - $t0" | bc) loads=${loads:-0} compactions=${compactions:-0} trims=${trims:-0}"
 }
-run "limit-$LIMIT" 19391 --cache-limit "$LIMIT"
-run unlimited 19392
+for _ in $(seq "$RUNS"); do
+	run "limit-$LIMIT" 19391 --cache-limit "$LIMIT"
+	run unlimited 19392
+done

@@ -3,7 +3,8 @@
 # output and exact command under $BENCHOUT (default bench/out), then
 # bench/report rewrites docs/bench.md and its PNG figures from them.
 # Needs the real COLLAB and REDDIT-BINARY in ../shared/datasets and
-# .venv-bench (make .venv-bench/.stamp); root for the throttled-link rows of
+# .venv-bench (make .venv-bench/.stamp), .venv-mosaic and s3proxy (make
+# .venv-mosaic/.stamp s3proxy: make bench does both); root for the throttled-link rows of
 # bench/scaleout.sh (skipped otherwise). About 15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,8 @@ step tensors bash bench/python_tensors.sh
 step twins bash bench/python_twins.sh
 step shuffle bash bench/shuffle.sh
 step large bash bench/large.sh
+step cliff bash bench/cliff.sh bin 64MiB 3
+step s3 bash bench/s3.sh
 # bench/report is a module of its own (its plotting library stays out of
 # the library's go.mod).
 ROOT=$PWD

@@ -10,6 +10,15 @@
 # (augloader_objstore_*), and page_bytes, what the epoch's pages come to
 # read once each (the page map's lengths).
 #
+# Then the peer, MosaicML Streaming (bench/peers/mosaic_s3.py in
+# .venv-mosaic, make .venv-mosaic/.stamp): the same graphs packed as MDS
+# shards (uncompressed and zstd) on the same server, read through
+# bench/latencyproxy with no delay, which counts the GETs and bytes, with a
+# cache_limit of half the MDS set (MOSAIC_CACHE_FRACTION; at least the
+# four largest shards Streaming insists on), at each DataLoader
+# worker count 0..2; a RESULT line each, its set's size in a kind=mosaic-set
+# line. MOSAIC=0 skips it.
+#
 # Usage: bash bench/s3.sh   (S3_GRAPHS=4000 for a quick run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +34,15 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 "$B"/shardconv synth --like ogbg-ppa --graphs "$N" --seed 1 --out "$TMP/in/ogbg_ppa" 2>/dev/null
 "$B"/shardconv convert -q -i "$TMP/in/ogbg_ppa" -o "$TMP/s"
+MOSAIC=${MOSAIC:-1}
+MPY=.venv-mosaic/bin/python
+if [ "$MOSAIC" = 1 ]; then
+  [ -f .venv-mosaic/.stamp ] || make --no-print-directory .venv-mosaic/.stamp >&2
+  for c in none zstd; do
+    "$MPY" bench/peers/mosaic_s3.py write "$TMP/in/ogbg_ppa" "$TMP/data/bench/ppa-mds-$c" --compression "$c" >"$TMP/mds-$c.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"RESULT kind=mosaic-set compression={d['compression']} graphs={d['graphs']} bytes={d['bytes']} shards={d['shards']}\")" "$TMP/mds-$c.json"
+  done
+fi
 rm -rf "$TMP/in"
 page_bytes=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(sum(p['length'] for s in m['shards'] for p in s['page_map']['pages']))" "$TMP/s/manifest.json")
 # The server's folder holds the same files (hard links).
@@ -83,3 +101,23 @@ PY
 serve local "$TMP/s" ""
 serve s3 s3://bench/ppa "http://127.0.0.1:$S3PORT"
 serve s3-20ms s3://bench/ppa "http://127.0.0.1:$LPORT"
+
+if [ "$MOSAIC" = 1 ]; then
+  CPORT=$(free_port)
+  "$TMP/latencyproxy" -listen "127.0.0.1:$CPORT" -target "http://127.0.0.1:$S3PORT" -delay 0 &
+  PIDS+=($!)
+  until curl -s -o /dev/null "http://127.0.0.1:$CPORT"; do sleep 0.1; done
+  for c in none zstd; do
+    limit=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(max(int(d['bytes'] * float(sys.argv[2])), d['min_cache_limit']))" "$TMP/mds-$c.json" "${MOSAIC_CACHE_FRACTION:-0.5}")
+    for w in 0 1 2; do
+      # boto3 asks for response checksums by default; s3proxy 2.7.0 answers
+      # NotImplemented to that header, so only when an operation requires it.
+      S3_ENDPOINT_URL="http://127.0.0.1:$CPORT" AWS_RESPONSE_CHECKSUM_VALIDATION=when_required AWS_REQUEST_CHECKSUM_CALCULATION=when_required "$MPY" bench/peers/mosaic_s3.py read "s3://bench/ppa-mds-$c" --name "mosaic-$c" \
+        --stats "http://127.0.0.1:$CPORT/_latencyproxy/stats" --cache-limit "$limit" --workers "$w" 2>"$TMP/mosaic.log" |
+        sed "s/\$/ compression=$c/" ||
+        # A failed run is a result too (two DataLoader workers were seen to
+        # fail now and then with an IndexError inside Streaming's MDS decode).
+        echo "RESULT kind=mosaic name=mosaic-$c workers=$w compression=$c failed=$(tail -1 "$TMP/mosaic.log" | tr -c 'A-Za-z0-9.:_-' _ | cut -c1-120)"
+    done
+  done
+fi

@@ -115,6 +115,19 @@ var goalTable = []goalSpec{
 	{key: "shuffle-id-order", issue: "#36", text: "the class-ordered real COLLAB converted with the default `--shard-size` in id order (as TU lists it, by class): class-mix " +
 		"distance of the default window under `--cache-limit 64MiB` within 1.5× of the global shuffle's", info: true,
 		bounds: []bound{{"ratio", "<=", 1.5}}, measure: shuffleCase("default")},
+	{key: "cliff", issue: "#47", text: "the cache cliff (a COLLAB-shaped set of 5,000 graphs, one shard, `--shuffle window:4 --cache-limit 64MiB`): " +
+		"the epoch within 1.5× of the unlimited daemon's and page loads within 1.2× of the fewest (each page once)",
+		bounds: []bound{{"time", "<=", 1.5}, {"loads", "<=", 1.2}}, measure: (*page).cliffCase},
+	{key: "s3-throughput", issue: "#47", text: "an ogbg-ppa-shaped set (%s graphs) in a loopback S3 server under `--cache-limit 1GiB`: NodeSam epoch throughput ≥ 90%% of the same from the local folder",
+		bounds: []bound{{"ratio", ">=", 0.9}}, measure: func(pg *page) ([]any, []measuredCase) { return pg.s3Ratio("s3") }},
+	{key: "s3-bytes", issue: "#47", text: "the same: bytes fetched in the epoch ≤ 1.05× the pages the epoch needs",
+		bounds: []bound{{"ratio", "<=", 1.05}}, measure: (*page).s3BytesCase},
+	{key: "s3-latency", issue: "#47", text: "the same with 20 ms added to every request: ≥ 80%% of the local folder's throughput (%s graphs)",
+		bounds: []bound{{"ratio", ">=", 0.8}}, measure: func(pg *page) ([]any, []measuredCase) { return pg.s3Ratio("s3-20ms") }},
+	{key: "s3-first-batch", issue: "#47", text: "the same: time to the first batch from starting the daemon, measured against the local folder's",
+		measure: (*page).s3FirstBatchCases},
+	{key: "s3-mosaic", issue: "#47", text: "MosaicML Streaming reading the same graphs from the same server under a `cache_limit` below its set's size, at its fastest " +
+		"(workers 0 to 2): bytes fetched, time to first sample and epoch time, measured against the daemon's (ratio: our graphs/s ÷ its)", measure: (*page).mosaicCases},
 }
 
 // judge is the one rule: a case meets its goal when every bound holds for

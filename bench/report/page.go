@@ -22,6 +22,7 @@ type page struct {
 	results                           map[string]*gpuResults // every file of bench/results, by name
 	shuffle                           []map[string]string
 	large                             []map[string]string
+	cliff, s3                         []map[string]string
 	largeDecoded                      string // ", about N GiB decoded" from the large step's log
 	missing                           []string
 	docs                              string
@@ -87,6 +88,8 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeTwins(w)
 	pg.writeShuffle(w)
 	pg.writeLarge(w)
+	pg.writeCliff(w)
+	pg.writeS3(w)
 	return nil
 }
 

@@ -115,7 +115,7 @@ RESULT kind=scaling daemons=2 epochs=2 median_s=0.8 best_s=0.75 bytes=14000000 s
 		"0.130 vs 1.200 s/epoch (medians, epochs alternating between the two, 3 epochs each): 9.23×; best epochs 9.17× | **not met**",
 		"0.110 s with 2 workers | **met**",
 		"(socket − augment) ÷ (augment − decode) = 200%",
-		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, large.txt, shuffle.txt, tensors.txt, twins.txt.",
+		"Not measured in this run (output missing): policies.txt, scaling.txt, collate.txt, convert.txt, molecules.txt, large.txt, shuffle.txt, tensors.txt, twins.txt, cliff.txt, s3.txt.",
 		// Scale-out: compression ratios against none, a skipped link named, scaling with its digests.
 		"| loopback | lz4 | 14 | 0.07× | 0.400 | 0.50× |",
 		"| 1 Gbit/s (tbf) | — | not measured: needs root netns tc |",
@@ -450,4 +450,38 @@ func TestFiguresNamed(t *testing.T) {
 	if strings.Contains(tsv, "graphs=") || strings.Contains(tsv, "workers=0") {
 		t.Errorf("a count or the winning configuration names a figure:\n%s", tsv)
 	}
+}
+
+// Issue 47's sections: the cliff's medians against the unlimited daemon
+// and the fewest loads; the S3 rows against the local folder's; the peer's
+// fastest finished run per compression, a failed run shown as failed.
+func TestCliffAndS3Sections(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"commands.tsv": "cliff\tbash bench/cliff.sh bin 64MiB 3\ns3\tbash bench/s3.sh\n",
+		"cliff.txt": "RESULT run=limit-64MiB pages=6 epoch_s=0.9 loads=7 compactions=3 trims=1\n" +
+			"RESULT run=unlimited pages=6 epoch_s=0.7 loads=0 compactions=0 trims=0\n" +
+			"RESULT run=limit-64MiB pages=6 epoch_s=1.2 loads=8 compactions=3 trims=1\n" +
+			"RESULT run=unlimited pages=6 epoch_s=0.8 loads=0 compactions=0 trims=0\n" +
+			"RESULT run=limit-64MiB pages=6 epoch_s=0.8 loads=7 compactions=3 trims=1\n" +
+			"RESULT run=unlimited pages=6 epoch_s=0.9 loads=0 compactions=0 trims=0\n",
+		"s3.txt": "RESULT kind=mosaic-set compression=none graphs=40000 bytes=3000000000 shards=45\n" +
+			"RESULT kind=s3 name=local graphs=40000 epoch_s=20 graphs_per_s=2000 first_batch_s=1.4 gets=0 bytes=0 page_bytes=720000000 shuffle=page-window:15\n" +
+			"RESULT kind=s3 name=s3 graphs=40000 epoch_s=21 graphs_per_s=1900 first_batch_s=1.6 gets=132 bytes=750000000 page_bytes=720000000 shuffle=page-window:15\n" +
+			"RESULT kind=s3 name=s3-20ms graphs=40000 epoch_s=30 graphs_per_s=1500 first_batch_s=2.4 gets=132 bytes=508000000 page_bytes=720000000 shuffle=page-window:15\n" +
+			"RESULT kind=mosaic name=mosaic-none graphs=40000 epoch_s=40 graphs_per_s=1000 first_batch_s=3.0 gets=50 bytes=3000000000 workers=0 cache_limit=1500000000 compression=none\n" +
+			"RESULT kind=mosaic name=mosaic-none graphs=40000 epoch_s=20 graphs_per_s=2000 first_batch_s=2.0 gets=50 bytes=3000000000 workers=1 cache_limit=1500000000 compression=none\n" +
+			"RESULT kind=mosaic name=mosaic-none workers=2 compression=none failed=IndexError:_index_out_of_range\n",
+	})
+	page, _ := renderPage(t, dir)
+	pageHas(t, page,
+		"epoch 0.900 vs 0.800 s unlimited (1.12×); 7 page loads for 6 pages (1.17×); medians of 3 | **met**",
+		"95% (1,900 vs 2,000 graphs/s) | **met**",
+		"1.04× (715 MiB fetched in 132 GETs; the pages come to 687 MiB) | **met**",
+		"75% (1,500 vs 2,000 graphs/s) | **not met**",
+		"local 1.400 s; s3 1.600 s; s3-20ms 2.400 s",
+		"MDS none, 1 workers: 2,000 graphs/s, first batch 2.000 s, 2.8 GiB fetched in epoch 1 (ours 1,900 graphs/s, 1.600 s, 715 MiB)",
+		"| Streaming, MDS none | 2 | — | failed: `IndexError:_index_out_of_range` |",
+		"| augloader (NodeSam), s3:// | 2 | 1.0 GiB | 1,900 |",
+		"| limit-64MiB | 1.200 | 8 | 6 | 3 | 1 |",
+	)
 }

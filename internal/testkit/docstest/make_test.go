@@ -37,20 +37,22 @@ func TestMakefilePipKeepsPins(t *testing.T) {
 	if installs == 0 {
 		t.Fatal("no pip install found in the Makefile: the test reads the wrong file")
 	}
-	// The torch 2.x venv's file is a lock installed with --no-deps
-	// ($(PIP_C2)): every package it needs pinned exactly, or pip would
-	// take whatever version the index has that day.
-	lock, err := os.ReadFile(filepath.Join(testutil.Root(t), "tests", "requirements-torch2.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(lock), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	// The torch 2.x venv's file and the MosaicML peer's are locks installed
+	// with --no-deps ($(PIP_C2)): every package they need pinned exactly,
+	// or pip would take whatever version the index has that day.
+	for _, rel := range []string{"tests/requirements-torch2.txt", "bench/requirements-mosaic.txt"} {
+		lock, err := os.ReadFile(filepath.Join(testutil.Root(t), rel))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if name, version, ok := strings.Cut(line, "=="); !ok || name == "" || version == "" || strings.ContainsAny(line, " ;<>~!") {
-			t.Errorf("tests/requirements-torch2.txt:%d: %q is not name==version", i+1, line)
+		for i, line := range strings.Split(string(lock), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if name, version, ok := strings.Cut(line, "=="); !ok || name == "" || version == "" || strings.ContainsAny(line, " ;<>~!") {
+				t.Errorf("%s:%d: %q is not name==version", rel, i+1, line)
+			}
 		}
 	}
 }
