@@ -15,9 +15,9 @@
 # shards (uncompressed and zstd) on the same server, read through
 # bench/latencyproxy with no delay, which counts the GETs and bytes, with a
 # cache_limit of half the MDS set (MOSAIC_CACHE_FRACTION; at least the
-# four largest shards Streaming insists on), at each DataLoader
-# worker count 0..2; a RESULT line each, its set's size in a kind=mosaic-set
-# line. MOSAIC=0 skips it.
+# four largest shards Streaming insists on), at each DataLoader worker
+# count of MOSAIC_WORKERS (default 0 1 2); a RESULT line each, its set's
+# size in a kind=mosaic-set line. MOSAIC=0 skips it.
 #
 # Usage: bash bench/s3.sh   (S3_GRAPHS=4000 for a quick run)
 set -euo pipefail
@@ -109,7 +109,7 @@ if [ "$MOSAIC" = 1 ]; then
   until curl -s -o /dev/null "http://127.0.0.1:$CPORT"; do sleep 0.1; done
   for c in none zstd; do
     limit=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(max(int(d['bytes'] * float(sys.argv[2])), d['min_cache_limit']))" "$TMP/mds-$c.json" "${MOSAIC_CACHE_FRACTION:-0.5}")
-    for w in 0 1 2; do
+    for w in ${MOSAIC_WORKERS:-0 1 2}; do
       # boto3 asks for response checksums by default; s3proxy 2.7.0 answers
       # NotImplemented to that header, so only when an operation requires it.
       S3_ENDPOINT_URL="http://127.0.0.1:$CPORT" AWS_RESPONSE_CHECKSUM_VALIDATION=when_required AWS_REQUEST_CHECKSUM_CALCULATION=when_required "$MPY" bench/peers/mosaic_s3.py read "s3://bench/ppa-mds-$c" --name "mosaic-$c" \

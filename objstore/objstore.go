@@ -20,6 +20,12 @@
 // not AWS, addressed path-style by default (AUGLOADER_S3_VIRTUAL_HOSTED=1
 // for virtual-hosted names). Credentials are refreshed by the SDK before
 // they expire and never printed.
+//
+// Writing: PutFolder uploads a local shard folder, the manifest last, so
+// a prefix holds a folder only once it is whole; a replacement puts the
+// new folder (which has a generation of its own, shard.Manifest.Generation)
+// beside the old one and swaps the manifest, so the old folder stays
+// whole until then and a stopped replacement leaves it as it was.
 package objstore
 
 import (
