@@ -14,10 +14,15 @@
 # .venv-mosaic, make .venv-mosaic/.stamp): the same graphs packed as MDS
 # shards (uncompressed and zstd) on the same server, read through
 # bench/latencyproxy with no delay, which counts the GETs and bytes, with a
-# cache_limit of half the MDS set (MOSAIC_CACHE_FRACTION; at least the
+# cache_limit of half what the MDS set takes in its local cache (raw shards,
+# and their zips when compressed; MOSAIC_CACHE_FRACTION; at least the
 # four largest shards Streaming insists on), at each DataLoader worker
-# count of MOSAIC_WORKERS (default 0 1 2); a RESULT line each, its set's
-# size in a kind=mosaic-set line. MOSAIC=0 skips it.
+# count of MOSAIC_WORKERS (default 0 1 2), shuffling in blocks of about a
+# quarter of the cache (shuffle_block_size; Streaming's default block spans
+# the whole set and refetches a shard for most samples under such a limit,
+# mosaicml/streaming#339: one run with it, epoch 0 cut after MOSAIC_CAP_S
+# seconds, partial=1); a RESULT line each, its set's size in a
+# kind=mosaic-set line. MOSAIC=0 skips it.
 #
 # Usage: bash bench/s3.sh   (S3_GRAPHS=4000 for a quick run)
 set -euo pipefail
@@ -40,7 +45,7 @@ if [ "$MOSAIC" = 1 ]; then
   [ -f .venv-mosaic/.stamp ] || make --no-print-directory .venv-mosaic/.stamp >&2
   for c in none zstd; do
     "$MPY" bench/peers/mosaic_s3.py write "$TMP/in/ogbg_ppa" "$TMP/data/bench/ppa-mds-$c" --compression "$c" >"$TMP/mds-$c.json"
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"RESULT kind=mosaic-set compression={d['compression']} graphs={d['graphs']} bytes={d['bytes']} shards={d['shards']}\")" "$TMP/mds-$c.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"RESULT kind=mosaic-set compression={d['compression']} graphs={d['graphs']} bytes={d['bytes']} local_bytes={d['local_bytes']} shards={d['shards']}\")" "$TMP/mds-$c.json"
   done
 fi
 rm -rf "$TMP/in"
@@ -108,12 +113,25 @@ if [ "$MOSAIC" = 1 ]; then
   PIDS+=($!)
   until curl -s -o /dev/null "http://127.0.0.1:$CPORT"; do sleep 0.1; done
   for c in none zstd; do
-    limit=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(max(int(d['bytes'] * float(sys.argv[2])), d['min_cache_limit']))" "$TMP/mds-$c.json" "${MOSAIC_CACHE_FRACTION:-0.5}")
-    for w in ${MOSAIC_WORKERS:-0 1 2}; do
+    # The cache_limit, and a py1e shuffle block of about a quarter of it
+    # in samples (as the daemon's default window fills about a quarter of
+    # --cache-limit).
+    read -r limit block < <(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); l=max(int(d['local_bytes'] * float(sys.argv[2])), d['min_cache_limit']); print(l, max(1, d['graphs'] * l // 4 // d['local_bytes']))" "$TMP/mds-$c.json" "${MOSAIC_CACHE_FRACTION:-0.5}")
+    runs=()
+    for w in ${MOSAIC_WORKERS:-0 1 2}; do runs+=("$w $block 0"); done
+    # Streaming's default block (larger than the set) under the same
+    # limit: epoch 0 only, cut after MOSAIC_CAP_S seconds (default 60).
+    first=$(set -- ${MOSAIC_WORKERS:-0}; echo "$1")
+    runs+=("$first 0 ${MOSAIC_CAP_S:-60}")
+    for r in "${runs[@]}"; do
+      read -r w b cap <<<"$r"
+      args=(--cache-limit "$limit" --workers "$w")
+      [ "$b" = 0 ] || args+=(--shuffle-block-size "$b")
+      [ "$cap" = 0 ] || args+=(--max-seconds "$cap")
       # boto3 asks for response checksums by default; s3proxy 2.7.0 answers
       # NotImplemented to that header, so only when an operation requires it.
       S3_ENDPOINT_URL="http://127.0.0.1:$CPORT" AWS_RESPONSE_CHECKSUM_VALIDATION=when_required AWS_REQUEST_CHECKSUM_CALCULATION=when_required "$MPY" bench/peers/mosaic_s3.py read "s3://bench/ppa-mds-$c" --name "mosaic-$c" \
-        --stats "http://127.0.0.1:$CPORT/_latencyproxy/stats" --cache-limit "$limit" --workers "$w" 2>"$TMP/mosaic.log" |
+        --stats "http://127.0.0.1:$CPORT/_latencyproxy/stats" "${args[@]}" 2>"$TMP/mosaic.log" |
         sed "s/\$/ compression=$c/" ||
         # A failed run is a result too (two DataLoader workers were seen to
         # fail now and then with an IndexError inside Streaming's MDS decode).

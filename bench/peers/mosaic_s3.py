@@ -16,6 +16,12 @@ Two steps, both run by bench/mosaic.sh:
          from building the dataset to its first batch, epoch 1's seconds
          and graphs/s, and the GETs and body bytes the proxy forwarded
          during epoch 1 (--stats, its /_latencyproxy/stats URL).
+         --shuffle-block-size is Streaming's knob for locality (py1e
+         shuffles within blocks of that many samples); its default, a
+         block larger than the set, draws every sample from any shard.
+         --max-seconds reads epoch 0 only, cut after that long, and
+         reports it (partial=1): a run that refetches shards without end
+         (mosaicml/streaming#339) still gives its rate.
 
 Every sample is touched (its arrays summed into a checksum) so that a lazy
 decode cannot pass for a read.
@@ -60,9 +66,11 @@ def write(args):
     # (raw and compressed together): bench/s3.sh raises its limit to that.
     with open(os.path.join(args.out, "index.json")) as f:
         shards = json.load(f)["shards"]
-    largest = max(s["raw_data"]["bytes"] + ((s.get("zip_data") or {}).get("bytes") or 0) for s in shards)
-    print(json.dumps({"graphs": int(len(nodes)), "bytes": size, "shards": len(shards),
-                      "min_cache_limit": 4 * largest, "compression": args.compression}))
+    # What a shard takes in the local cache: its raw file, and its zip
+    # when compressed (Streaming keeps both).
+    local = [s["raw_data"]["bytes"] + ((s.get("zip_data") or {}).get("bytes") or 0) for s in shards]
+    print(json.dumps({"graphs": int(len(nodes)), "bytes": size, "shards": len(shards), "local_bytes": sum(local),
+                      "min_cache_limit": 4 * max(local), "compression": args.compression}))
 
 
 def stats(url):
@@ -81,18 +89,33 @@ def read(args):
         t0 = time.perf_counter()
         ds = StreamingDataset(remote=args.remote, local=local, shuffle=True, shuffle_seed=3,
                               batch_size=args.batch_size, cache_limit=args.cache_limit,
-                              predownload=args.predownload)
+                              predownload=args.predownload, shuffle_block_size=args.shuffle_block_size)
         loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers,
                                              collate_fn=lambda b: b, persistent_workers=args.workers > 0)
         check = 0
         graphs0 = 0
         first = None
+        s_start = stats(args.stats)
         for batch in loader:
             if first is None:
                 first = time.perf_counter() - t0
+                t_first = time.perf_counter()
             for s in batch:
                 check += int(s["edge_index"].sum()) + int(s["num_nodes"])
             graphs0 += len(batch)
+            if args.max_seconds and time.perf_counter() - t_first > args.max_seconds:
+                break
+        if args.max_seconds:
+            seconds = time.perf_counter() - t_first
+            s1 = stats(args.stats)
+            print(f"RESULT kind=mosaic name={args.name} graphs={graphs0} epoch_s={seconds:.3f} "
+                  f"graphs_per_s={graphs0 / max(seconds, 1e-9):.0f} first_batch_s={first:.3f} "
+                  f"gets={s1['requests'] - s_start['requests']} bytes={s1['bytes'] - s_start['bytes']} "
+                  f"workers={args.workers} cache_limit={args.cache_limit} predownload={args.predownload} "
+                  f"shuffle_block_size={args.shuffle_block_size or 'default'} partial=1 check={check}", flush=True)
+            shutil.rmtree(local, ignore_errors=True)
+            clean_stale_shared_memory()
+            os._exit(0)  # the workers are mid-epoch: no orderly shutdown to wait for
         s0 = stats(args.stats)
         t1 = time.perf_counter()
         graphs1 = 0
@@ -106,7 +129,7 @@ def read(args):
               f"graphs_per_s={graphs1 / max(seconds, 1e-9):.0f} first_batch_s={first:.3f} "
               f"gets={s1['requests'] - s0['requests']} bytes={s1['bytes'] - s0['bytes']} "
               f"workers={args.workers} cache_limit={args.cache_limit} predownload={args.predownload} "
-              f"epoch0_graphs={graphs0} check={check}", flush=True)
+              f"shuffle_block_size={args.shuffle_block_size or 'default'} epoch0_graphs={graphs0} check={check}", flush=True)
     finally:
         shutil.rmtree(local, ignore_errors=True)
         clean_stale_shared_memory()
@@ -127,6 +150,8 @@ def main():
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--batch-size", type=int, default=32)
     r.add_argument("--predownload", type=int, default=None)
+    r.add_argument("--shuffle-block-size", type=int, default=None, help="py1e's block (default: Streaming's)")
+    r.add_argument("--max-seconds", type=float, default=0, help="read epoch 0 only, cut after this long")
     args = p.parse_args()
     if args.cmd == "write":
         write(args)
