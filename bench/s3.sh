@@ -130,12 +130,13 @@ if [ "$MOSAIC" = 1 ]; then
       [ "$cap" = 0 ] || args+=(--max-seconds "$cap")
       # boto3 asks for response checksums by default; s3proxy 2.7.0 answers
       # NotImplemented to that header, so only when an operation requires it.
-      S3_ENDPOINT_URL="http://127.0.0.1:$CPORT" AWS_RESPONSE_CHECKSUM_VALIDATION=when_required AWS_REQUEST_CHECKSUM_CALCULATION=when_required "$MPY" bench/peers/mosaic_s3.py read "s3://bench/ppa-mds-$c" --name "mosaic-$c" \
+      S3_ENDPOINT_URL="http://127.0.0.1:$CPORT" AWS_RESPONSE_CHECKSUM_VALIDATION=when_required AWS_REQUEST_CHECKSUM_CALCULATION=when_required timeout -k 10 "${MOSAIC_TIMEOUT_S:-600}" "$MPY" bench/peers/mosaic_s3.py read "s3://bench/ppa-mds-$c" --name "mosaic-$c" \
         --stats "http://127.0.0.1:$CPORT/_latencyproxy/stats" "${args[@]}" 2>"$TMP/mosaic.log" |
         sed "s/\$/ compression=$c/" ||
-        # A failed run is a result too (two DataLoader workers were seen to
-        # fail now and then with an IndexError inside Streaming's MDS decode).
-        echo "RESULT kind=mosaic name=mosaic-$c workers=$w compression=$c failed=$(tail -1 "$TMP/mosaic.log" | tr -c 'A-Za-z0-9.:_-' _ | cut -c1-120)"
+        # A failed run is a result too: two DataLoader workers were seen to
+        # fail now and then with an IndexError inside Streaming's MDS decode,
+        # and once to hang (MOSAIC_TIMEOUT_S, default 600, ends it: "timeout").
+        echo "RESULT kind=mosaic name=mosaic-$c workers=$w compression=$c failed=$({ grep -E '^[A-Za-z.]*(Error|Exception)' "$TMP/mosaic.log" || echo timeout_or_killed; } | tail -1 | tr -c 'A-Za-z0-9.:_-' _ | cut -c1-120)"
     done
   done
 fi
