@@ -93,6 +93,20 @@ def read(args):
         loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, num_workers=args.workers,
                                              collate_fn=lambda b: b, persistent_workers=args.workers > 0)
         check = 0
+
+        def touch(batch):
+            nonlocal check
+            for s in batch:
+                check += int(s["edge_index"].sum()) + int(s["num_nodes"])
+
+        def result(graphs, seconds, before, extra):
+            after = stats(args.stats)
+            print(f"RESULT kind=mosaic name={args.name} graphs={graphs} epoch_s={seconds:.3f} "
+                  f"graphs_per_s={graphs / max(seconds, 1e-9):.0f} first_batch_s={first:.3f} "
+                  f"gets={after['requests'] - before['requests']} bytes={after['bytes'] - before['bytes']} "
+                  f"workers={args.workers} cache_limit={args.cache_limit} predownload={args.predownload} "
+                  f"shuffle_block_size={args.shuffle_block_size or 'default'} {extra} check={check}", flush=True)
+
         graphs0 = 0
         first = None
         s_start = stats(args.stats)
@@ -100,19 +114,12 @@ def read(args):
             if first is None:
                 first = time.perf_counter() - t0
                 t_first = time.perf_counter()
-            for s in batch:
-                check += int(s["edge_index"].sum()) + int(s["num_nodes"])
+            touch(batch)
             graphs0 += len(batch)
             if args.max_seconds and time.perf_counter() - t_first > args.max_seconds:
                 break
         if args.max_seconds:
-            seconds = time.perf_counter() - t_first
-            s1 = stats(args.stats)
-            print(f"RESULT kind=mosaic name={args.name} graphs={graphs0} epoch_s={seconds:.3f} "
-                  f"graphs_per_s={graphs0 / max(seconds, 1e-9):.0f} first_batch_s={first:.3f} "
-                  f"gets={s1['requests'] - s_start['requests']} bytes={s1['bytes'] - s_start['bytes']} "
-                  f"workers={args.workers} cache_limit={args.cache_limit} predownload={args.predownload} "
-                  f"shuffle_block_size={args.shuffle_block_size or 'default'} partial=1 check={check}", flush=True)
+            result(graphs0, time.perf_counter() - t_first, s_start, "partial=1")
             shutil.rmtree(local, ignore_errors=True)
             clean_stale_shared_memory()
             os._exit(0)  # the workers are mid-epoch: no orderly shutdown to wait for
@@ -120,16 +127,9 @@ def read(args):
         t1 = time.perf_counter()
         graphs1 = 0
         for batch in loader:
-            for s in batch:
-                check += int(s["edge_index"].sum()) + int(s["num_nodes"])
+            touch(batch)
             graphs1 += len(batch)
-        seconds = time.perf_counter() - t1
-        s1 = stats(args.stats)
-        print(f"RESULT kind=mosaic name={args.name} graphs={graphs1} epoch_s={seconds:.3f} "
-              f"graphs_per_s={graphs1 / max(seconds, 1e-9):.0f} first_batch_s={first:.3f} "
-              f"gets={s1['requests'] - s0['requests']} bytes={s1['bytes'] - s0['bytes']} "
-              f"workers={args.workers} cache_limit={args.cache_limit} predownload={args.predownload} "
-              f"shuffle_block_size={args.shuffle_block_size or 'default'} epoch0_graphs={graphs0} check={check}", flush=True)
+        result(graphs1, time.perf_counter() - t1, s0, f"epoch0_graphs={graphs0}")
     finally:
         shutil.rmtree(local, ignore_errors=True)
         clean_stale_shared_memory()
