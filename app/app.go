@@ -27,7 +27,6 @@ import (
 	"github.com/augloader/augloader/internal/bytesize"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/loader"
-	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
@@ -101,6 +100,11 @@ type LoaderOptions struct {
 	// and NodeSam indexes held (shard.WithCacheLimit); 0 reads every shard
 	// at start and keeps it.
 	CacheLimit int64
+	// DiskCache is a local folder that keeps the ranges read from the
+	// shards' store, at most DiskCacheLimit bytes (0: DefaultDiskCacheLimit),
+	// across restarts (objstore.DiskCache); empty: none.
+	DiskCache      string
+	DiskCacheLimit int64
 	// Twins declares the twin sets a request with twins draws from
 	// (wire.Request.Twins): each "A / B[ / …]", a schedule per twin
 	// (epoch.ParseTwinSet), every set as long. Every training or
@@ -126,6 +130,9 @@ func (o *LoaderOptions) EnsureDefaults() {
 	}
 	if o.SplitSet == "" {
 		o.SplitSet = SetTraining
+	}
+	if o.DiskCache != "" && o.DiskCacheLimit == 0 {
+		o.DiskCacheLimit = DefaultDiskCacheLimit
 	}
 	if o.MemoryBudget == 0 {
 		o.MemoryBudget = DefaultMemoryBudget
@@ -169,6 +176,9 @@ func (o *LoaderOptions) Validate() error {
 	} else if o.CacheLimit > 0 && o.CacheLimit < MinCacheLimit {
 		bad("--cache-limit %d bytes: want at least 16MiB (or 0: hold every shard)", o.CacheLimit)
 	}
+	if o.DiskCache != "" && o.DiskCacheLimit <= 0 {
+		bad("--disk-cache-limit %d bytes: want a positive size", o.DiskCacheLimit)
+	}
 	if _, err := epoch.ParseShuffle(o.Shuffle); err != nil {
 		bad("--shuffle %q: want global, window:N (N ≥ 1 pages, a shard file's record batches) or window:SIZE (e.g. 64MiB of pages)", o.Shuffle)
 	}
@@ -197,7 +207,8 @@ func (o *LoaderOptions) Validate() error {
 type Built struct {
 	Reader *shard.Reader
 	// Store holds the shard folder (a local one, or objstore.S3: its
-	// request counters go to /metrics).
+	// request counters go to /metrics), behind an objstore.DiskCache when
+	// DiskCache is set.
 	Store shard.Store
 	// Shuffle is the order's draw every view uses.
 	Shuffle epoch.Shuffle
@@ -211,8 +222,8 @@ type Built struct {
 	Notes []string
 }
 
-// Close releases the shard reader.
-func (b *Built) Close() error { return b.Reader.Close() }
+// Close releases the shard reader and the disk cache.
+func (b *Built) Close() error { return errors.Join(b.Reader.Close(), closeStore(b.Store)) }
 
 // ViewSpec is one parsed view spec.
 type ViewSpec struct {
@@ -279,12 +290,13 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := objstore.Resolve(ctx, o.Shards)
+	st, err := openStore(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	r, err := shard.OpenStore(ctx, st, shard.WithCacheLimit(o.CacheLimit))
 	if err != nil {
+		closeStore(st)
 		return nil, err
 	}
 	b := &Built{Reader: r, Notes: notes, Store: st}
@@ -293,11 +305,11 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 			"size the graphs; convert it again with this shardconv for a start that reads only the shards it serves first", o.Shards))
 	}
 	if b.Shuffle, b.noIndex, err = o.cachePlan(r, &b.Notes); err != nil {
-		r.Close()
+		b.Close()
 		return nil, err
 	}
 	if err := b.build(ctx, o, specs); err != nil {
-		r.Close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil

@@ -26,6 +26,10 @@
 // new folder (which has a generation of its own, shard.Manifest.Generation)
 // beside the old one and swaps the manifest, so the old folder stays
 // whole until then and a stopped replacement leaves it as it was.
+//
+// Caching: DiskCache keeps another store's reads in a local folder, across
+// restarts, keyed by object, version (the ETag) and range, each entry
+// checked by its own CRC-32C on every read, at most a byte limit held.
 package objstore
 
 import (

@@ -47,11 +47,17 @@ func epochBytes(t *testing.T, location string, sh epoch.Shuffle, limit int64, st
 // epochStream is epochBytes with the stream's error returned.
 func epochStream(t *testing.T, location string, sh epoch.Shuffle, limit int64, startBatch int) ([]byte, error) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := objstore.Resolve(ctx, location)
+	st, err := objstore.Resolve(context.Background(), location)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return storeStream(t, st, sh, limit, startBatch)
+}
+
+// storeStream is epochStream reading the folder of store st.
+func storeStream(t *testing.T, st shard.Store, sh epoch.Shuffle, limit int64, startBatch int) ([]byte, error) {
+	t.Helper()
+	ctx := context.Background()
 	var opts []shard.Option
 	if limit > 0 {
 		opts = append(opts, shard.WithCacheLimit(limit))

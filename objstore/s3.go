@@ -146,6 +146,9 @@ type object struct {
 func (o *object) Size() int64  { return o.size }
 func (o *object) Close() error { return nil }
 
+// Version is the ETag the object had when opened: the one its reads name.
+func (o *object) Version() string { return o.etag }
+
 // ReadAt reads len(p) bytes at off with ranged GETs, resuming from the
 // byte reached when a body is cut.
 func (o *object) ReadAt(p []byte, off int64) (int, error) {

@@ -23,6 +23,7 @@ type Metrics struct {
 	ppr                                     PPRGauge
 	cache                                   func() CacheStats
 	store                                   func() StoreStats
+	disk                                    func() DiskCacheStats
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
 }
@@ -89,6 +90,21 @@ type StoreStats struct {
 func (m *Metrics) SetObjectStore(stats func() StoreStats) {
 	m.mu.Lock()
 	m.store = stats
+	m.mu.Unlock()
+}
+
+// DiskCacheStats is what Metrics reports of a disk cache of the store's
+// reads (objstore.DiskCache).
+type DiskCacheStats struct {
+	Hits, Misses, Bad, Evictions, WriteErrors, Written int64
+	Used, Limit                                        int64
+}
+
+// SetDiskCache makes /metrics report the disk cache before the store the
+// shards are read from (augloader_disk_cache_*).
+func (m *Metrics) SetDiskCache(stats func() DiskCacheStats) {
+	m.mu.Lock()
+	m.disk = stats
 	m.mu.Unlock()
 }
 
@@ -179,6 +195,17 @@ func (m *Metrics) WriteText(w io.Writer) {
 		count("augloader_objstore_retries_total", "Requests tried again (a cut body, a timeout, 5xx, SlowDown).", "counter", st.Retries)
 		count("augloader_objstore_bytes_total", "Bytes read from the object store.", "counter", st.Bytes)
 		counter("augloader_objstore_get_seconds_total", "Time from each GET sent to its body read, summed.", st.Seconds)
+	}
+	if m.disk != nil {
+		st := m.disk()
+		count("augloader_disk_cache_hits_total", "Reads of the shards' store served from --disk-cache.", "counter", st.Hits)
+		count("augloader_disk_cache_misses_total", "Reads of the shards' store that --disk-cache did not hold (bad entries included).", "counter", st.Misses)
+		count("augloader_disk_cache_bad_total", "Entries of --disk-cache that failed their check (CRC-32C, size, key) and were fetched again.", "counter", st.Bad)
+		count("augloader_disk_cache_evictions_total", "Entries dropped to stay within --disk-cache-limit.", "counter", st.Evictions)
+		count("augloader_disk_cache_write_errors_total", "Entries that could not be written or removed (the read went on from the store).", "counter", st.WriteErrors)
+		count("augloader_disk_cache_written_bytes_total", "Bytes of entries written to --disk-cache.", "counter", st.Written)
+		count("augloader_disk_cache_bytes", "Bytes of entries --disk-cache holds.", "gauge", st.Used)
+		count("augloader_disk_cache_limit_bytes", "--disk-cache-limit.", "gauge", st.Limit)
 	}
 	if m.cache != nil {
 		st := m.cache()

@@ -33,6 +33,14 @@ type StoreFile interface {
 	Size() int64
 }
 
+// Versioned is a StoreFile that names the version of the bytes it
+// reads: an S3 object's ETag, a local file's size and modification time.
+// Another version is other bytes; a cache of a store's reads keys them
+// by it (objstore.DiskCache), and a file that has none is not cached.
+type Versioned interface {
+	Version() string
+}
+
 // DirStore is the store of a local folder.
 func DirStore(dir string) Store { return dirStore(dir) }
 
@@ -52,15 +60,19 @@ func (d dirStore) Open(_ context.Context, name string) (StoreFile, error) {
 		f.Close()
 		return nil, err
 	}
-	return &dirFile{File: f, size: st.Size()}, nil
+	return &dirFile{File: f, size: st.Size(), version: fmt.Sprintf("%d@%d", st.Size(), st.ModTime().UnixNano())}, nil
 }
 
 type dirFile struct {
 	*os.File
-	size int64
+	size    int64
+	version string
 }
 
 func (f *dirFile) Size() int64 { return f.size }
+
+// Version is the file's size and modification time when opened.
+func (f *dirFile) Version() string { return f.version }
 
 // readAll reads a whole file of st of at most limit bytes.
 func readAll(ctx context.Context, st Store, name string, limit int64) ([]byte, error) {

@@ -164,7 +164,8 @@ func TestCacheLimitTooSmallForAPage(t *testing.T) {
 }
 
 // The windowed shuffle is a different order: its identity says so, and
-// a wrong --shuffle or --cache-limit is refused naming the flag.
+// a wrong --shuffle, --cache-limit or --disk-cache is refused naming the
+// flag or the folder.
 func TestShuffleFlags(t *testing.T) {
 	shards := fixture.SynthShards(t, "COLLAB", 60, 1)
 	for _, tc := range []struct{ args, want string }{
@@ -172,6 +173,9 @@ func TestShuffleFlags(t *testing.T) {
 		{"--shuffle local", "--shuffle"},
 		{"--cache-limit 1MiB", "--cache-limit"},
 		{"--cache-limit lots", "--cache-limit"},
+		{"--disk-cache " + t.TempDir() + " --disk-cache-limit 0", "--disk-cache-limit"},
+		{"--disk-cache " + t.TempDir() + " --disk-cache-limit 1.5", "--disk-cache-limit"},
+		{"--disk-cache " + shards + "/manifest.json", "manifest.json: not a directory"},
 	} {
 		_, stderr, code := runBin(t, append([]string{"serve", "--shards", shards, "--socket", t.TempDir() + "/s"}, strings.Fields(tc.args)...)...)
 		if code == 0 || !strings.Contains(stderr, tc.want) {

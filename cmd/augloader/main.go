@@ -78,6 +78,8 @@ var loaderFlags = []cli.Flag{
 	&cli.StringFlag{Name: "folds", Usage: "folder of split files fold-NN.json ({fold} views), as augloader split writes them: fold N is the file numbered N"},
 	&cli.StringFlag{Name: "ppr-cache", Value: cliutil.FormatSize(app.DefaultPPRCache), Usage: "memory for SubMix's cached PageRank rankings per (graph, root): later draws skip the solve, bytes unchanged (0: no cache)"},
 	&cli.StringFlag{Name: "cache-limit", Value: "0", Usage: "bytes of decoded pages and NodeSam indexes held (e.g. 1GiB; at least 16MiB and the largest page): a page, one record batch of a shard file (at most 1,024 graphs, a few MiB), is read by offset when first needed and checked, the one needed farthest ahead in the epoch's known order dropped, which changes speed, never bytes; 0 reads every shard at start. The process holds about this plus --memory-budget, --ppr-cache and 128MiB (docs/deploy.md)"},
+	&cli.StringFlag{Name: "disk-cache", Usage: "a local folder (created when absent) that keeps what is read from --shards, each page checked by its CRC-32C on every read and kept across restarts, so a host fetches each page of an s3:// folder once; one daemon per folder"},
+	&cli.StringFlag{Name: "disk-cache-limit", Value: cliutil.FormatSize(app.DefaultDiskCacheLimit), Usage: "bytes --disk-cache holds at most, the least recently used pages dropped first"},
 	&cli.StringFlag{Name: "shuffle", Usage: "the epoch's order: global (one permutation of the whole set), window:N (the pages, a shard file's record batches, in a per-epoch order, graphs permuted within each N consecutive pages; SubMix draws partners in the window; docs/schedule.md) or window:SIZE (as many pages as fill SIZE decoded, e.g. window:64MiB). Default: global, or a window filling about a quarter of --cache-limit when the set does not fit it (NodeSam indexes are then not kept)"},
 }
 
@@ -97,7 +99,12 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	if err != nil {
 		return app.LoaderOptions{}, err
 	}
+	disk, err := cliutil.ParseSize("disk-cache-limit", c.String("disk-cache-limit"))
+	if err != nil {
+		return app.LoaderOptions{}, err
+	}
 	lo := app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr, CacheLimit: cache, Shuffle: c.String("shuffle"),
+		DiskCache: c.String("disk-cache"), DiskCacheLimit: disk,
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: epoch.Remainder(c.String("remainder")),

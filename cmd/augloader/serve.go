@@ -136,11 +136,19 @@ func serveCmd() *cli.Command {
 				if b.Reader.Lazy() {
 					metrics.SetShardCache(func() server.CacheStats { return server.CacheStats(b.Reader.Stats()) })
 				}
-				if s3, ok := b.Store.(*objstore.S3); ok {
+				if s3 := app.ObjectStore(b.Store); s3 != nil {
 					metrics.SetObjectStore(func() server.StoreStats {
 						st := s3.Stats()
 						return server.StoreStats{Gets: st.Gets.Load(), Heads: st.Heads.Load(), Retries: st.Retries.Load(),
 							Bytes: st.Bytes.Load(), Seconds: time.Duration(st.Nanos.Load()).Seconds()}
+					})
+				}
+				if dc, ok := b.Store.(*objstore.DiskCache); ok {
+					metrics.SetDiskCache(func() server.DiskCacheStats {
+						st := dc.Stats()
+						return server.DiskCacheStats{Hits: st.Hits.Load(), Misses: st.Misses.Load(), Bad: st.Bad.Load(),
+							Evictions: st.Evictions.Load(), WriteErrors: st.WriteErrors.Load(), Written: st.Written.Load(),
+							Used: dc.Used(), Limit: dc.Limit()}
 					})
 				}
 				// What is applied comes first: a default policy is never silent.

@@ -1,0 +1,299 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/objstore"
+	"github.com/augloader/augloader/shard"
+)
+
+// pageLimit is the shard cache's limit in these tests: a page at a time,
+// so pages are read by offset (and read again after an eviction).
+const pageLimit = 1 << 20
+
+var windowed = epoch.Shuffle{Window: 4}
+
+// openCache opens a disk cache of inner in dir, closed when the test ends.
+func openCache(t *testing.T, inner shard.Store, dir string, limit int64) *objstore.DiskCache {
+	t.Helper()
+	c, err := objstore.NewDiskCache(inner, dir, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// openS3 opens the S3 store of location.
+func openS3(t *testing.T, location string) *objstore.S3 {
+	t.Helper()
+	st, err := objstore.Resolve(context.Background(), location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.(*objstore.S3)
+}
+
+// entries lists the cache folder's entry files, by name.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.page"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// An epoch read through a disk cache is the local folder's bytes; the
+// next process on the same folder sends no GET (only the HEADs that name
+// each file's version) and is served every range from disk.
+func TestDiskCacheRestart(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
+	srv := s3test.Start(t)
+	loc := srv.Upload(t, "shards", "collab/v1", dir)
+	want := epochBytes(t, dir, windowed, pageLimit, 0)
+	cacheDir := t.TempDir()
+	for run := range 2 {
+		s3 := openS3(t, loc)
+		c := openCache(t, s3, cacheDir, 1<<30)
+		got, err := storeStream(t, c, windowed, pageLimit, 0)
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("run %d: %d bytes differ from the local folder's %d", run, len(got), len(want))
+		}
+		st := c.Stats()
+		gets, hits, misses := s3.Stats().Gets.Load(), st.Hits.Load(), st.Misses.Load()
+		t.Logf("run %d: %d GETs, %d hits, %d misses, %d bytes held", run, gets, hits, misses, c.Used())
+		switch {
+		case run == 0 && (misses == 0 || gets != misses):
+			t.Fatalf("first run: %d misses, %d GETs: want one GET per miss", misses, gets)
+		case run == 1 && (gets != 0 || misses != 0 || hits == 0):
+			t.Fatalf("after a restart: %d GETs, %d misses, %d hits: want every range from disk", gets, misses, hits)
+		}
+		c.Close()
+	}
+}
+
+// An object replaced in the store (another ETag) is never served from
+// the old object's entries: its pages are fetched again, and these bytes
+// are damaged, so the read fails naming the file.
+func TestDiskCacheKeysByVersion(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
+	srv := s3test.Start(t)
+	loc := srv.Upload(t, "shards", "collab/v1", dir)
+	cacheDir := t.TempDir()
+	c := openCache(t, openS3(t, loc), cacheDir, 1<<30)
+	if _, err := storeStream(t, c, windowed, pageLimit, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	s3 := openS3(t, loc)
+	const name = "shard-00000.arrow"
+	srv.PutDamaged(t, s3, dir, name, 0.5, 0x10)
+	c = openCache(t, s3, cacheDir, 1<<30)
+	_, err := storeStream(t, c, windowed, pageLimit, 0)
+	if err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("want an error naming the replaced %s, got %v", name, err)
+	}
+	if c.Stats().Misses.Load() == 0 || s3.Stats().Gets.Load() == 0 {
+		t.Fatal("the replaced object was served from the old one's entries")
+	}
+}
+
+// Every entry is checked on every read: a damaged one is dropped, counted
+// and fetched again, and the bytes served are the store's.
+func TestDiskCacheChecksEntries(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
+	want := epochBytes(t, dir, windowed, pageLimit, 0)
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, entries []string)
+	}{
+		{"flipped byte", func(t *testing.T, e []string) { flip(t, e[0], 0.5) }},
+		{"flipped CRC", func(t *testing.T, e []string) { flip(t, e[0], 1) }},
+		{"torn", func(t *testing.T, e []string) {
+			info, err := os.Stat(e[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(e[0], info.Size()/2); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"another key's entry", func(t *testing.T, e []string) { copyFile(t, e[1], e[0]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cacheDir := t.TempDir()
+			c := openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
+			if _, err := storeStream(t, c, windowed, pageLimit, 0); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			tc.damage(t, entries(t, cacheDir))
+			c = openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
+			got, err := storeStream(t, c, windowed, pageLimit, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatal("a damaged entry changed the bytes served")
+			}
+			if bad, misses := c.Stats().Bad.Load(), c.Stats().Misses.Load(); bad != 1 || misses != 1 {
+				t.Fatalf("%d bad entries, %d misses: want the damaged one found and fetched again", bad, misses)
+			}
+		})
+	}
+}
+
+// flip XORs the byte at fraction at of file path (1: the last).
+func flip(t *testing.T, path string, at float64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[min(int(float64(len(b))*at), len(b)-1)] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func size(t *testing.T, path string) int64 {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The folder holds at most the limit: while serving, and at open when a
+// previous process left more (the least recently used, by modification
+// time, dropped first).
+func TestDiskCacheLimit(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
+	want := epochBytes(t, dir, windowed, pageLimit, 0)
+	cacheDir := t.TempDir()
+	c := openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
+	if _, err := storeStream(t, c, windowed, pageLimit, 0); err != nil {
+		t.Fatal(err)
+	}
+	all := c.Used()
+	c.Close()
+
+	// At open: every entry but one made old; a limit that holds the young
+	// one alone keeps it.
+	names := entries(t, cacheDir)
+	young := names[len(names)/2]
+	old := time.Now().Add(-time.Hour)
+	for _, n := range names {
+		if n != young {
+			if err := os.Chtimes(n, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c = openCache(t, shard.DirStore(dir), cacheDir, size(t, young))
+	if left := entries(t, cacheDir); len(left) != 1 || left[0] != young {
+		t.Fatalf("at open under a limit of one entry: %d entries left, want the most recently used one", len(left))
+	}
+	c.Close()
+
+	// While serving, with a third of what the epoch reads.
+	limit := all / 3
+	c = openCache(t, shard.DirStore(dir), cacheDir, limit)
+	got, err := storeStream(t, c, windowed, pageLimit, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the bytes differ under a disk cache limit")
+	}
+	var held int64
+	for _, n := range entries(t, cacheDir) {
+		held += size(t, n)
+	}
+	if c.Used() > limit || held != c.Used() || c.Stats().Evictions.Load() == 0 {
+		t.Fatalf("limit %d: %d bytes held (%d on disk), %d evictions", limit, c.Used(), held, c.Stats().Evictions.Load())
+	}
+}
+
+// One process per folder, named when refused; at open the temporary files
+// a stopped process left go, and files that are not the cache's stay; an
+// entry that cannot be written leaves the read whole.
+func TestDiskCacheFolder(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 120, 2, 256<<10)
+	want := epochBytes(t, dir, windowed, pageLimit, 0)
+	cacheDir := t.TempDir()
+	c := openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
+	_, err := objstore.NewDiskCache(shard.DirStore(dir), cacheDir, 1<<30)
+	if !errors.Is(err, objstore.ErrDiskCache) || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("a second process on the folder: want ErrDiskCache naming the holder's pid, got %v", err)
+	}
+	if _, err := storeStream(t, c, windowed, pageLimit, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	names := entries(t, cacheDir)
+	// The first entry's name taken by a folder: its rename fails.
+	blocked := names[0]
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(blocked, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keep := []string{filepath.Join(cacheDir, "notes.txt"), filepath.Join(cacheDir, "short.page")}
+	for _, k := range keep {
+		if err := os.WriteFile(k, []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := filepath.Join(cacheDir, ".tmp-123.page")
+	if err := os.WriteFile(stale, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a stopped write's temporary file is still there (%v)", err)
+	}
+	for _, k := range keep {
+		if b, err := os.ReadFile(k); err != nil || string(b) != "mine" {
+			t.Fatalf("%s, not the cache's, was touched (%v)", k, err)
+		}
+	}
+	got, err := storeStream(t, c, windowed, pageLimit, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) || c.Stats().WriteErrors.Load() == 0 {
+		t.Fatalf("an entry that cannot be written: same bytes %v, %d write errors", bytes.Equal(got, want), c.Stats().WriteErrors.Load())
+	}
+}
