@@ -26,7 +26,7 @@ const pageLimit = 1 << 20
 var windowed = epoch.Shuffle{Window: 4}
 
 // openCache opens a disk cache of inner in dir, closed when the test ends.
-func openCache(t *testing.T, inner shard.Store, dir string, limit int64) *objstore.DiskCache {
+func openCache(t testing.TB, inner shard.Store, dir string, limit int64) *objstore.DiskCache {
 	t.Helper()
 	c, err := objstore.NewDiskCache(inner, dir, limit)
 	if err != nil {
@@ -47,7 +47,7 @@ func openS3(t *testing.T, location string) *objstore.S3 {
 }
 
 // entries lists the cache folder's entry files, by name.
-func entries(t *testing.T, dir string) []string {
+func entries(t testing.TB, dir string) []string {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.page"))
 	if err != nil {
@@ -296,4 +296,77 @@ func TestDiskCacheFolder(t *testing.T) {
 	if !bytes.Equal(got, want) || c.Stats().WriteErrors.Load() == 0 {
 		t.Fatalf("an entry that cannot be written: same bytes %v, %d write errors", bytes.Equal(got, want), c.Stats().WriteErrors.Load())
 	}
+}
+
+// Any bytes in the place of an entry are served only when they are the
+// store's: a damaged, forged or foreign entry is refused and the range
+// read from the store.
+func FuzzDiskCacheEntry(f *testing.F) {
+	src := f.TempDir()
+	want := []byte("the bytes of the store's file, read whole through the cache")
+	if err := os.WriteFile(filepath.Join(src, "file"), want, 0o644); err != nil {
+		f.Fatal(err)
+	}
+	// The seed corpus: the entry the cache writes, and it damaged.
+	cacheDir := f.TempDir()
+	entry := readThrough(f, src, cacheDir)
+	f.Add(entry)
+	f.Add(entry[:len(entry)-1])
+	f.Add(append(append([]byte(nil), entry...), 0))
+	f.Add([]byte("AUGPAGE1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cacheDir := t.TempDir()
+		name := filepath.Base(entries(t, fillDir(t, src, cacheDir))[0])
+		if err := os.WriteFile(filepath.Join(cacheDir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := openCache(t, shard.DirStore(src), cacheDir, 1<<20)
+		got := read(t, c)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("served %q, want the store's bytes", got)
+		}
+		if hit := c.Stats().Hits.Load() == 1; hit != bytes.Equal(b, entry) {
+			t.Fatalf("entry %q: served from disk %v", b, hit)
+		}
+	})
+}
+
+// readThrough reads file of folder src through a cache in cacheDir and
+// returns the entry written.
+func readThrough(tb testing.TB, src, cacheDir string) []byte {
+	tb.Helper()
+	fillDir(tb, src, cacheDir)
+	names, _ := filepath.Glob(filepath.Join(cacheDir, "*.page"))
+	b, err := os.ReadFile(names[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// fillDir reads file of src once through a cache in cacheDir and closes it.
+func fillDir(tb testing.TB, src, cacheDir string) string {
+	tb.Helper()
+	c, err := objstore.NewDiskCache(shard.DirStore(src), cacheDir, 1<<20)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	read(tb, c)
+	return cacheDir
+}
+
+// read reads file whole through store st.
+func read(tb testing.TB, st shard.Store) []byte {
+	tb.Helper()
+	fh, err := st.Open(context.Background(), "file")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer fh.Close()
+	p := make([]byte, fh.Size())
+	if _, err := fh.ReadAt(p, 0); err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }
