@@ -7,8 +7,10 @@
 # over the Unix socket; epoch 0 warms, epoch 1 is timed. Prints a RESULT
 # line per run: graphs/s and seconds of epoch 1, time from starting the
 # daemon to its first batch, the GETs and bytes fetched during epoch 1
-# (augloader_objstore_*), and page_bytes, what the epoch's pages come to
-# read once each (the page map's lengths).
+# (augloader_objstore_*) and the GETs from the start through epoch 1
+# (gets_all), and page_bytes, what the epoch's pages come to read once
+# each (the page map's lengths). Then the 20 ms case with --disk-cache: a
+# daemon that fills it, and one started again on it.
 #
 # Then the peer, MosaicML Streaming (bench/peers/mosaic_s3.py in
 # .venv-mosaic, make .venv-mosaic/.stamp): the same graphs packed as MDS
@@ -76,12 +78,13 @@ export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-
 COMMON="--policy nodesam --seed 3 --memory-budget 256MiB --ppr-cache 0 --cache-limit 1GiB"
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 
-# serve NAME SHARDS ENDPOINT
+# serve NAME SHARDS ENDPOINT [FLAG...]
 serve() {
   local name=$1 shards=$2 endpoint=$3 mport sock="$TMP/$1.sock" t0 t1 pid
+  shift 3
   mport=$(free_port)
   t0=$(date +%s.%N)
-  AWS_ENDPOINT_URL=$endpoint "$B"/augloader serve --shards "$shards" --socket "$sock" --metrics "127.0.0.1:$mport" $COMMON \
+  AWS_ENDPOINT_URL=$endpoint "$B"/augloader serve --shards "$shards" --socket "$sock" --metrics "127.0.0.1:$mport" $COMMON "$@" \
     >"$TMP/$name.ready" 2>"$TMP/$name.log" &
   pid=$!
   until grep -q '"ready":true' "$TMP/$name.ready" 2>/dev/null; do kill -0 "$pid" || { cat "$TMP/$name.log"; exit 1; }; sleep 0.02; done
@@ -99,6 +102,7 @@ e, name, first, g0, g1, b0, b1, pages = sys.argv[1:]
 d = json.load(open(e))
 print(f"RESULT kind=s3 name={name} graphs={d['graphs']} epoch_s={d['seconds']:.3f} graphs_per_s={d['graphs'] / max(d['seconds'], 1e-9):.0f} "
       f"first_batch_s={float(first):.3f} gets={int(float(g1)) - int(float(g0))} bytes={int(float(b1)) - int(float(b0))} page_bytes={pages} "
+      f"gets_all={int(float(g1))} "
       f"shuffle={d['config'].get('shuffle', 'global')}")
 PY
 }
@@ -106,6 +110,10 @@ PY
 serve local "$TMP/s" ""
 serve s3 s3://bench/ppa "http://127.0.0.1:$S3PORT"
 serve s3-20ms s3://bench/ppa "http://127.0.0.1:$LPORT"
+# --disk-cache: a daemon that fills it (epoch 1 from disk), then one started
+# again on it (its first batch and every epoch from disk).
+serve s3-20ms-disk s3://bench/ppa "http://127.0.0.1:$LPORT" --disk-cache "$TMP/disk-cache"
+serve s3-20ms-disk-restart s3://bench/ppa "http://127.0.0.1:$LPORT" --disk-cache "$TMP/disk-cache"
 
 if [ "$MOSAIC" = 1 ]; then
   CPORT=$(free_port)

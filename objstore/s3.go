@@ -132,22 +132,37 @@ func (s *S3) Open(ctx context.Context, name string) (shard.StoreFile, error) {
 		return nil, err
 	}
 	o := &object{s: s, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}
+	if t := out.LastModified; t != nil {
+		o.modified = t.UnixNano()
+	}
 	return o, nil
 }
 
 // object is one opened object: reads name the ETag it had when opened.
 type object struct {
-	s    *S3
-	key  string
-	size int64
-	etag string
+	s        *S3
+	key      string
+	size     int64
+	etag     string
+	modified int64 // Last-Modified, Unix nanoseconds (0: not given)
 }
 
 func (o *object) Size() int64  { return o.size }
 func (o *object) Close() error { return nil }
 
-// Version is the ETag the object had when opened: the one its reads name.
-func (o *object) Version() string { return o.etag }
+// Version is the ETag the object had when opened (the one its reads
+// name), or, from a store that gives none (s3proxy's filesystem backend
+// for a file put there by hand), its Last-Modified time; "" without
+// either, and the object is then not cached.
+func (o *object) Version() string {
+	switch {
+	case o.etag != "":
+		return "etag:" + o.etag
+	case o.modified != 0:
+		return "modified:" + strconv.FormatInt(o.modified, 10)
+	}
+	return ""
+}
 
 // ReadAt reads len(p) bytes at off with ranged GETs, resuming from the
 // byte reached when a body is cut.

@@ -126,6 +126,8 @@ var goalTable = []goalSpec{
 		bounds: []bound{{"ratio", ">=", 0.8}}, measure: func(pg *page) ([]any, []measuredCase) { return pg.s3Ratio("s3-20ms") }},
 	{key: "s3-first-batch", issue: "#47", text: "the same: time to the first batch from starting the daemon, measured against the local folder's",
 		measure: (*page).s3FirstBatchCases},
+	{key: "s3-disk-cache", issue: "#47", text: "the same with 20 ms a request and `--disk-cache`: a daemon started again on a disk cache another filled, " +
+		"its GETs from the start through epoch 1, time to the first batch and throughput, measured against the local folder's", measure: (*page).s3DiskCacheCases},
 	{key: "s3-mosaic", issue: "#47", text: "MosaicML Streaming reading the same graphs from the same server under a `cache_limit` below its set's size, at its fastest " +
 		"(workers 0 to 2): bytes fetched, time to first sample and epoch time, measured against the daemon's (ratio: our graphs/s ÷ its)", measure: (*page).mosaicCases},
 }

@@ -468,6 +468,8 @@ func TestCliffAndS3Sections(t *testing.T) {
 			"RESULT kind=s3 name=local graphs=40000 epoch_s=20 graphs_per_s=2000 first_batch_s=1.4 gets=0 bytes=0 page_bytes=720000000 shuffle=page-window:15\n" +
 			"RESULT kind=s3 name=s3 graphs=40000 epoch_s=21 graphs_per_s=1900 first_batch_s=1.6 gets=132 bytes=750000000 page_bytes=720000000 shuffle=page-window:15\n" +
 			"RESULT kind=s3 name=s3-20ms graphs=40000 epoch_s=30 graphs_per_s=1500 first_batch_s=2.4 gets=132 bytes=508000000 page_bytes=720000000 shuffle=page-window:15\n" +
+			"RESULT kind=s3 name=s3-20ms-disk graphs=40000 epoch_s=21 graphs_per_s=1950 first_batch_s=2.4 gets=0 bytes=0 page_bytes=720000000 shuffle=page-window:15 gets_all=140\n" +
+			"RESULT kind=s3 name=s3-20ms-disk-restart graphs=40000 epoch_s=20.5 graphs_per_s=1960 first_batch_s=1.5 gets=0 bytes=0 page_bytes=720000000 shuffle=page-window:15 gets_all=0\n" +
 			"RESULT kind=mosaic name=mosaic-none graphs=40000 epoch_s=40 graphs_per_s=1000 first_batch_s=3.0 gets=50 bytes=3000000000 workers=0 cache_limit=1500000000 shuffle_block_size=5000 compression=none\n" +
 			"RESULT kind=mosaic name=mosaic-none graphs=40000 epoch_s=20 graphs_per_s=2000 first_batch_s=2.0 gets=50 bytes=3000000000 workers=1 cache_limit=1500000000 shuffle_block_size=5000 compression=none\n" +
 			"RESULT kind=mosaic name=mosaic-none graphs=900 epoch_s=60 graphs_per_s=15 first_batch_s=2.0 gets=500 bytes=30000000000 workers=0 cache_limit=1500000000 shuffle_block_size=default partial=1 compression=none\n" +
@@ -480,6 +482,8 @@ func TestCliffAndS3Sections(t *testing.T) {
 		"1.04× (715 MiB fetched in 132 GETs; the pages come to 687 MiB) | **met**",
 		"75% (1,500 vs 2,000 graphs/s) | **not met**",
 		"local 1.400 s; s3 1.600 s; s3-20ms 2.400 s",
+		"started again: 0 GETs from the start, first batch 1.500 s (local 1.400 s), 1,960 graphs/s (98% of local); the daemon that filled it: 0 GETs in epoch 1, 1,950 graphs/s",
+		"| s3-20ms-disk-restart | `page-window:15` | 1,960 |",
 		"MDS none, 1 workers: 2,000 graphs/s, first batch 2.000 s, 2.8 GiB fetched in epoch 1 (ours 1,900 graphs/s, 1.600 s, 715 MiB)",
 		"| Streaming, MDS none | 2 | — | — | failed: `IndexError:_index_out_of_range` |",
 		"| Streaming, MDS none | 0 | 1.4 GiB | default | 15 | *partial*: epoch 0, 900 graphs in 60.000 | 2.000 | 500 | 27.9 GiB |",

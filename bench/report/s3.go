@@ -78,6 +78,20 @@ func (pg *page) s3FirstBatchCases() ([]any, []measuredCase) {
 	return nil, cases
 }
 
+func (pg *page) s3DiskCacheCases() ([]any, []measuredCase) {
+	local, ok1 := pg.s3Row("local")
+	fill, ok2 := pg.s3Row("s3-20ms-disk")
+	again, ok3 := pg.s3Row("s3-20ms-disk-restart")
+	if !ok1 || !ok2 || !ok3 {
+		return nil, nil
+	}
+	r := num(again, "graphs_per_s") / num(local, "graphs_per_s")
+	return nil, one(fmt.Sprintf("started again: %s GETs from the start, first batch %s s (local %s s), %s graphs/s (%.0f%% of local); "+
+		"the daemon that filled it: %s GETs in epoch 1, %s graphs/s",
+		fnum(num(again, "gets_all")), fs(num(again, "first_batch_s")), fs(num(local, "first_batch_s")), fnum(num(again, "graphs_per_s")), 100*r,
+		fnum(num(fill, "gets")), fnum(num(fill, "graphs_per_s"))), map[string]float64{"ratio": r})
+}
+
 // mosaicBest is the fastest finished MosaicML run of each compression.
 func (pg *page) mosaicBest() []map[string]string {
 	var best []map[string]string
@@ -138,7 +152,7 @@ func (pg *page) writeS3(w *bytes.Buffer) {
 		"`--policy nodesam --cache-limit 1GiB` over the Unix socket to `augloader fetch` from the local folder, from a loopback "+
 		"s3proxy 2.7.0 (`s3://`), and from that server behind `bench/latencyproxy` adding 20 ms to every request. Epoch 0 warms, "+
 		"epoch 1 is timed; the GETs and bytes are epoch 1's (`augloader_objstore_*`); *pages* is what the epoch's pages come to "+
-		"read once each. %s\n\n", pg.command("s3"), pg.machineLine())
+		"read once each; the `-disk` rows add `--disk-cache` (a daemon that fills it, epoch 0 fetching, then one started again on it). %s\n\n", pg.command("s3"), pg.machineLine())
 	fmt.Fprintf(w, "| source | shuffle | graphs/s | epoch s | first batch s | GETs | fetched | pages |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range pg.s3 {
 		if m["kind"] != "s3" {
