@@ -478,10 +478,13 @@ func TestPutFolderReplaces(t *testing.T) {
 		t.Fatal("a refused replacement changed the folder served")
 	}
 
-	stopAt := 2
+	// Stopped after two files of another generation than next's: those
+	// two are what Leftovers lists, before and after next is in place.
+	stopped := fixture.SynthShardsWith(t, "COLLAB", 90, 5, convert.Options{ShardBytes: 128 << 10, Generation: "0000000000000bad"})
+	var put []string
 	cctx, cancel := context.WithCancel(ctx)
-	err = st.PutFolder(cctx, next, true, func(name string, _ int64) {
-		if stopAt--; stopAt == 0 {
+	err = st.PutFolder(cctx, stopped, true, func(name string, _ int64) {
+		if put = append(put, name); len(put) == 2 {
 			cancel()
 		}
 	})
@@ -492,9 +495,27 @@ func TestPutFolderReplaces(t *testing.T) {
 	if got := epochBytes(t, loc, epoch.Shuffle{}, 0, 0); !bytes.Equal(got, wantOld) {
 		t.Fatalf("after a replacement stopped midway (%v) the folder served other bytes", err)
 	}
+	leftovers := func() []string {
+		t.Helper()
+		left, err := st.Leftovers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, l := range left {
+			names = append(names, l.Name)
+		}
+		return names
+	}
+	if got := leftovers(); !reflect.DeepEqual(got, put) {
+		t.Fatalf("leftovers of the stopped replacement: %q, want the files it put, %q", got, put)
+	}
 
 	if err := st.PutFolder(ctx, next, true, nil); err != nil {
 		t.Fatal(err)
+	}
+	if got := leftovers(); !reflect.DeepEqual(got, put) {
+		t.Fatalf("leftovers once another folder is in place: %q, want the stopped one's, %q", got, put)
 	}
 	if got := epochBytes(t, loc, epoch.Shuffle{}, 0, 0); !bytes.Equal(got, wantNext) {
 		t.Fatal("after the replacement the folder does not serve the new bytes")

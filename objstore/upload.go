@@ -90,9 +90,8 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 		}
 	}
 	for _, name := range stale {
-		key := s.Key(name)
-		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
-			return fmt.Errorf("objstore: %s now holds the new folder; deleting the old one's s3://%s/%s: %w", s.Location(), s.bucket, key, err)
+		if err := s.Delete(ctx, name); err != nil {
+			return fmt.Errorf("objstore: %s now holds the new folder; the old one's files: %w", s.Location(), err)
 		}
 	}
 	return nil

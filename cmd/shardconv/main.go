@@ -34,7 +34,7 @@ func app() *cli.App {
 		Usage:   "pack TUDataset graphs into checksummed Arrow IPC shards",
 		Version: version.Version,
 		Commands: []*cli.Command{
-			convertCmd(), verifyCmd(), statsCmd(), pagemapCmd(), synthCmd(), downloadCmd(),
+			convertCmd(), verifyCmd(), statsCmd(), pagemapCmd(), pruneCmd(), synthCmd(), downloadCmd(),
 		},
 	}
 }
@@ -222,6 +222,14 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 			return nil, fmt.Errorf("stopped by a signal: %s has no manifest, so no shard folder is there (run again to upload)", out)
 		}
 		return nil, err
+	}
+	if left, err := s3.Leftovers(c.Context); err == nil && len(left) > 0 && !quiet {
+		var bytes int64
+		for _, l := range left {
+			bytes += l.Bytes
+		}
+		fmt.Fprintf(os.Stderr, "note: %s also holds %d files (%s) that stopped replacements left; shardconv prune %s deletes them\n",
+			out, len(left), cliutil.FormatSize(bytes), out)
 	}
 	return res, nil
 }

@@ -117,3 +117,58 @@ func TestConvertToS3(t *testing.T) {
 		t.Fatalf("convert -i s3://: exit %d\n%s", code, errOut)
 	}
 }
+
+// shardconv prune deletes the shards and graph-size indexes a stopped
+// replacement left (another generation than the manifest's), only those
+// old enough unless --older-than says otherwise, nothing with --dry-run,
+// and never the folder's own files, a split file or a stranger's; the
+// folder still verifies.
+func TestPrune(t *testing.T) {
+	srv := s3test.Start(t)
+	const gen = "0123456789abcdef"
+	dir := fixture.SynthShardsSized(t, "COLLAB", 150, 3, 256<<10)
+	loc := srv.Upload(t, "prune", "set", dir)
+	st, err := objstore.NewS3(t.Context(), "prune", "set", objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := []string{"shard-00000." + gen + ".arrow", "graph-sizes." + gen + ".bin"}
+	strangers := []string{"split-scaffold.json", "notes.txt", "shard-00000.NOTAGENERATION.arrow", "shard-00000." + gen + ".arrow.bak"}
+	for _, name := range append(append([]string(nil), left...), strangers...) {
+		srv.Put(t, st, name, filepath.Join(dir, "shard-00000.arrow"))
+	}
+	exists := func(name string) bool {
+		_, err := st.Open(t.Context(), name)
+		return err == nil
+	}
+	for _, tc := range []struct {
+		args    []string
+		want    string
+		deletes bool
+	}{
+		{[]string{"--dry-run", "--older-than", "0s"}, "would delete shard-00000." + gen + ".arrow", false},
+		{nil, "kept shard-00000." + gen + ".arrow", false},
+		{[]string{"--older-than", "0s"}, "2 files of stopped replacements deleted", true},
+	} {
+		_, errOut, code := run(t, append([]string{"prune", loc}, tc.args...)...)
+		if code != 0 || !strings.Contains(errOut, tc.want) {
+			t.Fatalf("prune %s: exit %d, want %q\n%s", tc.args, code, tc.want, errOut)
+		}
+		for _, name := range left {
+			if exists(name) == tc.deletes {
+				t.Fatalf("prune %s: %s exists %v", tc.args, name, !tc.deletes)
+			}
+		}
+	}
+	for _, name := range strangers {
+		if !exists(name) {
+			t.Errorf("prune deleted %s, not a leftover", name)
+		}
+	}
+	if out, errOut, code := run(t, "verify", loc); code != 0 {
+		t.Fatalf("verify after prune: %s%s", out, errOut)
+	}
+	if _, errOut, code := run(t, "prune", dir); code == 0 || !strings.Contains(errOut, "local folder") {
+		t.Fatalf("prune of a local folder: exit %d\n%s", code, errOut)
+	}
+}

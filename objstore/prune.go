@@ -1,0 +1,73 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/augloader/augloader/shard"
+)
+
+// Leftover is a file under the prefix that no folder uses: a shard or
+// graph-size index of another generation than the manifest's.
+type Leftover struct {
+	Name       string
+	Generation string
+	Bytes      int64
+	Modified   time.Time
+}
+
+// generationFile matches the names a folder with a generation gives its
+// shards and graph-size index (shard.Manifest.ShardFile, GraphSizesFile).
+var generationFile = regexp.MustCompile(`^(?:shard-[0-9]{5,}|graph-sizes)\.([0-9a-f]{16})\.(?:arrow|bin)$`)
+
+// Leftovers lists the files directly under the prefix that a replacement
+// stopped before its manifest's swap left (objstore.S3.PutFolder): shards
+// and graph-size indexes named by a generation that is not the manifest's
+// (every one when no manifest is there). Other files are never listed:
+// the current folder's, a split file, what the user keeps there.
+func (s *S3) Leftovers(ctx context.Context) ([]Leftover, error) {
+	current := ""
+	man, err := shard.ReadManifestStore(ctx, s)
+	switch {
+	case err == nil:
+		current = man.Generation
+	case errors.Is(err, os.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("objstore: %s: the manifest, which names the files in use: %w", s.Location(), err)
+	}
+	prefix := s.Key("")
+	var out []Leftover
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix, Delimiter: aws.String("/")}
+	for p := s3.NewListObjectsV2Paginator(s.client, in); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("objstore: listing %s: %w", s.Location(), err)
+		}
+		for _, o := range page.Contents {
+			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+			m := generationFile.FindStringSubmatch(name)
+			if m == nil || m[1] == current {
+				continue
+			}
+			out = append(out, Leftover{Name: name, Generation: m[1], Bytes: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+		}
+	}
+	return out, nil
+}
+
+// Delete deletes file name of the folder.
+func (s *S3) Delete(ctx context.Context, name string) error {
+	key := s.Key(name)
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+		return fmt.Errorf("objstore: deleting s3://%s/%s: %w", s.bucket, key, err)
+	}
+	return nil
+}
