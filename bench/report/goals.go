@@ -140,7 +140,7 @@ func judge(s goalSpec, args []any, cases []measuredCase) goal {
 	if len(args) > 0 {
 		text = fmt.Sprintf(s.text, args...)
 	}
-	g := goal{issue: s.issue, what: text, info: s.info, known: len(cases) > 0, key: s.key, cases: cases}
+	g := goal{issue: s.issue, what: text, info: s.info, known: len(cases) > 0, key: s.key, cases: cases, unbounded: len(s.bounds) == 0}
 	all, some := len(cases) > 0, false
 	shown := make([]string, 0, len(cases))
 	for _, c := range cases {
@@ -337,6 +337,7 @@ type goal struct {
 	met                   bool
 	known                 bool
 	info                  bool // a figure shown beside a goal, not one
+	unbounded             bool // the goal asks for a figure, with no bound on it
 }
 
 func verdict(g goal) string {
@@ -345,6 +346,8 @@ func verdict(g goal) string {
 		return "—"
 	case !g.known:
 		return "not measured"
+	case g.unbounded:
+		return "**met** (measured; no bound)"
 	case g.met:
 		return "**met**"
 	}
