@@ -18,7 +18,7 @@ import (
 // first lines), and no function of the loader or the Python client is over
 // maxFuncLines (#46).
 const (
-	maxFileLines = 650
+	maxFileLines = 600
 	maxFuncLines = 80
 )
 
