@@ -39,13 +39,21 @@ var ErrDiskCache = errors.New("objstore: disk cache")
 // DIR/<hash of the key>.page, holds the key, the bytes and a CRC-32C of
 // both, checked on every read: an entry that fails the check (a torn
 // write, a flipped bit, another key's file) is deleted and its range read
-// from the store again, counted as bad. The folder holds at most the limit
-// in entries, the least recently used dropped first; use is an entry's
-// modification time, so the order outlives the process. Failing to write
-// an entry (a full disk) is counted, never an error of the read: the cache
-// only saves requests. One process uses a folder at a time (an flock on
-// DIR/.lock); it removes only *.page entries and its own temporary files,
-// never other files in DIR.
+// from the store again, counted as bad. An entry whose bytes pass its own
+// check but not the reader's (the page's CRC-32C the manifest seals: a
+// transfer damaged once, or a store that lied, before the entry was
+// written) is dropped too when the reader asks for the range again
+// (RereadAt, shard.Rereader), so damaged bytes cost one more read, never
+// a lasting error. The folder holds at most the limit in entries, the
+// least recently used dropped first; use is an entry's modification time,
+// so the order outlives the process. Failing to write an entry (a full
+// disk) is counted, never an error of the read: the cache only saves
+// requests. One process uses a folder at a time (an flock on DIR/.lock,
+// opened without following a link and refused unless it is the regular
+// file of a process id the cache makes). A file is the cache's only by a
+// name it gives (32 hex digits, or .tmp- and digits, then .page) and the
+// header it writes; only such files are ever removed, and entries are
+// opened regular-only and without blocking, never through a link.
 type DiskCache struct {
 	inner shard.Store
 	dir   string
@@ -97,9 +105,9 @@ func NewDiskCache(inner shard.Store, dir string, limit int64) (*DiskCache, error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDiskCache, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := openLock(filepath.Join(dir, ".lock"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDiskCache, err)
+		return nil, err
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := make([]byte, 32)
@@ -122,8 +130,102 @@ func NewDiskCache(inner shard.Store, dir string, limit int64) (*DiskCache, error
 	return c, nil
 }
 
+// openLock opens (creating it) the folder's lock file, refusing one that
+// this cache did not make: a symbolic link (never followed, so a link to
+// a user's file is never truncated), a file with other links, anything
+// but a regular file (opened without blocking, so a FIFO cannot hang the
+// start), or one that holds anything but a process id.
+func openLock(path string) (*os.File, error) {
+	lock, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%w: %s is a symbolic link, not the lock this cache makes: remove it, or give --disk-cache a folder of the cache's own", ErrDiskCache, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDiskCache, err)
+	}
+	info, err := lock.Stat()
+	var why string
+	switch {
+	case err != nil:
+		why = err.Error()
+	case !info.Mode().IsRegular():
+		why = "not a regular file"
+	case info.Sys().(*syscall.Stat_t).Nlink != 1:
+		why = "a file with other links"
+	case info.Size() > 24:
+		why = fmt.Sprintf("%d bytes, not a process id", info.Size())
+	default:
+		b := make([]byte, info.Size())
+		if _, err := lock.ReadAt(b, 0); err != nil || strings.Trim(string(b), "0123456789\n") != "" {
+			why = "it holds other text than a process id"
+		}
+	}
+	if why != "" {
+		lock.Close()
+		return nil, fmt.Errorf("%w: %s is not the lock this cache makes (%s): remove it, or give --disk-cache a folder of the cache's own", ErrDiskCache, path, why)
+	}
+	return lock, nil
+}
+
+// isEntryName reports whether name is one the cache gives an entry: 32
+// lowercase hex digits and the extension.
+func isEntryName(name string) bool {
+	return len(name) == diskCacheName && strings.HasSuffix(name, diskCacheExt) && isDigits(name[:32], "0123456789abcdef")
+}
+
+// isTempName reports whether name is one the cache gives a temporary
+// file (os.CreateTemp's decimal digits between the prefix and the
+// extension).
+func isTempName(name string) bool {
+	mid, ok := strings.CutPrefix(name, diskCacheTemp)
+	if mid, ok = strings.CutSuffix(mid, diskCacheExt); !ok || mid == "" {
+		return false
+	}
+	return isDigits(mid, "0123456789")
+}
+
+func isDigits(s, digits string) bool {
+	for _, r := range s {
+		if !strings.ContainsRune(digits, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownHeader reports whether the regular file at path begins as an entry
+// the cache writes does (the magic, or as much of it as a torn write
+// left), read without following a link or blocking.
+func ownHeader(path string) bool {
+	fh, err := openEntry(path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	head := make([]byte, len(diskCacheMagic))
+	n, _ := fh.ReadAt(head, 0)
+	return string(head[:n]) == diskCacheMagic[:n]
+}
+
+// openEntry opens an entry for reading: a regular file only, never
+// through a symbolic link, and without blocking (a FIFO in an entry's
+// place would otherwise hold the read, past any signal).
+func openEntry(path string) (*os.File, error) {
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if info, err := fh.Stat(); err != nil || !info.Mode().IsRegular() {
+		fh.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return fh, nil
+}
+
 // load indexes the entries in the folder, oldest first, and trims them to
-// the limit.
+// the limit. A file is the cache's only by a name it gives and the header
+// it writes: anything else in the folder is never indexed, evicted or
+// removed.
 func (c *DiskCache) load() error {
 	ents, err := os.ReadDir(c.dir)
 	if err != nil {
@@ -136,10 +238,14 @@ func (c *DiskCache) load() error {
 	var all []found
 	for _, e := range ents {
 		name := e.Name()
+		path := filepath.Join(c.dir, name)
+		if !e.Type().IsRegular() || !(isTempName(name) || isEntryName(name)) || !ownHeader(path) {
+			continue
+		}
 		switch {
-		case strings.HasPrefix(name, diskCacheTemp) && strings.HasSuffix(name, diskCacheExt):
-			os.Remove(filepath.Join(c.dir, name)) // a write a stopped process left
-		case len(name) == diskCacheName && strings.HasSuffix(name, diskCacheExt) && e.Type().IsRegular():
+		case isTempName(name):
+			os.Remove(path) // a write a stopped process left
+		default:
 			if info, err := e.Info(); err == nil {
 				all = append(all, found{diskEntry{name, info.Size()}, info.ModTime()})
 			}
@@ -206,13 +312,10 @@ type cachedFile struct {
 // the store and writes the entry.
 func (f *cachedFile) ReadAt(p []byte, off int64) (int, error) {
 	c := f.c
-	if len(p) == 0 || off < 0 || off > f.Size()-int64(len(p)) || int64(len(p)) > c.limit {
+	entry, key, ok := f.entryOf(p, off)
+	if !ok {
 		return f.StoreFile.ReadAt(p, off)
 	}
-	key := strings.Join([]string{c.inner.Location(), f.name, f.version, strconv.FormatInt(f.Size(), 10),
-		strconv.FormatInt(off, 10), strconv.Itoa(len(p))}, "\x00")
-	sum := sha256.Sum256([]byte(key))
-	entry := hex.EncodeToString(sum[:16]) + diskCacheExt
 	if c.get(entry, key, p) {
 		c.stats.Hits.Add(1)
 		return len(p), nil
@@ -228,6 +331,33 @@ func (f *cachedFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// RereadAt reads a range from the store again, past its entry, and drops
+// the entry, counted as bad: the reader asks this when the bytes served
+// failed their check (shard.Rereader). Those bytes may have come damaged
+// from one transfer and been kept; they are not kept again, and the
+// range's next miss writes the entry anew.
+func (f *cachedFile) RereadAt(p []byte, off int64) (int, error) {
+	if entry, _, ok := f.entryOf(p, off); ok && f.c.drop(entry) {
+		f.c.stats.Bad.Add(1)
+	}
+	if rr, ok := f.StoreFile.(shard.Rereader); ok {
+		return rr.RereadAt(p, off)
+	}
+	return f.StoreFile.ReadAt(p, off)
+}
+
+// entryOf names the entry of the range of len(p) bytes at off and its
+// key; ok is false for a range the cache does not keep.
+func (f *cachedFile) entryOf(p []byte, off int64) (entry, key string, ok bool) {
+	if len(p) == 0 || off < 0 || off > f.Size()-int64(len(p)) || int64(len(p)) > f.c.limit {
+		return "", "", false
+	}
+	key = strings.Join([]string{f.c.inner.Location(), f.name, f.version, strconv.FormatInt(f.Size(), 10),
+		strconv.FormatInt(off, 10), strconv.Itoa(len(p))}, "\x00")
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16]) + diskCacheExt, key, true
+}
+
 // get fills p from entry when the folder holds it and it passes its
 // check; a failing entry is deleted.
 func (c *DiskCache) get(entry, key string, p []byte) bool {
@@ -238,9 +368,11 @@ func (c *DiskCache) get(entry, key string, p []byte) bool {
 		return false
 	}
 	path := filepath.Join(c.dir, entry)
-	fh, err := os.Open(path)
+	fh, err := openEntry(path)
 	if err != nil {
-		c.drop(entry) // removed under us (by hand, or an eviction)
+		// Removed under us (by hand, or an eviction), or something that is
+		// not an entry in its place (left there, not removed).
+		c.forget(entry)
 		return false
 	}
 	good := checkEntry(fh, key, p)
@@ -312,6 +444,12 @@ func (c *DiskCache) put(entry, key string, p []byte) error {
 	}
 	// No fsync: an entry a crash tears fails its check and is fetched again.
 	if err == nil {
+		// Never in place of what is not an entry (a folder, a FIFO, a link).
+		if info, lerr := os.Lstat(filepath.Join(c.dir, entry)); lerr == nil && !info.Mode().IsRegular() {
+			err = fmt.Errorf("%s: not a regular file", entry)
+		}
+	}
+	if err == nil {
 		err = os.Rename(tmp.Name(), filepath.Join(c.dir, entry))
 	}
 	if err != nil {
@@ -332,13 +470,32 @@ func (c *DiskCache) put(entry, key string, p []byte) error {
 	return nil
 }
 
-// drop forgets entry and deletes its file.
-func (c *DiskCache) drop(entry string) {
+// drop forgets entry and deletes its file, reporting whether it was held.
+func (c *DiskCache) drop(entry string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[entry]
+	if ok {
+		c.removeLocked(e)
+	}
+	return ok
+}
+
+// forget forgets entry and leaves its path as it is.
+func (c *DiskCache) forget(entry string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[entry]; ok {
-		c.removeLocked(e)
+		c.forgetLocked(e)
 	}
+}
+
+func (c *DiskCache) forgetLocked(e *list.Element) *diskEntry {
+	d := e.Value.(*diskEntry)
+	c.lru.Remove(e)
+	delete(c.entries, d.name)
+	c.bytes -= d.size
+	return d
 }
 
 // evictLocked drops the least recently used entries until the folder
@@ -351,11 +508,11 @@ func (c *DiskCache) evictLocked() {
 }
 
 func (c *DiskCache) removeLocked(e *list.Element) {
-	d := e.Value.(*diskEntry)
-	c.lru.Remove(e)
-	delete(c.entries, d.name)
-	c.bytes -= d.size
-	if err := os.Remove(filepath.Join(c.dir, d.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	path := filepath.Join(c.dir, c.forgetLocked(e).name)
+	if info, err := os.Lstat(path); err != nil || !info.Mode().IsRegular() {
+		return // gone, or something else in its place: not the cache's to remove
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		c.stats.WriteErrors.Add(1)
 	}
 }

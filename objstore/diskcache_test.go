@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,7 +283,7 @@ func TestDiskCacheFolder(t *testing.T) {
 		}
 	}
 	stale := filepath.Join(cacheDir, ".tmp-123.page")
-	if err := os.WriteFile(stale, []byte("half"), 0o644); err != nil {
+	if err := os.WriteFile(stale, []byte("AUGPAG"), 0o644); err != nil { // a header torn midway
 		t.Fatal(err)
 	}
 	c = openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
@@ -369,4 +375,189 @@ func read(tb testing.TB, st shard.Store) []byte {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// flipFirstShardGet is a fault proxy's flip that damages the first ranged
+// GET of a shard file, once, and counts it in flipped.
+func flipFirstShardGet(flipped *atomic.Int64) func(int64, *http.Request) bool {
+	return func(_ int64, r *http.Request) bool {
+		return strings.Contains(r.URL.Path, "/shard-") && flipped.CompareAndSwap(0, 1)
+	}
+}
+
+// One GET whose body has a flipped byte (the store honest, the transfer
+// not) costs one more GET: the epoch is the local folder's bytes, with
+// and without a disk cache. The entry written from the damaged body is
+// dropped, counted bad, not served again: a restart against the honest
+// store reads every range from disk without an error.
+func TestDamagedTransferCostsOneRead(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
+	srv := s3test.Start(t)
+	loc := srv.Upload(t, "shards", "collab/v1", dir)
+	target, _ := url.Parse(srv.Endpoint)
+	want := epochBytes(t, dir, windowed, pageLimit, 0)
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disk-cache=%v", cached), func(t *testing.T) {
+			var flipped atomic.Int64
+			srv.Env(t, startFaults(t, &faults{target: target, flip: flipFirstShardGet(&flipped)}))
+			cacheDir := t.TempDir()
+			s3 := openS3(t, loc)
+			var st shard.Store = s3
+			var c *objstore.DiskCache
+			if cached {
+				c = openCache(t, s3, cacheDir, 1<<30)
+				st = c
+			}
+			got, err := storeStream(t, st, windowed, pageLimit, 0)
+			if err != nil {
+				t.Fatalf("one damaged transfer: %v", err)
+			}
+			if !bytes.Equal(got, want) || flipped.Load() != 1 {
+				t.Fatalf("same bytes %v, %d bodies damaged", bytes.Equal(got, want), flipped.Load())
+			}
+			if r := s3.Stats().Retries.Load(); r != 1 {
+				t.Fatalf("%d retries: want the damaged range read once more", r)
+			}
+			if !cached {
+				return
+			}
+			if bad := c.Stats().Bad.Load(); bad != 1 {
+				t.Fatalf("%d bad entries: want the one written from the damaged body", bad)
+			}
+			c.Close()
+			s3 = openS3(t, loc)
+			c = openCache(t, s3, cacheDir, 1<<30)
+			got, err = storeStream(t, c, windowed, pageLimit, 0)
+			if err != nil {
+				t.Fatalf("after a restart: %v", err)
+			}
+			if !bytes.Equal(got, want) || c.Stats().Bad.Load() != 0 {
+				t.Fatalf("after a restart: same bytes %v, %d bad entries", bytes.Equal(got, want), c.Stats().Bad.Load())
+			}
+			if s3.Stats().Gets.Load() > 1 {
+				t.Fatalf("after a restart: %d GETs, want the ranges from disk (at most the one never kept)", s3.Stats().Gets.Load())
+			}
+		})
+	}
+}
+
+// The cache writes and removes only its own files: a lock that is a
+// link, a hard link or a FIFO is refused with the folder named and the
+// user's file untouched; a temporary-looking or entry-length name that it
+// did not write is never removed, evicted or served; a FIFO in place of an
+// entry neither hangs a read nor is removed.
+func TestDiskCacheOwnsOnlyItsFiles(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 120, 2, 256<<10)
+	want := epochBytes(t, dir, windowed, pageLimit, 0)
+	user := filepath.Join(t.TempDir(), "notes.txt")
+	const mine = "the user's own words\n"
+	if err := os.WriteFile(user, []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		lock func(path string) error
+	}{
+		{"symlink", func(p string) error { return os.Symlink(user, p) }},
+		{"hard link", func(p string) error { return os.Link(user, p) }},
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+		{"other text", func(p string) error { return os.WriteFile(p, []byte("not a pid"), 0o644) }},
+	} {
+		t.Run("lock/"+tc.name, func(t *testing.T) {
+			cacheDir := t.TempDir()
+			if err := tc.lock(filepath.Join(cacheDir, ".lock")); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := objstore.NewDiskCache(shard.DirStore(dir), cacheDir, 1<<30)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, objstore.ErrDiskCache) || !strings.Contains(err.Error(), filepath.Join(cacheDir, ".lock")) {
+					t.Fatalf("want ErrDiskCache naming the lock, got %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("opening the cache hung on its lock")
+			}
+			if b, err := os.ReadFile(user); err != nil || string(b) != mine {
+				t.Fatalf("the user's file changed: %q, %v", b, err)
+			}
+		})
+	}
+
+	t.Run("strangers", func(t *testing.T) {
+		cacheDir := t.TempDir()
+		strangers := map[string]string{
+			".tmp-user.page":                        "a user's file",
+			".tmp-123.page":                         "digits, but not a header of ours",
+			"my-holiday-photos-from-2019-mmmm.page": "32 characters and .page",
+			"0123456789abcdef0123456789abcdef.page": "an entry's name, another header",
+		}
+		for n, b := range strangers {
+			if err := os.WriteFile(filepath.Join(cacheDir, n), []byte(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			old := time.Now().Add(-time.Hour) // the oldest, evicted first if taken for entries
+			os.Chtimes(filepath.Join(cacheDir, n), old, old)
+		}
+		// A limit of a few entries: evictions while the epoch is served.
+		c := openCache(t, shard.DirStore(dir), cacheDir, 300<<10)
+		got, err := storeStream(t, c, windowed, pageLimit, 0)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("same bytes %v, %v", bytes.Equal(got, want), err)
+		}
+		if c.Stats().Evictions.Load() == 0 {
+			t.Fatal("no eviction: the limit did not bite")
+		}
+		c.Close()
+		for n, b := range strangers {
+			if got, err := os.ReadFile(filepath.Join(cacheDir, n)); err != nil || string(got) != b {
+				t.Fatalf("%s, not the cache's, was touched (%q, %v)", n, got, err)
+			}
+		}
+	})
+
+	t.Run("fifo-entry", func(t *testing.T) {
+		cacheDir := t.TempDir()
+		c := openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
+		if _, err := storeStream(t, c, windowed, pageLimit, 0); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		// The FIFOs put in place of indexed entries, under a running cache.
+		c = openCache(t, shard.DirStore(dir), cacheDir, 1<<30)
+		names := entries(t, cacheDir)
+		for _, n := range names[:2] {
+			if err := os.Remove(n); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(n, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		type result struct {
+			b   []byte
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			b, err := storeStream(t, c, windowed, pageLimit, 0)
+			done <- result{b, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil || !bytes.Equal(r.b, want) {
+				t.Fatalf("same bytes %v, %v", bytes.Equal(r.b, want), r.err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("a FIFO in an entry's place hung the read")
+		}
+		for _, n := range names[:2] {
+			if info, err := os.Lstat(n); err != nil || info.Mode()&fs.ModeNamedPipe == 0 {
+				t.Fatalf("%s: the FIFO in an entry's place was replaced or removed (%v)", n, err)
+			}
+		}
+	})
 }

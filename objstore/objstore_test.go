@@ -121,6 +121,9 @@ type faults struct {
 	delay                                      time.Duration
 	// at, when set, is told each request's number first.
 	at func(n int64)
+	// flip, when set, is asked of each ranged GET: true flips one byte in
+	// the middle of its body (the status, headers and ETag the store's).
+	flip func(n int64, r *http.Request) bool
 }
 
 func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -151,6 +154,20 @@ func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := httputil.NewSingleHostReverseProxy(f.target)
+	if f.flip != nil && r.Method == http.MethodGet && r.Header.Get("Range") != "" && f.flip(n, r) {
+		p.ModifyResponse = func(resp *http.Response) error {
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			if len(b) > 0 {
+				b[len(b)/2] ^= 0x20
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			return nil
+		}
+	}
 	if f.cutEvery > 0 && n%f.cutEvery == 0 && r.Method == http.MethodGet && r.Header.Get("Range") != "" {
 		p.ModifyResponse = func(resp *http.Response) error {
 			resp.Body = &cutBody{ReadCloser: resp.Body, left: 100}

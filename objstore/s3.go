@@ -209,6 +209,14 @@ func (o *object) ReadAt(p []byte, off int64) (int, error) {
 	return int(want), nil
 }
 
+// RereadAt reads a range again (shard.Rereader): bytes that failed the
+// reader's check may have been damaged in one transfer, and are worth
+// one more GET, counted as a retry.
+func (o *object) RereadAt(p []byte, off int64) (int, error) {
+	o.s.stats.Retries.Add(1)
+	return o.ReadAt(p, off)
+}
+
 // errRetry marks an error worth another try.
 type errRetry struct{ error }
 

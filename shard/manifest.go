@@ -182,7 +182,14 @@ func ReadManifestStore(ctx context.Context, st Store) (*Manifest, error) {
 
 // readManifest also returns the SHA-256 of the file's bytes.
 func readManifest(ctx context.Context, st Store) (*Manifest, string, error) {
-	data, err := readAll(ctx, st, ManifestName, MaxManifestBytes)
+	var m *Manifest
+	data, err := readAll(ctx, st, ManifestName, MaxManifestBytes, func(data []byte) (err error) {
+		m, err = ParseManifest(data)
+		return err
+	})
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion) {
+		return nil, "", err
+	}
 	if err != nil {
 		dir, local := st.(dirStore)
 		if local && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
@@ -191,15 +198,7 @@ func readManifest(ctx context.Context, st Store) (*Manifest, string, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, "", fmt.Errorf("shard: %s has no %s: not a shard folder (shardconv convert writes one): %w", st.Location(), ManifestName, err)
 		}
-		var c *CorruptionError
-		if errors.As(err, &c) {
-			return nil, "", corrupt(ManifestName, "", "larger than %d bytes", MaxManifestBytes)
-		}
 		return nil, "", fmt.Errorf("shard: %w", err)
-	}
-	m, err := ParseManifest(data)
-	if err != nil {
-		return nil, "", err
 	}
 	sum := sha256.Sum256(data)
 	return m, hex.EncodeToString(sum[:]), nil

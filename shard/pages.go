@@ -71,6 +71,20 @@ func scanShard(ctx context.Context, st Store, man *Manifest, si int) (ix *shardI
 			f.Close()
 		}
 	}()
+	err = checked(f, func(rd io.ReaderAt) (err error) {
+		ix, err = scanFile(rd, man, &info)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ix.file = f
+	return ix, nil
+}
+
+// scanFile is scanShard's pass over the file f holds.
+func scanFile(f io.ReaderAt, man *Manifest, infop *ShardInfo) (*shardIndex, error) {
+	info := *infop
 	n := info.Bytes
 	if n < 8+10 {
 		return nil, corrupt(info.File, "arrow", "not an Arrow IPC file (%d bytes)", n)
@@ -109,7 +123,7 @@ func scanShard(ctx context.Context, st Store, man *Manifest, si int) (ix *shardI
 		return nil, corrupt(info.File, "arrow", "schema message of %d bytes", locs[0].off-8)
 	}
 	// One pass over the file: its CRC, each page's, and the schema message.
-	ix = &shardIndex{pages: locs}
+	ix := &shardIndex{pages: locs}
 	var whole uint32
 	buf := make([]byte, 1<<20)
 	var schema bytes.Buffer
@@ -162,7 +176,6 @@ func scanShard(ctx context.Context, st Store, man *Manifest, si int) (ix *shardI
 	if err := sameAsMap(ix, &info); err != nil {
 		return nil, err
 	}
-	ix.file = f
 	return ix, nil
 }
 
@@ -198,13 +211,16 @@ func mapShard(ctx context.Context, st Store, man *Manifest, si int) (_ *shardInd
 		}
 	}()
 	msg := make([]byte, pm.Schema.Length)
-	if _, err := f.ReadAt(msg, pm.Schema.Offset); err != nil {
-		return nil, fmt.Errorf("shard: %s: schema message: %w", info.File, err)
-	}
-	ix := &shardIndex{schemaMsg: msg, pages: make([]pageLoc, len(pm.Pages)), file: f}
-	if err := checkSchemaExtent(ix.schemaMsg, man, &info); err != nil {
+	err = checked(f, func(rd io.ReaderAt) error {
+		if _, err := rd.ReadAt(msg, pm.Schema.Offset); err != nil {
+			return fmt.Errorf("shard: %s: schema message: %w", info.File, err)
+		}
+		return checkSchemaExtent(msg, man, &info)
+	})
+	if err != nil {
 		return nil, err
 	}
+	ix := &shardIndex{schemaMsg: msg, pages: make([]pageLoc, len(pm.Pages)), file: f}
 	for i, p := range pm.Pages {
 		crc, _ := strconv.ParseUint(p.CRC32C, 16, 32) // validated: 8 hex digits
 		ix.pages[i] = pageLoc{off: p.Offset, meta: p.Metadata, size: p.Length, crc: uint32(crc)}
@@ -306,19 +322,21 @@ func readPage(f io.ReaderAt, info *ShardInfo, pi int, loc pageLoc, buf []byte) (
 		buf = make([]byte, loc.size)
 	}
 	buf = buf[:loc.size]
-	if _, err := f.ReadAt(buf, loc.off); err != nil {
-		if errors.Is(err, io.EOF) {
-			return buf, corrupt(info.File, "size", "batch %d ends past the file's end (truncated or replaced)", pi)
+	return buf, checked(f, func(f io.ReaderAt) error {
+		if _, err := f.ReadAt(buf, loc.off); err != nil {
+			if errors.Is(err, io.EOF) {
+				return corrupt(info.File, "size", "batch %d ends past the file's end (truncated or replaced)", pi)
+			}
+			return fmt.Errorf("shard: %s: %w", info.File, err)
 		}
-		return buf, fmt.Errorf("shard: %s: %w", info.File, err)
-	}
-	if got := crc32.Checksum(buf, castagnoli); got != loc.crc {
-		return buf, corrupt(info.File, "checksum", "batch %d: crc32c %08x, %08x when the file was first read (it changed since)", pi, got, loc.crc)
-	}
-	if err := checkPageFrame(buf, loc); err != nil {
-		return buf, corrupt(info.File, "arrow", "batch %d: %v", pi, err)
-	}
-	return buf, nil
+		if got := crc32.Checksum(buf, castagnoli); got != loc.crc {
+			return corrupt(info.File, "checksum", "batch %d: crc32c %08x where the manifest's page map or the first read of the file says %08x (damaged in transfer or on disk, or changed since)", pi, got, loc.crc)
+		}
+		if err := checkPageFrame(buf, loc); err != nil {
+			return corrupt(info.File, "arrow", "batch %d: %v", pi, err)
+		}
+		return nil
+	})
 }
 
 // checkPageFrame checks that a page's message frame agrees with its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"runtime"
 	"sort"
 	"strconv"
@@ -237,13 +238,18 @@ func loadShard(ctx context.Context, st Store, man *Manifest, i int, mem memory.A
 		return nil, nil, err
 	}
 	data := make([]byte, info.Bytes)
-	_, err = f.ReadAt(data, 0)
+	err = checked(f, func(rd io.ReaderAt) error {
+		if _, err := rd.ReadAt(data, 0); err != nil {
+			return fmt.Errorf("shard: %s: %w", info.File, err)
+		}
+		if got := fmt.Sprintf("%08x", crc32.Checksum(data, castagnoli)); got != info.CRC32C {
+			return corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
+		}
+		return nil
+	})
 	f.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("shard: %s: %w", info.File, err)
-	}
-	if got := fmt.Sprintf("%08x", crc32.Checksum(data, castagnoli)); got != info.CRC32C {
-		return nil, nil, corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
+		return nil, nil, err
 	}
 	if err := checkFooter(data); err != nil {
 		return nil, nil, corrupt(info.File, "arrow", "%v", err)

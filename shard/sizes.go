@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -146,22 +147,26 @@ func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string)
 		return nil, corrupt(name, "size", "%d bytes, want %d for %d graphs", f.Size(), want, n)
 	}
 	data := make([]byte, want)
-	if _, err := f.ReadAt(data, 0); err != nil {
-		return nil, fmt.Errorf("shard: %s: %w", name, err)
+	err = checked(f, func(rd io.ReaderAt) error {
+		if _, err := rd.ReadAt(data, 0); err != nil {
+			return fmt.Errorf("shard: %s: %w", name, err)
+		}
+		t := data[len(data)-sizesTrailer:]
+		if !bytes.Equal(t[:8], []byte(sizesMagic)) || binary.LittleEndian.Uint64(t[8:]) != uint64(n) {
+			return corrupt(name, "trailer", "not a graph-size index of %d graphs", n)
+		}
+		if got := hex.EncodeToString(t[24:56]); got != digest {
+			return corrupt(name, "manifest", "written with manifest %s, the folder's is %s (a stale copy?)", got[:12], digest[:min(12, len(digest))])
+		}
+		if got, want := crc32.Checksum(data[:len(data)-sizesTrailer], castagnoli), binary.LittleEndian.Uint32(t[16:]); got != want {
+			return corrupt(name, "checksum", "crc32c %08x, trailer says %08x", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if int64(len(data)) != want {
-		return nil, corrupt(name, "size", "%d bytes, want %d for %d graphs", len(data), want, n)
-	}
-	body, t := data[:len(data)-sizesTrailer], data[len(data)-sizesTrailer:]
-	if !bytes.Equal(t[:8], []byte(sizesMagic)) || binary.LittleEndian.Uint64(t[8:]) != uint64(n) {
-		return nil, corrupt(name, "trailer", "not a graph-size index of %d graphs", n)
-	}
-	if got := hex.EncodeToString(t[24:56]); got != digest {
-		return nil, corrupt(name, "manifest", "written with manifest %s, the folder's is %s (a stale copy?)", got[:12], digest[:min(12, len(digest))])
-	}
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(t[16:]); got != want {
-		return nil, corrupt(name, "checksum", "crc32c %08x, trailer says %08x", got, want)
-	}
+	body := data[:len(data)-sizesTrailer]
 	gs := &GraphSizes{Nodes: make([]int32, n), Edges: make([]int32, n), MaxDegree: make([]int32, n)}
 	var nodes, edges, maxNodes, maxEdges int64
 	for i := range n {

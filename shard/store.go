@@ -41,6 +41,33 @@ type Versioned interface {
 	Version() string
 }
 
+// Rereader is a StoreFile whose bytes pass through something that can
+// damage them in passing (a transfer, a cache entry written from one).
+// RereadAt reads a range again from the source itself, past any copy
+// kept of it, and drops that copy: what a read whose bytes failed their
+// check is worth once (checked).
+type Rereader interface {
+	RereadAt(p []byte, off int64) (int, error)
+}
+
+// checked runs read against f and, when what it read fails a check (an
+// error wrapping ErrCorrupt) and f is a Rereader, once more against the
+// source: a transfer damaged once costs one read, never a lasting error,
+// and a kept copy of damaged bytes is dropped, not served again. Bytes
+// that fail twice are the store's own, and the error stands.
+func checked(f io.ReaderAt, read func(io.ReaderAt) error) error {
+	err := read(f)
+	if rr, ok := f.(Rereader); ok && errors.Is(err, ErrCorrupt) {
+		err = read(rereading{rr})
+	}
+	return err
+}
+
+// rereading reads every range from a Rereader's source.
+type rereading struct{ r Rereader }
+
+func (r rereading) ReadAt(p []byte, off int64) (int, error) { return r.r.RereadAt(p, off) }
+
 // DirStore is the store of a local folder.
 func DirStore(dir string) Store { return dirStore(dir) }
 
@@ -74,8 +101,9 @@ func (f *dirFile) Size() int64 { return f.size }
 // Version is the file's size and modification time when opened.
 func (f *dirFile) Version() string { return f.version }
 
-// readAll reads a whole file of st of at most limit bytes.
-func readAll(ctx context.Context, st Store, name string, limit int64) ([]byte, error) {
+// readAll reads a whole file of st of at most limit bytes and runs check
+// on its bytes (read once more from the source if they fail: checked).
+func readAll(ctx context.Context, st Store, name string, limit int64, check func([]byte) error) ([]byte, error) {
 	f, err := st.Open(ctx, name)
 	if err != nil {
 		return nil, err
@@ -85,8 +113,11 @@ func readAll(ctx context.Context, st Store, name string, limit int64) ([]byte, e
 		return nil, corrupt(name, "size", "%d bytes, at most %d expected", f.Size(), limit)
 	}
 	data := make([]byte, f.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && len(data) == 0) {
-		return nil, fmt.Errorf("shard: %s: %w", name, err)
-	}
-	return data, nil
+	err = checked(f, func(rd io.ReaderAt) error {
+		if _, err := rd.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && len(data) == 0) {
+			return fmt.Errorf("shard: %s: %w", name, err)
+		}
+		return check(data)
+	})
+	return data, err
 }
