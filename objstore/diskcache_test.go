@@ -97,7 +97,7 @@ func TestDiskCacheRestart(t *testing.T) {
 
 // An object replaced in the store (another ETag) is never served from
 // the old object's entries: its pages are fetched again, and these bytes
-// are damaged, so the read fails naming the file.
+// are damaged, so the read fails naming the object's whole location.
 func TestDiskCacheKeysByVersion(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
 	srv := s3test.Start(t)
@@ -113,8 +113,8 @@ func TestDiskCacheKeysByVersion(t *testing.T) {
 	srv.PutDamaged(t, s3, dir, name, 0.5, 0x10)
 	c = openCache(t, s3, cacheDir, 1<<30)
 	_, err := storeStream(t, c, windowed, pageLimit, 0)
-	if err == nil || !strings.Contains(err.Error(), name) {
-		t.Fatalf("want an error naming the replaced %s, got %v", name, err)
+	if !errors.Is(err, shard.ErrCorrupt) || !strings.Contains(err.Error(), loc+"/"+name) {
+		t.Fatalf("want a corruption naming the replaced object's whole location %s/%s, got %v", loc, name, err)
 	}
 	if c.Stats().Misses.Load() == 0 || s3.Stats().Gets.Load() == 0 {
 		t.Fatal("the replaced object was served from the old one's entries")

@@ -11,9 +11,17 @@
 // for a reason worth trying again (a connection reset, mid-body too, a
 // timeout, 5xx, SlowDown, throttling) is tried again with jittered
 // exponential backoff, resuming the range from the byte reached, at most
-// Attempts times (AUGLOADER_S3_ATTEMPTS, else 10); then the error names the object, the range and the
-// last status. Configuration is the AWS SDK's, read the way the AWS CLI
-// reads it: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
+// Attempts times (AUGLOADER_S3_ATTEMPTS, else 10); then the error names
+// the object, the range and the last status. A try that receives no byte
+// for IdleTimeout is abandoned and tried again, a request ends after
+// RequestTimeout, and Close ends every request (ErrClosed), so no read
+// outlives the daemon. A ranged GET answered with other bytes than the
+// range asked (a 200, another Content-Range) is refused, and so is any
+// redirect (ErrAnswer). An object is a shard.Rereader: bytes that failed
+// the reader's check are worth one more GET.
+//
+// Configuration is the AWS SDK's, read the way the AWS CLI reads it:
+// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
 // AWS_PROFILE with ~/.aws/config and ~/.aws/credentials, AWS_REGION,
 // web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN), the instance
 // role, and AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) for a store that is

@@ -69,6 +69,12 @@ type lazy struct {
 type shardScan struct {
 	mu sync.Mutex
 	ix *shardIndex
+	// tries counts the attempts made (read without mu before waiting on
+	// it), err the last one's failure: a caller that waited through an
+	// attempt which failed gets its error rather than a try of its own, so
+	// a store that stalls costs the waiters one timeout, not one each.
+	tries atomic.Uint64
+	err   error
 }
 
 // maxPrefetch bounds the pages read ahead at once.
@@ -320,29 +326,42 @@ func (l *lazy) notePeak() {
 // time (one scan per shard at a time; the others wait for it).
 func (r *Reader) shardIndex(si int) (*shardIndex, error) {
 	sc := &r.lazy.index[si]
+	seen := sc.tries.Load()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	if sc.ix == nil && sc.tries.Load() != seen && sc.err != nil {
+		return nil, sc.err
+	}
 	if sc.ix == nil {
-		if r.man.Shards[si].PageMap != nil {
-			ix, err := mapShard(context.Background(), r.store, r.man, si)
-			if err != nil {
-				return nil, err
-			}
-			sc.ix = ix
-			return sc.ix, nil
-		}
-		ix, err := scanShard(context.Background(), r.store, r.man, si)
+		ix, err := r.indexShard(si)
+		sc.tries.Add(1)
+		sc.ix, sc.err = ix, err
 		if err != nil {
 			return nil, err
 		}
-		sc.ix = ix
-		r.lazy.scans.Add(1)
 	}
 	return sc.ix, nil
 }
 
+// indexShard reads shard si's page index: by its page map, or by a scan.
+func (r *Reader) indexShard(si int) (*shardIndex, error) {
+	if r.man.Shards[si].PageMap != nil {
+		return mapShard(context.Background(), r.store, r.man, si)
+	}
+	ix, err := scanShard(context.Background(), r.store, r.man, si)
+	if err == nil {
+		r.lazy.scans.Add(1)
+	}
+	return ix, err
+}
+
 // loadPage reads, checks and decodes page p.
 func (r *Reader) loadPage(p int, mem memory.Allocator) (batch, arrow.RecordBatch, error) {
+	b, rec, err := r.loadPageFrom(p, mem)
+	return b, rec, located(r.store, err)
+}
+
+func (r *Reader) loadPageFrom(p int, mem memory.Allocator) (batch, arrow.RecordBatch, error) {
 	si := int(r.pages.shard[p])
 	ix, err := r.shardIndex(si)
 	if err != nil {

@@ -94,6 +94,11 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Reader, error) {
 // OpenStore is Open of the folder that st holds: a local one (DirStore)
 // or one in object storage (objstore.Resolve).
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Reader, error) {
+	r, err := openStore(ctx, st, opts...)
+	return r, located(st, err)
+}
+
+func openStore(ctx context.Context, st Store, opts ...Option) (*Reader, error) {
 	cfg := readerConfig{mem: memory.DefaultAllocator, concurrency: runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
 		o(&cfg)

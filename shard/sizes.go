@@ -122,7 +122,7 @@ func (r *Reader) GraphSizes() (*GraphSizes, error) {
 	gs, err := readGraphSizes(context.Background(), r.store, r.man, r.digest)
 	order := r.man.graphOrder()
 	if err != nil || order == nil {
-		return gs, err
+		return gs, located(r.store, err)
 	}
 	byID := &GraphSizes{Nodes: make([]int32, len(gs.Nodes)), Edges: make([]int32, len(gs.Edges)), MaxDegree: make([]int32, len(gs.MaxDegree))}
 	for pos, id := range order.ids {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/augloader/augloader/internal/iox"
 )
@@ -61,6 +62,17 @@ func checked(f io.ReaderAt, read func(io.ReaderAt) error) error {
 		err = read(rereading{rr})
 	}
 	return err
+}
+
+// located adds to a corruption found in a folder of object storage the
+// file's whole location (s3://BUCKET/PREFIX/FILE): the bare file name a
+// CorruptionError holds says which folder only on a local path.
+func located(st Store, err error) error {
+	var c *CorruptionError
+	if loc := st.Location(); err == nil || !strings.Contains(loc, "://") || !errors.As(err, &c) || strings.Contains(c.File, "://") {
+		return err
+	}
+	return fmt.Errorf("%w (%s/%s)", err, strings.TrimSuffix(st.Location(), "/"), c.File)
 }
 
 // rereading reads every range from a Rereader's source.

@@ -73,7 +73,8 @@ func startDaemon(t *testing.T, shell string, args ...string) *daemon {
 	select {
 	case l, ok := <-line:
 		if !ok || json.Unmarshal([]byte(l), &d.ready) != nil || d.ready["ready"] != true {
-			t.Fatalf("no readiness line (got %q):\n%s", l, d.logs)
+			d.cmd.Wait()
+			t.Fatalf("no readiness line (got %q, %v):\n%s", l, d.cmd.ProcessState, d.logs)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("serve did not get ready:\n%s", d.logs)

@@ -127,6 +127,11 @@ func serveCmd() *cli.Command {
 					return err
 				}
 				defer b.Close()
+				// No read outlives shutdown: once the running streams have had
+				// their drain, the store's requests end (a stalled store would
+				// otherwise hold the exit for its timeouts).
+				drain := server.Limits{Drain: c.Duration("drain")}.EnsureDefaults().Drain
+				defer context.AfterFunc(c.Context, func() { time.AfterFunc(drain, b.StopReads) })()
 				src = server.Live{Views: b.Views}
 				memory = b.Loader.Config().Memory
 				metrics.SetMemory(memory)
