@@ -197,6 +197,10 @@ func TestScheduleGrammar(t *testing.T) {
 		{"0..50|none; 50..|nodesam:0.7,submix:p=0.3:0.3", 50, []string{"nodesam", "submix"}, []float64{0.7, 0.3}},
 		{"# comment\n10..20|dropedge\nnone  # default\n", 15, []string{"dropedge"}, []float64{1}},
 		{"# comment\n10..20|dropedge\nnone  # default\n", 25, []string{"none"}, []float64{1}},
+		// Epochs past 2^63-1 (the wire's uint64, which both clients accept)
+		// are in the open last segment.
+		{"0..50|none; 50..|nodesam", 1 << 63, []string{"nodesam"}, []float64{1}},
+		{"nodesam", math.MaxUint64, []string{"nodesam"}, []float64{1}},
 	}
 	for _, c := range good {
 		s, err := epoch.ParseSchedule(c.text)

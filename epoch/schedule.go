@@ -248,7 +248,9 @@ func (s *Schedule) any(f func(*aug.Spec) bool) bool {
 func (s *Schedule) Segment(e uint64) (*Segment, error) {
 	for i := range s.Segments {
 		g := &s.Segments[i]
-		if int64(e) >= g.From && (g.To < 0 || int64(e) < g.To) {
+		// In uint64: an epoch past 2^63-1 is in the open last segment, not
+		// a negative one in no segment.
+		if g.From >= 0 && e >= uint64(g.From) && (g.To < 0 || e < uint64(g.To)) {
 			return g, nil
 		}
 	}

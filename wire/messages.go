@@ -405,15 +405,19 @@ func CheckTwins(twins int, weights []float64) error {
 	case len(weights) > MaxTwinSets:
 		return fmt.Errorf("%w: %d twin weights (a daemon declares at most %d twin sets)", ErrProtocol, len(weights), MaxTwinSets)
 	}
-	positive := false
+	positive, sum := false, 0.0
 	for i, w := range weights {
 		if !(w >= 0) || math.IsInf(w, 0) {
 			return fmt.Errorf("%w: twin weight %d is %g: want a finite non-negative number", ErrProtocol, i, w)
 		}
 		positive = positive || w > 0
+		sum += w
 	}
 	if len(weights) > 0 && !positive {
 		return fmt.Errorf("%w: every twin weight is 0: give one set a positive weight", ErrProtocol)
+	}
+	if math.IsInf(sum, 0) {
+		return fmt.Errorf("%w: twin weights %v sum past the largest float: give smaller relative weights", ErrProtocol, weights)
 	}
 	return nil
 }

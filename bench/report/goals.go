@@ -126,8 +126,9 @@ var goalTable = []goalSpec{
 		bounds: []bound{{"ratio", ">=", 0.8}}, measure: func(pg *page) ([]any, []measuredCase) { return pg.s3Ratio("s3-20ms") }},
 	{key: "s3-first-batch", issue: "#47", text: "the same: time to the first batch from starting the daemon, measured against the local folder's",
 		measure: (*page).s3FirstBatchCases},
-	{key: "s3-disk-cache", issue: "#47", text: "the same with 20 ms a request and `--disk-cache`: a daemon started again on a disk cache another filled, " +
-		"its GETs from the start through epoch 1, time to the first batch and throughput, measured against the local folder's", measure: (*page).s3DiskCacheCases},
+	{key: "s3-disk-cache", issue: "#47", text: "the same with 20 ms a request and `--disk-cache`: a daemon started again on a disk cache another filled " +
+		"sends no GET from its start through epoch 1, at ≥ 90%% of the local folder's throughput (time to the first batch beside it)",
+		bounds: []bound{{"gets", "<=", 0}, {"ratio", ">=", 0.9}}, measure: (*page).s3DiskCacheCases},
 	{key: "s3-mosaic", issue: "#47", text: "MosaicML Streaming reading the same graphs from the same server under a `cache_limit` below its set's size, at its fastest " +
 		"(workers 0 to 2): bytes fetched, time to first sample and epoch time, measured against the daemon's (ratio: our graphs/s ÷ its)", measure: (*page).mosaicCases},
 }
@@ -347,7 +348,9 @@ func verdict(g goal) string {
 	case !g.known:
 		return "not measured"
 	case g.unbounded:
-		return "**met** (measured; no bound)"
+		// A goal that asks for a figure and sets no bound on it is
+		// measured, never met: met is against a bound.
+		return "measured"
 	case g.met:
 		return "**met**"
 	}

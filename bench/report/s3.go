@@ -89,7 +89,7 @@ func (pg *page) s3DiskCacheCases() ([]any, []measuredCase) {
 	return nil, one(fmt.Sprintf("started again: %s GETs from the start, first batch %s s (local %s s), %s graphs/s (%.0f%% of local); "+
 		"the daemon that filled it: %s GETs in epoch 1, %s graphs/s",
 		fnum(num(again, "gets_all")), fs(num(again, "first_batch_s")), fs(num(local, "first_batch_s")), fnum(num(again, "graphs_per_s")), 100*r,
-		fnum(num(fill, "gets")), fnum(num(fill, "graphs_per_s"))), map[string]float64{"ratio": r})
+		fnum(num(fill, "gets")), fnum(num(fill, "graphs_per_s"))), map[string]float64{"ratio": r, "gets": num(again, "gets_all")})
 }
 
 // mosaicBest is the fastest finished MosaicML run of each compression.

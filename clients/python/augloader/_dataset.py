@@ -6,6 +6,7 @@ the epoch it shares with persistent workers, and the state helpers
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from typing import Optional
 
@@ -25,8 +26,6 @@ except Exception:  # pragma: no cover - depends on the environment
 def save_atomic(obj, path) -> None:
     """torch.save(obj) to path so that a crash never leaves a partial
     file there: written beside it, flushed to disk, then renamed over it."""
-    import os
-
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
@@ -77,19 +76,31 @@ class _SharedEpoch:
         # The twin weights (JOAO's, set per epoch): a count, then the weights.
         self._w = multiprocessing.RawArray("d", 1 + _wire.MAX_TWIN_SETS)
         self.twin_weights = list(weights)
+        # The process ids of the DataLoader workers that iterated, by worker id.
+        self._pids = multiprocessing.RawArray("q", _MAX_WORKERS)
 
     def __getstate__(self):
         from multiprocessing import context
 
         if context.get_spawning_popen() is not None:
-            return {"shared": self._a, "shared_weights": self._w}
+            return {"shared": self._a, "shared_weights": self._w, "shared_pids": self._pids}
         return {"values": list(self._a), "weights": self.twin_weights}
 
     def __setstate__(self, st):
         if "shared" in st:
-            self._a, self._w = st["shared"], st["shared_weights"]
+            self._a, self._w, self._pids = st["shared"], st["shared_weights"], st["shared_pids"]
         else:
             self.__init__(st["values"], st.get("weights", ()))
+
+    def mark_worker(self, worker_id: int) -> None:
+        """A DataLoader worker (this process) iterates the dataset."""
+        self._a[1] = 1
+        self._pids[worker_id % _MAX_WORKERS] = os.getpid()
+
+    def live_workers(self) -> list:
+        """The workers that iterated and still run, children of this
+        process: persistent ones, which keep their copy of the dataset."""
+        return [pid for pid in self._pids if pid > 0 and _child_alive(pid)]
 
     @property
     def twin_weights(self) -> list:
@@ -114,11 +125,23 @@ class _SharedEpoch:
     def workers(self) -> bool:
         return bool(self._a[1])
 
-    def mark_workers(self) -> None:
-        self._a[1] = 1
 
 
 COMMITS = ("yield", "manual")
+
+_MAX_WORKERS = 256  # worker ids past it share slots: a live one is still found
+
+
+def _child_alive(pid: int) -> bool:
+    """Whether pid is a running child of this process (a DataLoader worker
+    not yet ended; a reaped one, or another process that got its id, not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return len(fields) > 1 and fields[0] not in (b"Z", b"X") and int(fields[1]) == os.getpid()
 
 
 def _worker(info) -> Optional[tuple]:
@@ -299,6 +322,13 @@ class AugloaderDataset(IterableDataset):
         field, and the dataset is left as it was; one saved against
         another configuration is refused before the next stream's first
         batch (whatever its epoch), naming the settings that differ."""
+        info = get_worker_info()
+        if info is None and self._shared.live_workers():
+            raise RuntimeError("augloader: persistent DataLoader workers of this dataset are running, each with its own "
+                               "copy of it: a state loaded here would not reach them, and they would start the epoch "
+                               "over. Load it before the DataLoader's first iteration (a new DataLoader over this "
+                               "dataset), or load the loader's state (torchdata's StatefulDataLoader.load_state_dict), "
+                               "which reaches its workers")
         p = _state.parse(state)
         request = self._request()
         if p.request["twins"] == self.twins and self.twins:
@@ -306,7 +336,6 @@ class AugloaderDataset(IterableDataset):
             # JOAO's distribution when it was saved.
             request["twin_weights"] = p.request["twin_weights"]
         _state.check_request(p, request)
-        info = get_worker_info()
         start = _state.begin(p, self.world, self.rank)
         _state.plan(start, _worker(info))  # refuses a worker's state in another worker, now
         # Nothing refused: commit every change at once.
@@ -393,7 +422,7 @@ class AugloaderDataset(IterableDataset):
         info = get_worker_info()
         worker = _worker(info)
         if info is not None:
-            self._shared.mark_workers()
+            self._shared.mark_worker(info.id)
         epoch = self.epoch
         if self._loaded is not None and self._loaded.epoch != epoch:
             warnings.warn(f"augloader: epoch {epoch} iterated after loading a state of epoch {self._loaded.epoch}: the saved "

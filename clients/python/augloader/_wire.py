@@ -302,8 +302,8 @@ def twin_weights(weights) -> Optional[list]:
 def check_twins(twins, weights) -> None:
     """Checks a request's twins and twin weights as the server's
     DecodeRequest does: twins 0 or 2..MAX_TWINS; weights only with twins,
-    at most MAX_TWIN_SETS finite non-negative numbers, one positive (an
-    empty list is none given, as the daemon reads it)."""
+    at most MAX_TWIN_SETS finite non-negative numbers, one positive, their
+    sum finite (an empty list is none given, as the daemon reads it)."""
     import math
 
     if not is_count(twins) or twins == 1 or twins > MAX_TWINS:
@@ -313,11 +313,21 @@ def check_twins(twins, weights) -> None:
     if not twins:
         raise RequestError("augloader: twin_weights without twins")
     if (not isinstance(weights, list) or len(weights) > MAX_TWIN_SETS
-            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and abs(w) < 2 ** 1023 and math.isfinite(w)
-                       and w >= 0 for w in weights)
-            or not any(w > 0 for w in weights)):
+            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and _finite(w) and w >= 0 for w in weights)
+            or not any(w > 0 for w in weights)
+            or not math.isfinite(sum(float(w) for w in weights))):
         raise RequestError(f"augloader: twin_weights={str(weights)[:200]}: want at most {MAX_TWIN_SETS} finite non-negative "
-                           f"numbers, one a declared twin set, at least one positive")
+                           f"numbers, one a declared twin set, at least one positive, their sum finite")
+
+
+def _finite(w) -> bool:
+    """Whether w is a finite float64 (an int past it overflows)."""
+    import math
+
+    try:
+        return math.isfinite(float(w))
+    except OverflowError:
+        return False
 
 
 def read_exact(f, mv: memoryview) -> None:
