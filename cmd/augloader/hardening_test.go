@@ -27,6 +27,7 @@ import (
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -47,7 +48,7 @@ func startDaemon(t *testing.T, shell string, args ...string) *daemon {
 	for _, a := range args {
 		quoted = append(quoted, "'"+a+"'")
 	}
-	d.cmd = exec.Command("sh", "-c", shell+" exec "+strings.Join(quoted, " "))
+	d.cmd = testutil.DieWithTest(exec.Command("sh", "-c", shell+" exec "+strings.Join(quoted, " ")))
 	d.cmd.Stderr = d.logs
 	out, err := d.cmd.StdoutPipe()
 	if err != nil {

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *strings.Builder) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "aug.sock")
-	cmd := exec.Command(bin, append([]string{"serve", "--socket", sock}, args...)...)
+	cmd := testutil.DieWithTest(exec.Command(bin, append([]string{"serve", "--socket", sock}, args...)...))
 	var logs strings.Builder
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

@@ -86,8 +86,8 @@ func (h *hosts) serve(t *testing.T, i int, token string, args ...string) *netnsD
 	for k := 1; k <= h.n; k++ {
 		peers = append(peers, h.addr(k))
 	}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", h.ns(i), bin, "serve", "--flight", h.addr(i),
-		"--flight-allow-remote", "--flight-token-file", token, "--peers", strings.Join(peers, ",")}, args...)...)
+	cmd := testutil.DieWithTest(exec.Command("ip", append([]string{"netns", "exec", h.ns(i), bin, "serve", "--flight", h.addr(i),
+		"--flight-allow-remote", "--flight-token-file", token, "--peers", strings.Join(peers, ",")}, args...)...))
 	d := &netnsDaemon{cmd: cmd, logs: &strings.Builder{}}
 	cmd.Stderr = d.logs
 	out, _ := cmd.StdoutPipe()

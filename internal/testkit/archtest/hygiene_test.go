@@ -10,7 +10,8 @@ import (
 )
 
 // No tracked file is a compiled binary (a 12 MB ELF, bench/report/report,
-// was committed once): builds go to ignored folders.
+// was committed once): builds go to ignored folders; nor a stray file
+// (internal/testkit/s3test/*.go.tmp was committed once).
 func TestNoTrackedBinaries(t *testing.T) {
 	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
@@ -33,6 +34,10 @@ func TestNoTrackedBinaries(t *testing.T) {
 				t.Errorf("%s: compiled Python is tracked", name)
 			}
 			continue
+		}
+		if base := filepath.Base(name); strings.ContainsAny(base, "*?") || strings.HasSuffix(base, ".tmp") || strings.HasSuffix(base, ".orig") ||
+			strings.HasSuffix(base, ".rej") || strings.HasSuffix(base, "~") {
+			t.Errorf("%s: a stray file is tracked (an editor's or a patch's leftover, or a glob's name)", name)
 		}
 		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {

@@ -172,7 +172,7 @@ func (s *Server) start(t testing.TB) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	argv := append(append([]string(nil), s.wrap...), "java", "-Xmx512m", "-jar", s.jar, "--properties", s.conf)
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := testutil.DieWithTest(exec.Command(argv[0], argv[1:]...))
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -284,4 +284,12 @@ func (s *Server) PutDamaged(t testing.TB, st *objstore.S3, dir, name string, at 
 		t.Fatal(err)
 	}
 	s.Put(t, st, name, bad)
+}
+
+// Pid is the server's process id (the JVM's, or the namespace wrapper's
+// that became it).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
 }

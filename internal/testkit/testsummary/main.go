@@ -1,8 +1,12 @@
 // Command testsummary reads `go test -json` on standard input, passes the
 // usual output through, and ends with what ran and what was skipped, and
 // why: a package whose every test skipped printed "ok" like any other
-// (the real-dataset tests without ../shared, in 0.02 s). It exits 1 when a
-// test or a package failed, so a pipe keeps go test's verdict.
+// (the real-dataset tests without ../shared, in 0.02 s). A failure is
+// shown with why, at the end where a person reads: each failed test's own
+// output (its t.Fatal lines, a panic), and for a package that failed with
+// no test failed (go test's timeout, a crash) its last lines, which name
+// the tests that were running. It exits 1 when a test or a package
+// failed, so a pipe keeps go test's verdict.
 package main
 
 import (
@@ -26,11 +30,35 @@ func main() {
 	os.Exit(run(os.Stdin, os.Stdout))
 }
 
+// keptLines bounds the output kept of one test or package for the
+// failures section: the message is near the end.
+const keptLines = 40
+
+// tail keeps the last keptLines lines given.
+type tail struct {
+	lines []string
+	cut   int // lines dropped from the front
+}
+
+func (t *tail) add(l string) {
+	t.lines = append(t.lines, l)
+	if len(t.lines) > keptLines {
+		t.lines = t.lines[1:]
+		t.cut++
+	}
+}
+
 func run(in io.Reader, out io.Writer) int {
 	type pkgCount struct{ run, pass, fail, skip int }
 	counts := map[string]*pkgCount{}
 	skips := map[string]string{} // "pkg Test" → the reason (the test's last output line)
 	lastLine := map[string]string{}
+	kept := map[string]*tail{} // "pkg Test" (or "pkg " for the package's own) → its last lines
+	var failedTests []string   // "pkg Test", in the order they failed
+	failedPkgs := map[string]bool{}
+	running := map[string]bool{}    // "pkg Test" started and not ended: what a timeout or crash cut
+	panics := map[string][]string{} // "pkg Test" → its panic line and the few after it (a timeout's running tests)
+	panicLeft := map[string]int{}
 	failed := false
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -55,6 +83,18 @@ func run(in io.Reader, out io.Writer) int {
 		case "build-fail":
 			failed = true
 		case "output":
+			if l := strings.TrimRight(e.Output, "\n"); !strings.HasPrefix(strings.TrimSpace(l), "=== ") {
+				if kept[key] == nil {
+					kept[key] = &tail{}
+				}
+				kept[key].add(l)
+			}
+			if l := strings.TrimRight(e.Output, "\n"); strings.HasPrefix(l, "panic:") && panics[key] == nil {
+				panics[key], panicLeft[key] = []string{l}, 6
+			} else if panicLeft[key] > 0 {
+				panics[key] = append(panics[key], l)
+				panicLeft[key]--
+			}
 			if e.Test == "" && e.Output != "PASS\n" {
 				fmt.Fprint(out, e.Output) // the package's ok/FAIL lines
 			} else if l := strings.TrimSpace(e.Output); l != "" && !strings.HasPrefix(l, "---") && !strings.HasPrefix(l, "===") {
@@ -64,25 +104,52 @@ func run(in io.Reader, out io.Writer) int {
 				fmt.Fprint(out, e.Output)
 			}
 		case "run":
+			running[key] = e.Test != ""
 			if e.Test != "" && !strings.Contains(e.Test, "/") {
 				c.run++
 			}
 		case "pass":
+			delete(running, key)
 			if e.Test != "" && !strings.Contains(e.Test, "/") {
 				c.pass++
 			}
 		case "fail":
+			delete(running, key)
 			failed = true
 			if e.Test != "" && !strings.Contains(e.Test, "/") {
 				c.fail++
 			}
+			if e.Test != "" {
+				failedTests = append(failedTests, key)
+			} else {
+				failedPkgs[e.Package] = true
+			}
 		case "skip":
+			delete(running, key)
 			if e.Test != "" {
 				if !strings.Contains(e.Test, "/") {
 					c.skip++
 				}
 				skips[key] = lastLine[key]
 			}
+		}
+	}
+	// A test cut by its package's end (go test's timeout, a crash) failed
+	// with it: shown with its panic, else its last lines.
+	var cut []string
+	for k, r := range running {
+		if pkg, _, _ := strings.Cut(k, " "); r && failedPkgs[pkg] {
+			cut = append(cut, k)
+		}
+	}
+	sort.Strings(cut)
+	for _, k := range cut {
+		if p := panics[k]; p != nil {
+			kept[k] = &tail{lines: append([]string{"(did not finish)"}, p...)}
+		}
+		failedTests = append(failedTests, k)
+		if pkg, test, _ := strings.Cut(k, " "); !strings.Contains(test, "/") {
+			counts[pkg].fail++
 		}
 	}
 	var run, pass, fail, skip int
@@ -106,8 +173,90 @@ func run(in io.Reader, out io.Writer) int {
 	for _, k := range keys {
 		fmt.Fprintf(out, "  skipped %s: %s\n", k, skips[k])
 	}
+	writeFailures(out, failedTests, failedPkgs, kept)
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// writeFailures shows why each test failed (a parent whose subtest failed
+// adds nothing of its own unless it has lines of its own), and the last
+// lines of a package that failed with no test failed.
+func writeFailures(out io.Writer, tests []string, pkgs map[string]bool, kept map[string]*tail) {
+	if len(tests) == 0 && len(pkgs) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nfailures:\n")
+	withTest := map[string]bool{}
+	for _, k := range tests {
+		pkg, _, _ := strings.Cut(k, " ")
+		withTest[pkg] = true
+		lines := own(kept[k])
+		if len(lines) == 0 && hasFailedChild(k, tests) {
+			continue
+		}
+		fmt.Fprintf(out, "--- FAIL: %s\n", k)
+		for _, l := range lines {
+			fmt.Fprintf(out, "    %s\n", strings.TrimSpace(l))
+		}
+	}
+	names := make([]string, 0, len(pkgs))
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if withTest[p] && !timedOut(kept[p+" "]) {
+			continue
+		}
+		fmt.Fprintf(out, "--- FAIL: package %s, its last lines:\n", p)
+		t := kept[p+" "]
+		if t == nil {
+			continue
+		}
+		if t.cut > 0 {
+			fmt.Fprintf(out, "    (%d lines before)\n", t.cut)
+		}
+		for _, l := range t.lines {
+			fmt.Fprintf(out, "    %s\n", l)
+		}
+	}
+}
+
+// own is a test's lines but its verdict lines (--- PASS/FAIL/SKIP of it
+// and its subtests).
+func own(t *tail) []string {
+	if t == nil {
+		return nil
+	}
+	var out []string
+	for _, l := range t.lines {
+		if s := strings.TrimSpace(l); s != "" && !strings.HasPrefix(s, "--- ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func hasFailedChild(k string, tests []string) bool {
+	for _, o := range tests {
+		if strings.HasPrefix(o, k+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// timedOut reports whether a package's lines hold go test's timeout.
+func timedOut(t *tail) bool {
+	if t == nil {
+		return false
+	}
+	for _, l := range t.lines {
+		if strings.Contains(l, "test timed out") {
+			return true
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/augloader/augloader/aug"
@@ -163,4 +164,17 @@ func CheckTail[T comparable](t testing.TB, full, tail []T, k int) {
 			t.Fatalf("resumed at batch %d: batch %d differs from the uninterrupted stream's", k, k+i)
 		}
 	}
+}
+
+// DieWithTest makes cmd, a server a test starts (s3proxy, augloader
+// serve), die with the test process however that ends: go test's
+// timeout kills the test binary with no cleanup run, and such servers
+// were left running for hours. SIGKILL is sent to it when the thread
+// that started it ends (Go keeps its threads for the process's life).
+func DieWithTest(cmd *exec.Cmd) *exec.Cmd {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	return cmd
 }
