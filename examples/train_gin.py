@@ -148,6 +148,7 @@ def evaluate(model, ds, device):
     correct = total = 0
     with torch.no_grad():
         for t in ds:
+            check_stop()
             logits = model(t)
             keep = ~t["padded"].to(device)
             correct += int((logits.argmax(1) == t["y"])[keep].sum())
@@ -205,6 +206,7 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
             sums = {"loss": 0.0, "correct": 0, "total": 0, "kept": 0, "wait": 0.0, "step": 0.0}
         t0 = time.perf_counter()
         for t in train:
+            check_stop()
             t1 = time.perf_counter()
             sums["wait"] += t1 - t0
             logits = model(t)
@@ -404,8 +406,28 @@ def cmd_cv(args):
     return report
 
 
+# The signal that asked to stop, once one has. The handler raises at once
+# (a blocking read ends), but an exception raised while Python runs a
+# finalizer (a batch buffer's __del__, every step) is printed and dropped:
+# a Ctrl-C landing there was lost and training went on. The loops check
+# this flag at every step, so a stop asked for is never lost.
+_STOP_ASKED: list = []
+
+
 def _stop(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+    _STOP_ASKED.append(signum)
+    raise _interrupt(signum)
+
+
+def _interrupt(signum) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else KeyboardInterrupt(f"signal {signum}")
+
+
+def check_stop() -> None:
+    """Raises KeyboardInterrupt if SIGINT or SIGTERM came (even one whose
+    own exception a finalizer swallowed)."""
+    if _STOP_ASKED:
+        raise _interrupt(_STOP_ASKED[0])
 
 
 def main(argv=None):
@@ -415,6 +437,7 @@ def main(argv=None):
     # SIGTERM stops as Ctrl-C does: the daemon, the training processes and
     # the temporary folders are cleaned up on the way out.
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
 
     class Fmt(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
         pass

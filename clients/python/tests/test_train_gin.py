@@ -261,6 +261,36 @@ def test_train_ctrl_c_says_what_stopped(bins, make_synth_shards):
         assert sum(1 for _ in augloader.connect(d.url).epoch(0)) > 0
 
 
+def test_ctrl_c_in_a_finalizer_is_not_lost():
+    """Issue #55: a Ctrl-C that train_gin.py sometimes ignored (an idle CI
+    run: 'ignored Ctrl-C for 60 s'). The window: the client frees a
+    batch's buffers in __del__ at every step, and a KeyboardInterrupt
+    raised while a finalizer runs is printed and dropped by Python. The
+    example's handler records the signal, and its loops check at every
+    step: a stop asked for in that window still stops."""
+    import runpy
+    import signal
+
+    sys.path.insert(0, str(EXAMPLE.parent))  # its _needs helper
+    try:
+        mod = runpy.run_path(str(EXAMPLE))  # its functions, main() not run
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    old = signal.signal(signal.SIGINT, mod["_stop"])
+    try:
+        class Lease:
+            def __del__(self):
+                signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the finalizer
+
+        Lease()  # freed at once: its KeyboardInterrupt is swallowed ("Exception ignored in")
+        with pytest.raises(KeyboardInterrupt) as e:
+            mod["check_stop"]()  # the next step's check
+        assert str(e.value) == ""  # Ctrl-C: "stopped (interrupted)"
+    finally:
+        signal.signal(signal.SIGINT, old)
+        mod["_STOP_ASKED"].clear()
+
+
 @pytest.mark.parametrize("script,blocked", [("train_gin.py", "torch"), ("train_graphcl.py", "torch"),
                                             ("train_gine.py", "torch"), ("train_gin.py", "augloader")])
 def test_examples_say_what_they_need(script, blocked):
