@@ -32,8 +32,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -119,8 +121,12 @@ func New(o Options) (*Server, error) {
 func (s *Server) Active() int { return int(s.active.Load()) }
 
 // Listen creates the Unix socket at path, refusing to replace anything
-// that is not a stale socket of ours.
-func Listen(path string, mode fs.FileMode) (*net.UnixListener, error) {
+// that is not a stale socket of ours. The path appears only once the
+// socket listens with its mode: it is made under a temporary name in the
+// same folder and linked into place (the file a bind makes comes before
+// its listen, and a client that waits for the file, as a probe or a
+// test does, was refused in between, more often on a loaded machine).
+func Listen(path string, mode fs.FileMode) (*SocketListener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
@@ -136,16 +142,63 @@ func Listen(path string, mode fs.FileMode) (*net.UnixListener, error) {
 			return nil, fmt.Errorf("server: remove stale socket: %w", err)
 		}
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// A socket's path has at most 107 bytes: a temporary name past that
+	// falls back to the path itself.
+	at := filepath.Join(filepath.Dir(path), fmt.Sprintf(".augsock-%d-%d", os.Getpid(), rand.Uint32()))
+	if len(at) > 107 {
+		at = path
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: at, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(path, mode); err != nil {
+	ln.SetUnlinkOnClose(false)
+	fail := func(err error) (*SocketListener, error) {
 		ln.Close()
-		return nil, fmt.Errorf("server: chmod %s: %w", path, err)
+		os.Remove(at)
+		return nil, err
 	}
-	return ln, nil
+	if err := os.Chmod(at, mode); err != nil {
+		return fail(fmt.Errorf("server: chmod %s: %w", path, err))
+	}
+	if at != path {
+		// link, not rename: what another process put at path meanwhile
+		// is refused, never replaced.
+		if err := os.Link(at, path); err != nil {
+			return fail(fmt.Errorf("server: %s: %w", path, err))
+		}
+		os.Remove(at)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fail(fmt.Errorf("server: %w", err))
+	}
+	return &SocketListener{UnixListener: ln, path: path, file: fi, unlink: true}, nil
+}
+
+// SocketListener is the listener Listen makes: its Close removes the
+// socket file it made (not another one put at its path since).
+type SocketListener struct {
+	*net.UnixListener
+	path   string
+	file   fs.FileInfo
+	unlink bool
+	once   sync.Once
+}
+
+// SetUnlinkOnClose says whether Close removes the socket file (default
+// true).
+func (l *SocketListener) SetUnlinkOnClose(unlink bool) { l.unlink = unlink }
+
+// Close stops listening and removes the socket file.
+func (l *SocketListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() {
+		if fi, e := os.Lstat(l.path); l.unlink && e == nil && os.SameFile(fi, l.file) {
+			os.Remove(l.path)
+		}
+	})
+	return err
 }
 
 // Serve accepts connections until ctx is cancelled, then drains and

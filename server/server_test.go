@@ -361,3 +361,44 @@ func TestSocketSafety(t *testing.T) {
 	}
 	ln2.Close()
 }
+
+// The socket's path appears only once it listens: a client that waits
+// for the file and connects at once is never refused (the file a bind
+// makes came before its listen, and a test that waited so failed in
+// 0.04 s on a loaded machine).
+func TestSocketAppearsListening(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 300 {
+		sock := filepath.Join(dir, fmt.Sprintf("s%d.sock", i))
+		made := make(chan interface{ Close() error }, 1)
+		go func() {
+			ln, err := server.Listen(sock, 0o600)
+			if err != nil {
+				t.Error(err)
+			}
+			made <- ln
+		}()
+		for {
+			if _, err := os.Lstat(sock); err == nil {
+				break
+			}
+			runtime.Gosched()
+		}
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatalf("try %d: the socket file was there and refused a connection: %v", i, err)
+		}
+		c.Close()
+		ln := <-made
+		if fi, err := os.Lstat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("the socket's mode: %v %v", fi, err)
+		}
+		ln.Close()
+		if _, err := os.Lstat(sock); err == nil {
+			t.Fatal("Close left the socket file")
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".augsock-*")); len(left) > 0 {
+		t.Fatalf("temporary names left: %v", left)
+	}
+}
