@@ -190,15 +190,15 @@ type SocketListener struct {
 // true).
 func (l *SocketListener) SetUnlinkOnClose(unlink bool) { l.unlink = unlink }
 
-// Close stops listening and removes the socket file.
+// Close removes the socket file, then stops listening (in that order, as
+// net.UnixListener does: an Accept that returns finds the file gone).
 func (l *SocketListener) Close() error {
-	err := l.UnixListener.Close()
 	l.once.Do(func() {
 		if fi, e := os.Lstat(l.path); l.unlink && e == nil && os.SameFile(fi, l.file) {
 			os.Remove(l.path)
 		}
 	})
-	return err
+	return l.UnixListener.Close()
 }
 
 // Serve accepts connections until ctx is cancelled, then drains and
