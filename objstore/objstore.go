@@ -32,10 +32,11 @@
 // Writing: PutFolder uploads a local shard folder, the manifest last, so
 // a prefix holds a folder only once it is whole; a replacement puts the
 // new folder (which has a generation of its own, shard.Manifest.Generation)
-// beside the old one and swaps the manifest, so the old folder stays
-// whole until then and a stopped replacement leaves it as it was, its
-// files beside it until Leftovers lists them and Delete takes them
-// (shardconv prune).
+// beside the old one, checks that each is there, and swaps the manifest
+// (conditionally on the one it replaces, and never over another
+// replacement's: ErrReplaced), so the old folder stays whole until then
+// and a stopped replacement leaves it as it was, its files beside it
+// until Leftovers lists them and Delete takes them (shardconv prune).
 //
 // Caching: DiskCache keeps another store's reads in a local folder, across
 // restarts, keyed by object, version (the ETag) and range, each entry

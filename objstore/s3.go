@@ -391,7 +391,7 @@ func (s *S3) retry(ctx context.Context, try func(context.Context) error, name fu
 		}
 		return last
 	}
-	var err error
+	var err, prev error
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(rctx, s.opts.AttemptTimeout)
 		err = try(actx)
@@ -401,8 +401,12 @@ func (s *S3) retry(ctx context.Context, try func(context.Context) error, name fu
 		}
 		err = classify(err)
 		if rctx.Err() != nil {
+			if prev != nil {
+				err = prev // this try was cut by the end: the one before says why
+			}
 			return name(ended(err))
 		}
+		prev = err
 		if !errors.As(err, new(errRetry)) {
 			return name(err)
 		}

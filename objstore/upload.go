@@ -1,15 +1,20 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -28,6 +33,17 @@ var partSize int64 = 64 << 20
 // ErrSameNames is a replacement whose shard files would overwrite the old
 // folder's before its manifest is replaced.
 var ErrSameNames = errors.New("objstore: the new folder's shard files have the old folder's names")
+
+// ErrReplaced is a replacement that another one overtook: the manifest in
+// the store is neither the one it replaces nor its own. Its files stay
+// beside the other's folder, unused (shardconv prune), and nothing of the
+// folder in place is deleted.
+var ErrReplaced = errors.New("objstore: another replacement swapped its folder in first")
+
+// ErrIncomplete is a new folder whose file is not in the store as
+// uploaded just before the swap (deleted meanwhile, by a prune say): the
+// manifest is not swapped, so the prefix keeps the folder it had.
+var ErrIncomplete = errors.New("objstore: the new folder is not whole in the store")
 
 // NewGeneration is a fresh folder generation (shard.Manifest.Generation):
 // 16 random hex digits.
@@ -48,20 +64,31 @@ func NewGeneration() string {
 // (shard.Manifest.Generation, which names its files; ErrSameNames
 // otherwise), its files go up beside the old ones, and the manifest's
 // one PUT swaps the folders: until then readers see the old folder whole,
-// and a replacement that fails or is stopped leaves it as it was. Only
-// then are the old folder's shards and index deleted (running readers of
-// it fail naming the object that went); any other file (a split file) is
-// overwritten in place before the manifest. progress, when set, is told
-// each file done.
+// and a replacement that fails or is stopped leaves it as it was. Before
+// the swap every new file is asked for (HEAD) and must be there as
+// uploaded (ErrIncomplete otherwise). The swap is conditional on the
+// manifest it replaces: If-Match its ETag (If-None-Match * where there was
+// none), for a store that honours it; and a try that fails is followed by
+// a read of the manifest in place before the next, so a PUT applied whose
+// answer was lost is seen as done, and one overtaken by another
+// replacement is not made again (ErrReplaced). Only then, the manifest
+// read once more and still this folder's, are the old folder's shards and
+// index deleted (running readers of it fail naming the object that went);
+// any other file (a split file) is overwritten in place before the
+// manifest. progress, when set, is told each file done.
 func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress func(name string, bytes int64)) error {
 	exists, err := s.Vacant(ctx, replace)
 	if err != nil {
 		return err
 	}
 	var stale []string
+	var before manifestSeen
 	if exists {
 		man, err := shard.ReadManifest(dir)
 		if err != nil {
+			return err
+		}
+		if before, err = s.manifestNow(ctx); err != nil {
 			return err
 		}
 		if stale, err = s.replaced(ctx, man); err != nil {
@@ -79,14 +106,46 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 		}
 	}
 	sort.Strings(names)
-	names = append(names, shard.ManifestName)
+	sizes := map[string]int64{}
 	for _, name := range names {
 		n, err := s.PutFile(ctx, name, filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
+		sizes[name] = n
 		if progress != nil {
 			progress(name, n)
+		}
+	}
+	for _, name := range names {
+		f, err := s.Open(ctx, name)
+		if err != nil {
+			return fmt.Errorf("%w: %s/%s, uploaded, is gone (%v): the manifest was not swapped, so %s keeps the folder it had",
+				ErrIncomplete, s.Location(), name, err, s.Location())
+		}
+		if f.Size() != sizes[name] {
+			return fmt.Errorf("%w: %s/%s holds %d bytes, %d uploaded: the manifest was not swapped", ErrIncomplete, s.Location(), name, f.Size(), sizes[name])
+		}
+	}
+	ours, err := os.ReadFile(filepath.Join(dir, shard.ManifestName))
+	if err != nil {
+		return err
+	}
+	if err := s.swapManifest(ctx, ours, before); err != nil {
+		return err
+	}
+	if progress != nil {
+		progress(shard.ManifestName, int64(len(ours)))
+	}
+	if len(stale) > 0 {
+		// The old folder's files go only while this folder is the one in
+		// place: one that overtook this replacement may use them.
+		now, err := s.manifestNow(ctx)
+		if err != nil {
+			return fmt.Errorf("objstore: %s: the old folder's files kept (the manifest could not be read again: %w)", s.Location(), err)
+		}
+		if now.digest != digestOf(ours) {
+			return fmt.Errorf("%w: %s holds another folder than this one since the swap; the old files are kept", ErrReplaced, s.Location())
 		}
 	}
 	for _, name := range stale {
@@ -95,6 +154,99 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 		}
 	}
 	return nil
+}
+
+// manifestSeen is the manifest in the store when a replacement began: its
+// ETag and the SHA-256 of its bytes ("" for none there).
+type manifestSeen struct{ etag, digest string }
+
+// manifestNow reads the manifest in place (none: the zero manifestSeen).
+func (s *S3) manifestNow(ctx context.Context) (manifestSeen, error) {
+	key := s.Key(shard.ManifestName)
+	var seen manifestSeen
+	err := s.retry(ctx, func(ctx context.Context) error {
+		out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(out.Body, shard.MaxManifestBytes+1))
+		if err != nil {
+			return errRetry{err}
+		}
+		seen = manifestSeen{etag: aws.ToString(out.ETag), digest: digestOf(b)}
+		return nil
+	}, func(err error) error { return fmt.Errorf("objstore: reading s3://%s/%s: %w", s.bucket, key, err) })
+	if errors.Is(err, os.ErrNotExist) {
+		return manifestSeen{}, nil
+	}
+	return seen, err
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// swapManifest puts manifest bytes ours in place of the one seen before
+// (none: before is zero), conditionally (If-Match, If-None-Match) for a
+// store that honours it; after a try that fails, the manifest in place
+// decides: ours (the PUT was applied, its answer lost) is done; the one
+// replaced is tried again; another is ErrReplaced, never overwritten.
+func (s *S3) swapManifest(ctx context.Context, ours []byte, before manifestSeen) error {
+	key := s.Key(shard.ManifestName)
+	in := func() *s3.PutObjectInput {
+		in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(ours), ContentLength: aws.Int64(int64(len(ours)))}
+		if before.etag != "" {
+			in.IfMatch = aws.String(before.etag)
+		} else {
+			in.IfNoneMatch = aws.String("*")
+		}
+		return in
+	}
+	wait := s.opts.Backoff
+	var last error
+	conditional := true
+	for attempt := 1; attempt <= s.opts.Attempts; attempt++ {
+		put := in()
+		if !conditional {
+			put.IfMatch, put.IfNoneMatch = nil, nil
+		}
+		actx, cancel := context.WithTimeout(ctx, s.opts.AttemptTimeout)
+		_, err := s.client.PutObject(actx, put)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = classify(err)
+		if conditional && strings.Contains(last.Error(), "NotImplemented") {
+			// A store that does not take conditional writes: the reads
+			// around the swap guard it alone.
+			conditional = false
+			continue
+		}
+		if !errors.As(last, new(errRetry)) && !errors.Is(last, ErrChanged) {
+			return fmt.Errorf("objstore: swapping in s3://%s/%s: %w", s.bucket, key, last)
+		}
+		now, err := s.manifestNow(ctx)
+		switch {
+		case err != nil:
+			return fmt.Errorf("objstore: swapping in s3://%s/%s: %v; then reading it: %w", s.bucket, key, last, err)
+		case now.digest == digestOf(ours):
+			return nil // applied; the answer was lost
+		case now.digest != before.digest:
+			return fmt.Errorf("%w: s3://%s/%s is another folder's since this replacement began (the swap's answer: %v); "+
+				"this one's files stay beside it, unused (shardconv prune deletes them)", ErrReplaced, s.bucket, key, last)
+		}
+		s.stats.Retries.Add(1)
+		select {
+		case <-time.After(time.Duration(mrand.Int64N(int64(wait)) + 1)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+	return fmt.Errorf("objstore: swapping in s3://%s/%s: %w after %d attempts: %v", s.bucket, key, ErrRead, s.opts.Attempts, last)
 }
 
 // replaced checks that the folder of manifest man may go up beside the one
@@ -126,6 +278,20 @@ func (s *S3) replaced(ctx context.Context, man *shard.Manifest) ([]string, error
 // (its manifest) is ErrExists unless replace, when exists says so; any
 // other failure to ask is returned as is.
 func (s *S3) Vacant(ctx context.Context, replace bool) (exists bool, err error) {
+	// The bucket first: a missing one, or keys it refuses, answer a HEAD of
+	// the manifest as 404 or 403 alike.
+	err = s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.bucket})
+		return err
+	}, func(err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("objstore: s3://%s: no such bucket (create it first, or check AWS_ENDPOINT_URL and AWS_REGION)", s.bucket)
+		}
+		return fmt.Errorf("objstore: s3://%s: %w (check the keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)", s.bucket, err)
+	})
+	if err != nil {
+		return false, err
+	}
 	_, err = s.Open(ctx, shard.ManifestName)
 	switch {
 	case err == nil && !replace:

@@ -204,6 +204,8 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	// A second signal exits at once, past the defer: the copy goes then too.
+	defer cliutil.AtExit(func() { os.RemoveAll(tmp) })()
 	res, err := runConvert(c, input, filepath.Join(tmp, "shards"), generation)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,8 @@ func pruneCmd() *cli.Command {
 		Description: "A replacement uploads the new folder's shards and graph-size index beside the old ones, under names that carry its\n" +
 			"generation, and swaps the manifest last; one stopped before the swap leaves them there, unused. prune lists the shards and\n" +
 			"indexes of any generation but the manifest's and deletes those last modified at least --older-than ago (a replacement\n" +
-			"still uploading writes newer ones). It never touches the manifest's own files, a split file, or files of other names.",
+			"still uploading writes newer ones; a generation is judged by its newest file, so an upload longer than --older-than keeps\n" +
+			"its early files). It never touches the manifest's own files, a split file, or files of other names.",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "older-than", Value: time.Hour, Usage: "delete only files last modified this long ago or more (0s: all; keep it above the longest upload that may be running)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be deleted, delete nothing"},
@@ -47,13 +48,22 @@ func pruneCmd() *cli.Command {
 				return err
 			}
 			minAge := c.Duration("older-than")
+			// A generation is judged by its newest file: an upload that runs
+			// longer than --older-than keeps its early files while it writes.
+			newest := map[string]time.Time{}
+			for _, l := range left {
+				if l.Modified.After(newest[l.Generation]) {
+					newest[l.Generation] = l.Modified
+				}
+			}
 			var deleted, kept int
 			var bytes int64
 			for _, l := range left {
 				age := time.Since(l.Modified).Round(time.Second)
-				if age < minAge {
+				if young := time.Since(newest[l.Generation]).Round(time.Second); young < minAge {
 					kept++
-					fmt.Fprintf(os.Stderr, "kept %s (generation %s): modified %s ago, under --older-than %s\n", l.Name, l.Generation, age, minAge)
+					fmt.Fprintf(os.Stderr, "kept %s (generation %s, modified %s ago): its generation's newest file is %s old, under --older-than %s\n",
+						l.Name, l.Generation, age, young, minAge)
 					continue
 				}
 				verb := "would delete"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
@@ -167,6 +168,21 @@ func TestPrune(t *testing.T) {
 	}
 	if out, errOut, code := run(t, "verify", loc); code != 0 {
 		t.Fatalf("verify after prune: %s%s", out, errOut)
+	}
+	// A generation is judged by its newest file: an upload still running
+	// (its last file young) keeps its first one, however old.
+	const running = "fedcba9876543210"
+	early, late := "shard-00000."+running+".arrow", "shard-00001."+running+".arrow"
+	for _, name := range []string{early, late} {
+		srv.Put(t, st, name, filepath.Join(dir, "shard-00000.arrow"))
+	}
+	srv.Age(t, "prune", "set/"+early, 3*time.Hour)
+	if _, errOut, code := run(t, "prune", loc); code != 0 || !strings.Contains(errOut, "kept "+early) || !exists(early) || !exists(late) {
+		t.Fatalf("prune while an upload runs: exit %d, its early file kept %v\n%s", code, exists(early), errOut)
+	}
+	srv.Age(t, "prune", "set/"+late, 2*time.Hour)
+	if _, errOut, code := run(t, "prune", loc); code != 0 || exists(early) || exists(late) {
+		t.Fatalf("prune of a generation whose newest file is old: exit %d\n%s", code, errOut)
 	}
 	if _, errOut, code := run(t, "prune", dir); code == 0 || !strings.Contains(errOut, "local folder") {
 		t.Fatalf("prune of a local folder: exit %d\n%s", code, errOut)

@@ -17,12 +17,43 @@ import (
 	"os/signal"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/augloader/augloader/internal/bytesize"
 )
+
+var (
+	atExitMu sync.Mutex
+	atExit   = map[int]func(){}
+	atExitN  int
+)
+
+// AtExit has f run if a second signal ends the process at once (Main),
+// where deferred calls do not run: a command removes its temporary files
+// so. The returned func drops f (call it when the files are gone anyway).
+func AtExit(f func()) (drop func()) {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	atExitN++
+	n := atExitN
+	atExit[n] = f
+	return func() {
+		atExitMu.Lock()
+		defer atExitMu.Unlock()
+		delete(atExit, n)
+	}
+}
+
+func runAtExit() {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	for _, f := range atExit {
+		f()
+	}
+}
 
 // Main runs app on os.Args, flags allowed after positionals. The first
 // SIGINT or SIGTERM cancels the context commands run with (they shut down
@@ -38,6 +69,7 @@ func Main(app *cli.App) {
 		cancel()
 		<-sigs
 		fmt.Fprintf(os.Stderr, "%s: second signal: exiting now\n", app.Name)
+		runAtExit()
 		os.Exit(130)
 	}()
 	app.ExitErrHandler = func(*cli.Context, error) {} // Main prints and exits itself

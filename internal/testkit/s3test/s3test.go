@@ -293,3 +293,14 @@ func (s *Server) Pid() int {
 	defer s.mu.Unlock()
 	return s.cmd.Process.Pid
 }
+
+// Age sets the Last-Modified time of object key of bucket to age ago (the
+// filesystem backend's file time), as an upload that ran long ago left it.
+func (s *Server) Age(t testing.TB, bucket, key string, age time.Duration) {
+	t.Helper()
+	path := filepath.Join(filepath.Dir(s.conf), "data", bucket, filepath.FromSlash(key))
+	when := time.Now().Add(-age)
+	if err := os.Chtimes(path, when, when); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,173 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/ingest/convert"
+	"github.com/augloader/augloader/internal/testkit/fixture"
+	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/objstore"
+)
+
+// putHook is a proxy before the S3 server that tells before (when set) of
+// each PUT and may answer it itself after passing it on (after returns
+// true: the answer is 503, as if lost).
+type putHook struct {
+	target *url.URL
+	before func(key string)
+	after  func(key string) (lose bool)
+}
+
+func (h *putHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := httputil.NewSingleHostReverseProxy(h.target)
+	if r.Method != http.MethodPut {
+		p.ServeHTTP(w, r)
+		return
+	}
+	if h.before != nil {
+		h.before(r.URL.Path)
+	}
+	rec := &recorded{header: http.Header{}}
+	p.ServeHTTP(rec, r)
+	if h.after != nil && h.after(r.URL.Path) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+}
+
+// recorded is a response held back by putHook.
+type recorded struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorded) Header() http.Header         { return r.header }
+func (r *recorded) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (r *recorded) WriteHeader(s int)           { r.status = s }
+
+// A replacement's swap is safe where the store's answers are lost or
+// another replacement overtakes it: a manifest PUT applied whose answer
+// was lost is done (not made again over another's); a replacement
+// overtaken by another stops with ErrReplaced and deletes nothing, and the
+// prefix holds the other's folder whole; a new file gone before the swap
+// (a prune) stops it with ErrIncomplete, the old folder served as before;
+// a bucket that does not exist is refused before anything is written.
+func TestSwapIsSafe(t *testing.T) {
+	ctx := context.Background()
+	old := fixture.SynthShardsSized(t, "COLLAB", 120, 4, 128<<10)
+	genA := fixture.SynthShardsWith(t, "COLLAB", 90, 5, convert.Options{ShardBytes: 128 << 10, Generation: "aaaaaaaaaaaaaaaa"})
+	genB := fixture.SynthShardsWith(t, "COLLAB", 60, 6, convert.Options{ShardBytes: 128 << 10, Generation: "bbbbbbbbbbbbbbbb"})
+	srv := s3test.Start(t)
+	target, _ := url.Parse(srv.Endpoint)
+	wantOld := epochBytes(t, old, epoch.Shuffle{}, 0, 0)
+	wantA := epochBytes(t, genA, epoch.Shuffle{}, 0, 0)
+	wantB := epochBytes(t, genB, epoch.Shuffle{}, 0, 0)
+	served := func(t *testing.T, loc string, want []byte, what string) {
+		t.Helper()
+		srv.Env(t, srv.Endpoint)
+		if got := epochBytes(t, loc, epoch.Shuffle{}, 0, 0); !bytes.Equal(got, want) {
+			t.Fatalf("%s does not serve %s", loc, what)
+		}
+	}
+	isManifest := func(key string) bool { return strings.HasSuffix(key, "/manifest.json") }
+
+	t.Run("lost-answer", func(t *testing.T) {
+		loc := srv.Upload(t, "swap", "lost", old)
+		var lost atomic.Int64
+		srv.Env(t, serve(t, &putHook{target: target, after: func(key string) bool {
+			return isManifest(key) && lost.CompareAndSwap(0, 1)
+		}}))
+		st, err := objstore.NewS3(ctx, "swap", "lost", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutFolder(ctx, genA, true, nil); err != nil || lost.Load() != 1 {
+			t.Fatalf("a swap whose answer was lost: %v (%d answers lost)", err, lost.Load())
+		}
+		served(t, loc, wantA, "the new folder")
+	})
+
+	t.Run("overtaken", func(t *testing.T) {
+		loc := srv.Upload(t, "swap", "race", old)
+		direct, err := objstore.NewS3(ctx, "swap", "race", objstore.S3Options{}) // B, straight to the store
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bErr error
+		var once atomic.Bool
+		srv.Env(t, serve(t, &putHook{target: target, after: func(key string) bool {
+			if !isManifest(key) || !once.CompareAndSwap(false, true) {
+				return false
+			}
+			// A's swap applied; its answer held while B replaces A's
+			// folder whole; then A's answer is lost.
+			bErr = direct.PutFolder(ctx, genB, true, nil)
+			return true
+		}}))
+		a, err := objstore.NewS3(ctx, "swap", "race", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.PutFolder(ctx, genA, true, nil)
+		if bErr != nil {
+			t.Fatalf("B's replacement: %v", bErr)
+		}
+		if !errors.Is(err, objstore.ErrReplaced) {
+			t.Fatalf("A, overtaken by B: want ErrReplaced, got %v", err)
+		}
+		served(t, loc, wantB, "B's folder, whole")
+	})
+
+	t.Run("incomplete", func(t *testing.T) {
+		loc := srv.Upload(t, "swap", "pruned", old)
+		direct, err := objstore.NewS3(ctx, "swap", "pruned", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var once atomic.Bool
+		srv.Env(t, serve(t, &putHook{target: target, before: func(key string) {
+			// While the second shard goes up, a prune takes the first
+			// shard of A meanwhile.
+			if strings.Contains(key, "shard-00001.aaaaaaaaaaaaaaaa") && once.CompareAndSwap(false, true) {
+				if err := direct.Delete(ctx, "shard-00000.aaaaaaaaaaaaaaaa.arrow"); err != nil {
+					t.Error(err)
+				}
+			}
+		}}))
+		st, err := objstore.NewS3(ctx, "swap", "pruned", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.PutFolder(ctx, genA, true, nil)
+		if !errors.Is(err, objstore.ErrIncomplete) || !strings.Contains(err.Error(), "shard-00000.aaaaaaaaaaaaaaaa.arrow") {
+			t.Fatalf("a new file gone before the swap: want ErrIncomplete naming it, got %v", err)
+		}
+		served(t, loc, wantOld, "the old folder")
+	})
+
+	t.Run("no-bucket", func(t *testing.T) {
+		srv.Env(t, srv.Endpoint)
+		st, err := objstore.NewS3(ctx, "nosuchbucket", "x", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Vacant(ctx, false); err == nil || !strings.Contains(err.Error(), "no such bucket") {
+			t.Fatalf("a bucket that does not exist: %v", err)
+		}
+	})
+}
