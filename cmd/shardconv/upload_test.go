@@ -31,7 +31,7 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, out, want string
-		env          []string
+		env             []string
 	}{
 		{"no bucket", "s3://nosuchbucket/x", "no such bucket", nil},
 		{"wrong key", "s3://early/x", "check the keys", []string{"AWS_SECRET_ACCESS_KEY=wrong"}},
