@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
@@ -50,4 +51,50 @@ func ObjectStore(st shard.Store) *objstore.S3 {
 	}
 	s3, _ := st.(*objstore.S3)
 	return s3
+}
+
+// WatchFolder asks, every interval until ctx ends, whether the folder in
+// object storage the views read was replaced since it was opened (its
+// manifest's version changed: shardconv convert --force), and tells
+// replaced once when it was. A daemon serves the version it opened: the
+// pages it holds, or its disk cache holds, are that version's, and a page
+// it must read again from an object the replacement deleted fails naming
+// it; serving the new folder takes a restart. A local folder is not
+// watched (a replacement there is a rename the reader's open files do not
+// see).
+func (b *Built) WatchFolder(ctx context.Context, interval time.Duration, replaced func(opened, now string)) {
+	s3 := ObjectStore(b.Store)
+	if s3 == nil {
+		return
+	}
+	version := func() string {
+		f, err := s3.Open(ctx, shard.ManifestName)
+		if err != nil {
+			return "" // gone, or not answered: asked again next time
+		}
+		v, _ := f.(shard.Versioned)
+		if v == nil {
+			return ""
+		}
+		return v.Version()
+	}
+	opened := version()
+	if opened == "" {
+		return
+	}
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if now := version(); now != "" && now != opened {
+				replaced(opened, now)
+				return
+			}
+		}
+	}()
 }

@@ -130,6 +130,12 @@ func serveCmd() *cli.Command {
 				// No read outlives shutdown: once the running streams have had
 				// their drain, the store's requests end (a stalled store would
 				// otherwise hold the exit for its timeouts).
+				b.WatchFolder(c.Context, watchInterval(), func(opened, now string) {
+					log.Warn("the shard folder was replaced since this daemon opened it: it serves the version it opened "+
+						"(the identity's manifest digest names it) while that version's objects are there, and a page it must "+
+						"read again from one the replacement deleted fails naming it; restart the daemon to serve the new folder",
+						"shards", c.String("shards"), "opened", opened, "now", now)
+				})
 				drain := server.Limits{Drain: c.Duration("drain")}.EnsureDefaults().Drain
 				defer context.AfterFunc(c.Context, func() { time.AfterFunc(drain, b.StopReads) })()
 				src = server.Live{Views: b.Views}
@@ -245,4 +251,14 @@ func readToken(log *slog.Logger, path string) (string, error) {
 		log.Warn("the Flight token is shorter than 16 bytes: use a long random one (e.g. openssl rand -hex 32)", "file", path, "bytes", len(token))
 	}
 	return token, nil
+}
+
+// watchInterval is how often a daemon asks whether its folder in object
+// storage was replaced (AUGLOADER_S3_WATCH, a duration; default a minute:
+// one HEAD).
+func watchInterval() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("AUGLOADER_S3_WATCH")); err == nil && d > 0 {
+		return d
+	}
+	return time.Minute
 }
