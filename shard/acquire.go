@@ -100,3 +100,33 @@ func (r *Reader) unpin(p int) {
 	l.evictLocked()
 	l.mu.Unlock()
 }
+
+// pinPrivate serves row of page p, compacted away from the page while
+// others pin it, by a private read of the page for this pin alone.
+// Waiting for the other pins to go could wait on this worker's own; the
+// read is counted in the cache's use while held instead, so cooler pages
+// make room.
+func (r *Reader) pinPrivate(p, row int) (Graph, func(), error) {
+	alloc := &countingAlloc{Allocator: r.lazy.mem}
+	b, rec, err := r.loadPage(p, alloc)
+	if err != nil {
+		return Graph{}, nil, err
+	}
+	l := r.lazy
+	n := alloc.n.Load()
+	l.mu.Lock()
+	l.used += n
+	l.private++
+	l.notePeak()
+	l.evictLocked()
+	l.mu.Unlock()
+	l.loads.Add(1)
+	release := func() {
+		rec.Release()
+		l.mu.Lock()
+		l.used -= n
+		l.private--
+		l.mu.Unlock()
+	}
+	return r.graphOf(&b, row), release, nil
+}

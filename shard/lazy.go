@@ -31,6 +31,8 @@ type lazy struct {
 	mu    sync.Mutex
 	slots []pageSlot
 	used  int64
+	// private counts the private reads held (Pin), their bytes in used.
+	private int
 	// The loaded pages no one pins, least recently released first: cold
 	// ones (Cool) and warm ones, so a drop takes O(1) whatever the page
 	// count. coldHeld is what the cold list holds; resident counts the
@@ -196,6 +198,9 @@ type CacheStats struct {
 	// Compactions counts pages shrunk to the graphs still needed, Trims
 	// those of them shrunk further by the graphs needed last (compact.go).
 	Compactions, Trims int64
+	// Private is the private reads held now: a page read again whole for
+	// a graph compacted away from it while others pin it, counted in Used.
+	Private int
 }
 
 // countingAlloc counts the bytes a page's decoding holds.
@@ -253,15 +258,8 @@ func (r *Reader) Pin(id int64) (Graph, func(), error) {
 	}
 	row := r.lazy.rowOf(s, int(pos-r.pages.first[p]))
 	if row < 0 {
-		// Compacted away and pinned by another meanwhile: a private read
-		// of the page serves this pin alone.
 		r.unpin(p)
-		b, rec, err := r.loadPage(p, r.lazy.mem)
-		if err != nil {
-			return Graph{}, nil, err
-		}
-		r.lazy.loads.Add(1)
-		return r.graphOf(&b, int(pos-r.pages.first[p])), rec.Release, nil
+		return r.pinPrivate(p, int(pos-r.pages.first[p]))
 	}
 	g := r.graphOf(&s.batch, int(row))
 	return g, func() { r.unpin(p) }, nil
@@ -313,7 +311,7 @@ func (r *Reader) Stats() CacheStats {
 	defer l.mu.Unlock()
 	return CacheStats{Limit: l.limit, Used: l.used, Peak: l.peak.Load(), Loads: l.loads.Load(), Evictions: l.evictions.Load(),
 		Resident: l.resident, Prefetches: l.prefetches.Load(), Scans: l.scans.Load(), Sheds: l.sheds.Load(),
-		Compactions: l.compactions.Load(), Trims: l.trims.Load()}
+		Compactions: l.compactions.Load(), Trims: l.trims.Load(), Private: l.private}
 }
 
 func (l *lazy) notePeak() {
