@@ -69,6 +69,7 @@ type CacheStats struct {
 	Compactions       int64
 	Trims             int64
 	Private           int
+	Futures           int64
 }
 
 // SetShardCache makes /metrics report the shard cache of a reader with a
@@ -221,6 +222,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 		count("augloader_shard_cache_compactions_total", "Pages shrunk to the graphs a stream still needs, to make room without dropping one.", "counter", st.Compactions)
 		count("augloader_shard_cache_trims_total", "Pages shrunk by the graphs needed last, instead of dropped whole (counted in compactions too).", "counter", st.Trims)
 		count("augloader_shard_cache_private_pages", "Pages read again whole, privately, for a graph compacted away from a page others pin (counted in the bytes held).", "gauge", int64(st.Private))
+		count("augloader_shard_cache_future_bytes", "Bytes of the streams' page and graph futures (4 a graph), counted in the bytes held.", "gauge", st.Futures)
 		count("augloader_shard_cache_scans_total", "Shard files read through to check them and index their pages (once each).", "counter", st.Scans)
 	}
 	codes := make([]string, 0, len(m.rejected))

@@ -236,3 +236,33 @@ func TestPrivateReadCounted(t *testing.T) {
 		t.Fatal("no graph was compacted away from a page held by another pin: the test reached no private read")
 	}
 }
+
+// A stream's graph future (4 bytes a graph of the set) counts in the
+// cache's use while registered, and goes with it.
+func TestFutureCounted(t *testing.T) {
+	dir := fixture.SynthShardsSized(t, "COLLAB", 300, 3, 1<<20)
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	batches := windowedBatches(r, 4, 5, 1)
+	f := r.GraphFuture(len(batches), func(b int, visit func(int64)) {
+		for _, id := range batches[b] {
+			visit(id)
+		}
+	})
+	graphs := int64(r.NumGraphs())
+	if f.Bytes() < 4*graphs {
+		t.Fatalf("a graph future of %d graphs: %d bytes", graphs, f.Bytes())
+	}
+	before := r.Stats()
+	done := r.Foresee(f)
+	if st := r.Stats(); st.Futures != f.Bytes() || st.Used != before.Used+f.Bytes() {
+		t.Fatalf("registered: %d future bytes, %d used (%d before), want the future's %d counted", st.Futures, st.Used, before.Used, f.Bytes())
+	}
+	done()
+	if st := r.Stats(); st.Futures != 0 || st.Used != before.Used {
+		t.Fatalf("done: %d future bytes, %d used, want %d", st.Futures, st.Used, before.Used)
+	}
+}

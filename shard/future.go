@@ -123,24 +123,42 @@ func (f *Future) distance(p int) int64 {
 // whose next use by any registered stream is farthest (pages none needs
 // first), and Prefetch displaces only pages needed later than the one it
 // reads. Without a cache limit it does nothing.
+//
+// The future's own bytes (4 a graph of the whole set with a graph future,
+// and 4 a page and a use) count in the cache's use while it is
+// registered: a stream's future takes room from pages, not from outside
+// the limit.
 func (r *Reader) Foresee(f *Future) (done func()) {
 	l := r.lazy
 	if l == nil {
 		return func() {}
 	}
+	n := f.Bytes()
 	l.mu.Lock()
 	l.futures = append(l.futures, f)
+	l.used += n
+	l.futureBytes += n
+	l.notePeak()
+	l.evictLocked()
 	l.mu.Unlock()
 	return func() {
 		l.mu.Lock()
 		for i, g := range l.futures {
 			if g == f {
 				l.futures = append(l.futures[:i], l.futures[i+1:]...)
+				l.used -= n
+				l.futureBytes -= n
 				break
 			}
 		}
 		l.mu.Unlock()
 	}
+}
+
+// Bytes is what the future holds: 4 bytes a page, a use, and (a graph
+// future) a graph of the set.
+func (f *Future) Bytes() int64 {
+	return 4 * int64(len(f.start)+len(f.at)+len(f.lastUse))
 }
 
 // nextUse is page p's distance to its next use by any registered stream

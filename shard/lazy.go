@@ -31,8 +31,10 @@ type lazy struct {
 	mu    sync.Mutex
 	slots []pageSlot
 	used  int64
-	// private counts the private reads held (Pin), their bytes in used.
-	private int
+	// private counts the private reads held (Pin), their bytes in used;
+	// futureBytes is the registered futures' bytes, in used too.
+	private     int
+	futureBytes int64
 	// The loaded pages no one pins, least recently released first: cold
 	// ones (Cool) and warm ones, so a drop takes O(1) whatever the page
 	// count. coldHeld is what the cold list holds; resident counts the
@@ -201,6 +203,9 @@ type CacheStats struct {
 	// Private is the private reads held now: a page read again whole for
 	// a graph compacted away from it while others pin it, counted in Used.
 	Private int
+	// Futures is the bytes of the streams' registered futures (Foresee),
+	// counted in Used.
+	Futures int64
 }
 
 // countingAlloc counts the bytes a page's decoding holds.
@@ -311,7 +316,7 @@ func (r *Reader) Stats() CacheStats {
 	defer l.mu.Unlock()
 	return CacheStats{Limit: l.limit, Used: l.used, Peak: l.peak.Load(), Loads: l.loads.Load(), Evictions: l.evictions.Load(),
 		Resident: l.resident, Prefetches: l.prefetches.Load(), Scans: l.scans.Load(), Sheds: l.sheds.Load(),
-		Compactions: l.compactions.Load(), Trims: l.trims.Load(), Private: l.private}
+		Compactions: l.compactions.Load(), Trims: l.trims.Load(), Private: l.private, Futures: l.futureBytes}
 }
 
 func (l *lazy) notePeak() {
