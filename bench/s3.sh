@@ -26,11 +26,11 @@
 # seconds, partial=1); a RESULT line each, its set's size in a
 # kind=mosaic-set line. MOSAIC=0 skips it.
 #
-# Usage: bash bench/s3.sh   (S3_GRAPHS=4000 for a quick run)
+# Usage: bash bench/s3.sh   (S3_GRAPHS=4000 for a quick run; S3_BIN=DIR measures the binaries in DIR, default bin/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${S3_GRAPHS:-40000}
-B=bin
+B=${S3_BIN:-bin}
 JAR=.cache/s3proxy-2.7.0.jar
 [ -f "$JAR" ] || make --no-print-directory s3proxy >/dev/null
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/augloader-s3-XXXXXX")
