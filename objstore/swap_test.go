@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,6 +136,7 @@ func TestSwapIsSafe(t *testing.T) {
 	})
 
 	t.Run("incomplete", func(t *testing.T) {
+		old, genA := withSplit(t, old, "old"), withSplit(t, genA, "new")
 		loc := srv.Upload(t, "swap", "pruned", old)
 		direct, err := objstore.NewS3(ctx, "swap", "pruned", objstore.S3Options{})
 		if err != nil {
@@ -158,6 +161,17 @@ func TestSwapIsSafe(t *testing.T) {
 			t.Fatalf("a new file gone before the swap: want ErrIncomplete naming it, got %v", err)
 		}
 		served(t, loc, wantOld, "the old folder")
+		if got := splitIn(t, direct); got != "old" {
+			t.Fatalf("a stopped replacement left the old folder with split %q", got)
+		}
+		// Finished: the new folder with its own split.
+		srv.Env(t, srv.Endpoint)
+		if err := direct.PutFolder(ctx, genA, true, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := splitIn(t, direct); got != "new" {
+			t.Fatalf("the new folder's split: %q", got)
+		}
 	})
 
 	t.Run("no-bucket", func(t *testing.T) {
@@ -170,4 +184,42 @@ func TestSwapIsSafe(t *testing.T) {
 			t.Fatalf("a bucket that does not exist: %v", err)
 		}
 	})
+}
+
+// withSplit is a copy of shard folder dir with a split file whose text is
+// what (a split file beside the shards, as a converted OGB set has).
+func withSplit(t *testing.T, dir, what string) string {
+	t.Helper()
+	out := t.TempDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(out, "split-x.json"), []byte(what), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// splitIn reads split-x.json of the folder st holds.
+func splitIn(t *testing.T, st *objstore.S3) string {
+	t.Helper()
+	f, err := st.Open(context.Background(), "split-x.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, f.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -74,8 +74,9 @@ func NewGeneration() string {
 // replacement is not made again (ErrReplaced). Only then, the manifest
 // read once more and still this folder's, are the old folder's shards and
 // index deleted (running readers of it fail naming the object that went);
-// any other file (a split file) is overwritten in place before the
-// manifest. progress, when set, is told each file done.
+// a replacement's other files (a split file) are put after the swap, so
+// a stopped replacement leaves the old folder with its own. progress,
+// when set, is told each file done.
 func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress func(name string, bytes int64)) error {
 	exists, err := s.Vacant(ctx, replace)
 	if err != nil {
@@ -106,6 +107,21 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 		}
 	}
 	sort.Strings(names)
+	// A replacement puts the files beside its shards (a split file), whose
+	// names are not its generation's, only after the swap: put before it,
+	// a stopped replacement left the old folder with the new split.
+	var after []string
+	if exists {
+		var own []string
+		for _, name := range names {
+			if generationFile.MatchString(name) {
+				own = append(own, name)
+			} else {
+				after = append(after, name)
+			}
+		}
+		names = own
+	}
 	sizes := map[string]int64{}
 	for _, name := range names {
 		n, err := s.PutFile(ctx, name, filepath.Join(dir, name))
@@ -136,6 +152,15 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 	}
 	if progress != nil {
 		progress(shard.ManifestName, int64(len(ours)))
+	}
+	for _, name := range after {
+		n, err := s.PutFile(ctx, name, filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("objstore: %s holds the new folder, but not yet its %s (run again to finish): %w", s.Location(), name, err)
+		}
+		if progress != nil {
+			progress(name, n)
+		}
 	}
 	if len(stale) > 0 {
 		// The old folder's files go only while this folder is the one in

@@ -152,12 +152,21 @@ class Daemon:
     @property
     def url(self) -> str:
         """The Unix socket's URL, for :func:`augloader.connect`."""
+        self._started()
         return "unix://" + self.socket
 
     @property
     def shm_url(self) -> str:
         """The same socket with the shared-memory transport (unix+shm://)."""
+        self._started()
         return "unix+shm://" + self.socket
+
+    def _started(self) -> None:
+        # A URL of a daemon never started led to "is `augloader serve`
+        # running?" at the first stream, far from the cause.
+        if self.proc is None:
+            raise DaemonError("augloader: this Daemon was never started: use it as `with augloader.Daemon(...) as d:`, "
+                              "or call d.start() first (and d.stop() when done)")
 
     @property
     def flight_url(self) -> Optional[str]:

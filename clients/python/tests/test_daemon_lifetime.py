@@ -73,3 +73,15 @@ def test_errors_name_what_to_do(tmp_path, synth_shards, bins):
     with augloader.Daemon(synth_shards, policy="none", binary=str(bins / "augloader")) as d:
         with pytest.raises(augloader.ServerError, match="serves no named views, only its one served set"):
             list(d.client().epoch(0, view="train"))
+
+
+def test_a_daemon_never_started_says_so(bins, synth_shards):
+    """Issue #57: augloader.Daemon(...) without `with` or .start() gave a
+    URL, and the first stream failed with "is `augloader serve` running?".
+    Its URL now says it was never started, and how to start it."""
+    d = augloader.Daemon(synth_shards, binary=str(bins / "augloader"))
+    for what in ("url", "shm_url"):
+        with pytest.raises(augloader.DaemonError, match=r"never started.*with augloader\.Daemon\(\.\.\.\) as d"):
+            getattr(d, what)
+    with d:
+        assert d.url.startswith("unix://")
