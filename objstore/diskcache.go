@@ -178,10 +178,11 @@ func isEntryName(name string) bool {
 // extension).
 func isTempName(name string) bool {
 	mid, ok := strings.CutPrefix(name, diskCacheTemp)
-	if mid, ok = strings.CutSuffix(mid, diskCacheExt); !ok || mid == "" {
+	if !ok {
 		return false
 	}
-	return isDigits(mid, "0123456789")
+	mid, ok = strings.CutSuffix(mid, diskCacheExt)
+	return ok && mid != "" && isDigits(mid, "0123456789")
 }
 
 func isDigits(s, digits string) bool {

@@ -494,6 +494,7 @@ func TestDiskCacheOwnsOnlyItsFiles(t *testing.T) {
 			".tmp-123.page":                         "digits, but not a header of ours",
 			"my-holiday-photos-from-2019-mmmm.page": "32 characters and .page",
 			"0123456789abcdef0123456789abcdef.page": "an entry's name, another header",
+			"12345.page":                            "AUGPAGE1 digits without the temporary prefix",
 		}
 		for n, b := range strangers {
 			if err := os.WriteFile(filepath.Join(cacheDir, n), []byte(b), 0o644); err != nil {
