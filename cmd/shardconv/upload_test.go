@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 		tmp := t.TempDir()
 		cmd := testutil.DieWithTest(exec.Command(bin, "convert", "-i", tu, "-o", "s3://early/stopped"))
 		cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "AWS_ENDPOINT_URL="+l)
-		var out strings.Builder
+		var out lockedOut
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -97,4 +98,22 @@ func serveHTTP(t *testing.T, h http.Handler) string {
 	go hs.Serve(l)
 	t.Cleanup(func() { hs.Close() })
 	return "http://" + l.Addr().String()
+}
+
+// lockedOut is a process's output that the test reads while it runs.
+type lockedOut struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedOut) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedOut) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
