@@ -203,9 +203,21 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	// A second signal exits at once, past the defer: the copy goes then too.
-	defer cliutil.AtExit(func() { os.RemoveAll(tmp) })()
+	// A second signal exits at once, past deferred calls: the copy goes
+	// then too. The hook is dropped only once the copy is gone (dropped
+	// first, an exit between the two left it), and it tries again while a
+	// writer still adds files.
+	drop := cliutil.AtExit(func() {
+		for range 10 {
+			if os.RemoveAll(tmp) == nil {
+				return
+			}
+		}
+	})
+	defer func() {
+		os.RemoveAll(tmp)
+		drop()
+	}()
 	res, err := runConvert(c, input, filepath.Join(tmp, "shards"), generation)
 	if err != nil {
 		return nil, err
