@@ -24,9 +24,7 @@ func openStore(ctx context.Context, o LoaderOptions) (shard.Store, error) {
 // closeStore releases what openStore holds: a disk cache's folder, and
 // the object store's requests (ended, running or not).
 func closeStore(st shard.Store) error {
-	if s3 := ObjectStore(st); s3 != nil {
-		s3.Close()
-	}
+	stopReads(st)
 	if c, ok := st.(*objstore.DiskCache); ok {
 		return c.Close()
 	}
@@ -37,8 +35,10 @@ func closeStore(st shard.Store) error {
 // running and any later (objstore.ErrClosed): what shutdown does once the
 // streams have had their drain, so that no read of a stalled store holds
 // the daemon's exit. A local folder's reads are left as they are.
-func (b *Built) StopReads() {
-	if s3 := ObjectStore(b.Store); s3 != nil {
+func (b *Built) StopReads() { stopReads(b.Store) }
+
+func stopReads(st shard.Store) {
+	if s3 := ObjectStore(st); s3 != nil {
 		s3.Close()
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
 )
@@ -32,19 +32,6 @@ func (l *liar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.ServeHTTP(w, r)
-}
-
-// serve serves h on a loopback port until the test ends.
-func serve(t *testing.T, h http.Handler) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: h}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	return "http://" + l.Addr().String()
 }
 
 // readShard opens the folder's first shard through st and reads 64
@@ -76,7 +63,7 @@ func TestS3Answers(t *testing.T) {
 	target, _ := url.Parse(srv.Endpoint)
 
 	var elsewhere atomic.Int64 // requests that reached the redirect's target
-	other := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	other := testutil.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "" {
 			elsewhere.Add(1)
 		}
@@ -111,7 +98,7 @@ func TestS3Answers(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv.Env(t, serve(t, &liar{target: target, lie: tc.lie}))
+			srv.Env(t, testutil.ServeHTTP(t, &liar{target: target, lie: tc.lie}))
 			st, err := objstore.NewS3(context.Background(), "answers", "set", objstore.S3Options{Backoff: time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
@@ -147,7 +134,7 @@ func TestS3Stalls(t *testing.T) {
 		p.ServeHTTP(w, r)
 		return true
 	}}
-	srv.Env(t, serve(t, stall))
+	srv.Env(t, testutil.ServeHTTP(t, stall))
 
 	t.Run("timeout", func(t *testing.T) {
 		st, err := objstore.NewS3(context.Background(), "stalls", "set", objstore.S3Options{

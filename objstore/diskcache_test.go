@@ -21,6 +21,7 @@ import (
 	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
 )
@@ -399,7 +400,7 @@ func TestDamagedTransferCostsOneRead(t *testing.T) {
 	for _, cached := range []bool{false, true} {
 		t.Run(fmt.Sprintf("disk-cache=%v", cached), func(t *testing.T) {
 			var flipped atomic.Int64
-			srv.Env(t, startFaults(t, &faults{target: target, flip: flipFirstShardGet(&flipped)}))
+			srv.Env(t, testutil.ServeHTTP(t, &faults{target: target, flip: flipFirstShardGet(&flipped)}))
 			cacheDir := t.TempDir()
 			s3 := openS3(t, loc)
 			var st shard.Store = s3

@@ -23,6 +23,7 @@ import (
 	"github.com/augloader/augloader/ingest/convert"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
@@ -201,18 +202,6 @@ func (c *cutBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// startFaults serves f on a loopback port until the test ends.
-func startFaults(t *testing.T, f *faults) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: f}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	return "http://" + l.Addr().String()
-}
-
 // Under injected faults (bodies cut midway, 503 SlowDown, latency) the
 // bytes are the same, the reads retried; past the attempts the error
 // names the object, the range and the last status; an object replaced
@@ -226,7 +215,7 @@ func TestS3Faults(t *testing.T) {
 
 	t.Run("cut-and-slowdown", func(t *testing.T) {
 		f := &faults{target: target, cutEvery: 3, slowDown: 5, delay: time.Millisecond}
-		srv.Env(t, startFaults(t, f))
+		srv.Env(t, testutil.ServeHTTP(t, f))
 		if got := epochBytes(t, loc, epoch.Shuffle{}, 1<<20, 0); !bytes.Equal(got, want) {
 			t.Fatal("bytes differ under faults")
 		}
@@ -238,7 +227,7 @@ func TestS3Faults(t *testing.T) {
 		// Every 4th request's connection reset before the status line:
 		// no response at all, which the SDK sees as a transport error.
 		f := &faults{target: target, resetEvery: 4}
-		srv.Env(t, startFaults(t, f))
+		srv.Env(t, testutil.ServeHTTP(t, f))
 		if got := epochBytes(t, loc, epoch.Shuffle{}, 1<<20, 0); !bytes.Equal(got, want) {
 			t.Fatal("bytes differ with connections reset before their headers")
 		}
@@ -250,7 +239,7 @@ func TestS3Faults(t *testing.T) {
 		// Every 3rd request held 5 s before its headers, past a 300 ms
 		// attempt timeout: the try is abandoned and made again.
 		f := &faults{target: target, stallEvery: 3, stall: 5 * time.Second}
-		srv.Env(t, startFaults(t, f))
+		srv.Env(t, testutil.ServeHTTP(t, f))
 		st, err := objstore.NewS3(context.Background(), "faults", "set", objstore.S3Options{AttemptTimeout: 300 * time.Millisecond, Backoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -278,7 +267,7 @@ func TestS3Faults(t *testing.T) {
 	})
 	t.Run("latency", func(t *testing.T) {
 		f := &faults{target: target, delay: 20 * time.Millisecond}
-		srv.Env(t, startFaults(t, f))
+		srv.Env(t, testutil.ServeHTTP(t, f))
 		if got := epochBytes(t, loc, epoch.Shuffle{}, 1<<20, 0); !bytes.Equal(got, want) {
 			t.Fatal("bytes differ with 20 ms added per request")
 		}
@@ -299,7 +288,7 @@ func TestS3Faults(t *testing.T) {
 				}()
 			}
 		}}
-		srv.Env(t, startFaults(t, f))
+		srv.Env(t, testutil.ServeHTTP(t, f))
 		if got := epochBytes(t, loc, epoch.Shuffle{}, 1, 0); !bytes.Equal(got, want) {
 			t.Fatal("bytes differ across a server restart")
 		}
@@ -307,7 +296,7 @@ func TestS3Faults(t *testing.T) {
 	})
 	t.Run("always-down", func(t *testing.T) {
 		f := &faults{target: target, slowDown: 1}
-		srv.Env(t, startFaults(t, f))
+		srv.Env(t, testutil.ServeHTTP(t, f))
 		st, err := objstore.NewS3(context.Background(), "faults", "set", objstore.S3Options{Attempts: 3, Backoff: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -348,7 +337,7 @@ func TestS3Faults(t *testing.T) {
 				srv.PutDamaged(t, st, dir, name, 1.0/3, 0x10)
 			}
 		}}
-		srv.Env(t, startFaults(t, f))
+		srv.Env(t, testutil.ServeHTTP(t, f))
 		got, err := epochStream(t, loc, epoch.Shuffle{}, 1, 0)
 		switch {
 		case err != nil && (!errors.Is(err, objstore.ErrChanged) && !strings.Contains(err.Error(), "checksum") || !strings.Contains(err.Error(), name)):

@@ -17,6 +17,7 @@ import (
 	"github.com/augloader/augloader/ingest/convert"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/objstore"
 )
 
@@ -91,7 +92,7 @@ func TestSwapIsSafe(t *testing.T) {
 	t.Run("lost-answer", func(t *testing.T) {
 		loc := srv.Upload(t, "swap", "lost", old)
 		var lost atomic.Int64
-		srv.Env(t, serve(t, &putHook{target: target, after: func(key string) bool {
+		srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target, after: func(key string) bool {
 			return isManifest(key) && lost.CompareAndSwap(0, 1)
 		}}))
 		st, err := objstore.NewS3(ctx, "swap", "lost", objstore.S3Options{})
@@ -112,7 +113,7 @@ func TestSwapIsSafe(t *testing.T) {
 		}
 		var bErr error
 		var once atomic.Bool
-		srv.Env(t, serve(t, &putHook{target: target, after: func(key string) bool {
+		srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target, after: func(key string) bool {
 			if !isManifest(key) || !once.CompareAndSwap(false, true) {
 				return false
 			}
@@ -143,7 +144,7 @@ func TestSwapIsSafe(t *testing.T) {
 			t.Fatal(err)
 		}
 		var once atomic.Bool
-		srv.Env(t, serve(t, &putHook{target: target, before: func(key string) {
+		srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target, before: func(key string) {
 			// While the second shard goes up, a prune takes the first
 			// shard of A meanwhile.
 			if strings.Contains(key, "shard-00001.aaaaaaaaaaaaaaaa") && once.CompareAndSwap(false, true) {

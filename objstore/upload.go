@@ -92,7 +92,7 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 		if before, err = s.manifestNow(ctx); err != nil {
 			return err
 		}
-		if stale, err = s.replaced(ctx, man); err != nil {
+		if stale, err = s.replaced(man, before.body); err != nil {
 			return err
 		}
 	}
@@ -182,8 +182,11 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 }
 
 // manifestSeen is the manifest in the store when a replacement began: its
-// ETag and the SHA-256 of its bytes ("" for none there).
-type manifestSeen struct{ etag, digest string }
+// ETag, the SHA-256 of its bytes ("" for none there) and the bytes.
+type manifestSeen struct {
+	etag, digest string
+	body         []byte
+}
 
 // manifestNow reads the manifest in place (none: the zero manifestSeen).
 func (s *S3) manifestNow(ctx context.Context) (manifestSeen, error) {
@@ -199,7 +202,7 @@ func (s *S3) manifestNow(ctx context.Context) (manifestSeen, error) {
 		if err != nil {
 			return errRetry{err}
 		}
-		seen = manifestSeen{etag: aws.ToString(out.ETag), digest: digestOf(b)}
+		seen = manifestSeen{etag: aws.ToString(out.ETag), digest: digestOf(b), body: b}
 		return nil
 	}, func(err error) error { return fmt.Errorf("objstore: reading s3://%s/%s: %w", s.bucket, key, err) })
 	if errors.Is(err, os.ErrNotExist) {
@@ -275,12 +278,13 @@ func (s *S3) swapManifest(ctx context.Context, ours []byte, before manifestSeen)
 }
 
 // replaced checks that the folder of manifest man may go up beside the one
-// in the store and returns the old folder's files that the new one does
+// in the store, whose manifest's bytes are oldBody (read once, for the swap
+// too), and returns the old folder's files that the new one does
 // not reuse: its shards and graph-size index. An old manifest that cannot
 // be read leaves nothing to delete, but its files' names are still
 // unknown, so the new folder must then have a generation.
-func (s *S3) replaced(ctx context.Context, man *shard.Manifest) ([]string, error) {
-	old, err := shard.ReadManifestStore(ctx, s)
+func (s *S3) replaced(man *shard.Manifest, oldBody []byte) ([]string, error) {
+	old, err := shard.ParseManifest(oldBody)
 	if err != nil {
 		if man.Generation == "" {
 			return nil, fmt.Errorf("%w: %s holds a folder whose manifest cannot be read (%v): replace it with a folder that has a generation (shardconv convert -o %s --force gives one)",

@@ -37,13 +37,13 @@ import (
 type daemon struct {
 	cmd   *exec.Cmd
 	ready map[string]any
-	logs  *lockedLog
+	logs  *testutil.SyncBuffer
 	sock  string
 }
 
 func startDaemon(t *testing.T, shell string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{logs: &lockedLog{}, sock: filepath.Join(t.TempDir(), "aug.sock")}
+	d := &daemon{logs: &testutil.SyncBuffer{}, sock: filepath.Join(t.TempDir(), "aug.sock")}
 	quoted := []string{bin, "serve", "--socket", d.sock}
 	for _, a := range args {
 		quoted = append(quoted, "'"+a+"'")
@@ -466,24 +466,4 @@ func TestFetchNoDaemonSaysWhatToStart(t *testing.T) {
 			t.Errorf("%s: exit %d, %q; want it to say %q", tc.addr, code, stderr, tc.want)
 		}
 	}
-}
-
-// lockedLog is a process's stderr that a test may read while the process
-// runs (a strings.Builder written by exec's copying goroutine and read by
-// the test is a data race).
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

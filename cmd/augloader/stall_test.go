@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
+	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -55,14 +55,7 @@ func TestServeStalledStore(t *testing.T) {
 	loc := srv.Upload(t, "data", "collab", dir)
 	target, _ := url.Parse(srv.Endpoint)
 	proxy := &stallProxy{target: target}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: proxy}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	srv.Env(t, "http://"+l.Addr().String())
+	srv.Env(t, testutil.ServeHTTP(t, proxy))
 	args := []string{"--shards", loc, "--policy", "nodesam", "--seed", "7", "--cache-limit", "16MiB", "--drain", "1s"}
 
 	t.Run("time-to-error", func(t *testing.T) {

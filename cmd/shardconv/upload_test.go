@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +55,7 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 	t.Run("stopped", func(t *testing.T) {
 		target, _ := url.Parse(srv.Endpoint)
 		slow := httputil.NewSingleHostReverseProxy(target)
-		l := serveHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := testutil.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodPut {
 				time.Sleep(2 * time.Second) // an upload that takes a while
 			}
@@ -66,7 +64,7 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 		tmp := t.TempDir()
 		cmd := testutil.DieWithTest(exec.Command(bin, "convert", "-i", tu, "-o", "s3://early/stopped"))
 		cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "AWS_ENDPOINT_URL="+l)
-		var out lockedOut
+		var out testutil.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -84,36 +82,4 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 			t.Fatalf("a stopped upload left its copy in $TMPDIR: %v\n%s", left, out.String())
 		}
 	})
-}
-
-// serveHTTP serves h on a loopback port until the test ends and returns
-// its URL.
-func serveHTTP(t *testing.T, h http.Handler) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: h}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	return "http://" + l.Addr().String()
-}
-
-// lockedOut is a process's output that the test reads while it runs.
-type lockedOut struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedOut) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedOut) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

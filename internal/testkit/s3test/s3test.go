@@ -8,7 +8,6 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -39,7 +38,7 @@ const (
 type Server struct {
 	// Endpoint is its URL (http://127.0.0.1:PORT).
 	Endpoint string
-	log      *syncBuffer
+	log      *testutil.SyncBuffer
 	jar      string
 	conf     string
 	addr     string
@@ -49,24 +48,6 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan error
-}
-
-// syncBuffer is a log the server's output and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // InNamespace starts an s3proxy inside network namespace ns, listening on
@@ -97,7 +78,7 @@ func InNamespace(t testing.TB, ns string, port int, objects map[string]string) *
 			}
 		}
 	}
-	s := &Server{log: new(syncBuffer), jar: jar, addr: fmt.Sprintf("0.0.0.0:%d", port), wrap: []string{"ip", "netns", "exec", ns}}
+	s := &Server{log: new(testutil.SyncBuffer), jar: jar, addr: fmt.Sprintf("0.0.0.0:%d", port), wrap: []string{"ip", "netns", "exec", ns}}
 	s.conf = writeConf(t, dir, s.addr, data)
 	s.start(t)
 	t.Cleanup(s.stop)
@@ -160,7 +141,7 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	conf := writeConf(t, dir, addr, data)
-	s := &Server{Endpoint: "http://" + addr, log: new(syncBuffer), jar: jar, conf: conf, addr: addr}
+	s := &Server{Endpoint: "http://" + addr, log: new(testutil.SyncBuffer), jar: jar, conf: conf, addr: addr}
 	s.start(t)
 	t.Cleanup(s.stop)
 	s.Env(t, s.Endpoint)

@@ -6,9 +6,13 @@ import (
 	"bytes"
 	"flag"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -177,4 +181,37 @@ func DieWithTest(cmd *exec.Cmd) *exec.Cmd {
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	return cmd
+}
+
+// SyncBuffer is output a process (exec's copying goroutine) writes while
+// a test reads it: a strings.Builder shared so is a data race.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// ServeHTTP serves h on a loopback port until the test ends and returns
+// its URL (http://127.0.0.1:PORT): a fault proxy before a test's server.
+func ServeHTTP(t testing.TB, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	return "http://" + l.Addr().String()
 }
