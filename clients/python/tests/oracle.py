@@ -50,7 +50,10 @@ def reference(sock: str, **request) -> list:
         trailer = _frame(f, b"AUGT")
         assert trailer["batches"] == len(batches), trailer
     twins = int(md.get("augloader.twins", "1"))
-    meta = {"feature_dim": int(md["augloader.feature_dim"]), "classes": int(md["augloader.classes"])}
+    vocab = lambda k: [int(v) for v in md.get(k, "").split(",") if v]  # noqa: E731
+    meta = {"feature_dim": int(md["augloader.feature_dim"]), "classes": int(md["augloader.classes"]),
+            "node_vocab": vocab("augloader.node_vocab"), "edge_vocab": vocab("augloader.edge_vocab"),
+            "targets": int(md.get("augloader.targets", "0"))}
     out = []
     for rb in batches:
         n = rb.num_rows // twins
@@ -68,31 +71,64 @@ def _flat(rb: pa.RecordBatch, name: str) -> np.ndarray:
 
 
 def _decode(rb: pa.RecordBatch, meta: dict, base: int) -> dict:
-    """One batch's expected tensors; base is the batch-global id of rb's
-    first node (a later twin's rows in a twin batch), so ids start at 0."""
+    """One batch's expected fields, every one a to_tensors dict carries
+    (docs/protocol.md's columns; README, "What a batch holds"), as NumPy
+    arrays of the dtypes the trainer is promised, plus x_onehot for
+    one-hot features (the "pyg" layout's dense x, where the "codes" layout
+    has x None and the compact triple; ``expected`` picks). base is the
+    batch-global id of rb's first node (a later twin's rows in a twin
+    batch), so ids start at 0."""
+    names = rb.schema.names
     nodes = np.asarray(rb.column("num_nodes")).astype(np.int64)
     ptr = np.concatenate([[0], np.cumsum(nodes)]).astype(np.int64)
-    n = int(ptr[-1])
+    n, b = int(ptr[-1]), len(nodes)
     src, dst = (_flat(rb, c).astype(np.int64) - base for c in ("edge_src", "edge_dst"))
+    e = len(src)
     want = {"graph_id": np.asarray(rb.column("graph_id")).astype(np.int64), "ptr": ptr,
-            "batch": np.repeat(np.arange(len(nodes), dtype=np.int64), nodes),
+            "batch": np.repeat(np.arange(b, dtype=np.int64), nodes),
             "padded": np.asarray(rb.column("padded").to_pylist(), dtype=bool),
-            "edge_index": np.stack([src, dst])}
-    if "x_code" in rb.schema.names:
-        node = _flat(rb, "x_node").astype(np.int64) - base
-        code = _flat(rb, "x_code").astype(np.int64)
+            "edge_index": np.stack([src, dst]), "num_graphs": b, "num_nodes": n,
+            "num_classes": meta["classes"], "twins": 1}
+    # Nodes: categorical columns (int64 codes) with any float block beside
+    # them as x_dense; else the float block; else one-hot codes (dense x,
+    # or the compact triple); else no features.
+    if "x_cat" in names:
+        want["x"] = _flat(rb, "x_cat").astype(np.int64).reshape(n, len(meta["node_vocab"]))
+        if "x" in names:
+            want["x_dense"] = _flat(rb, "x").astype(np.float32).reshape(n, -1)
+    elif "x" in names:
+        want["x"] = _flat(rb, "x").astype(np.float32).reshape(n, -1)
+    elif "x_code" in names:
+        node = _flat(rb, "x_node").astype(np.int32) - np.int32(base)
+        code = _flat(rb, "x_code").astype(np.int32)
         weight = _flat(rb, "x_weight").astype(np.float32)
         x = np.zeros((n, meta["feature_dim"]), dtype=np.float32)
         np.add.at(x, (node, code), weight)
-        want.update(x=x, x_node=node, x_code=code, x_weight=weight)
+        want.update(x_onehot=x, x_node=node, x_code=code, x_weight=weight, feature_dim=meta["feature_dim"])
+    else:
+        want["x"] = np.zeros((n, 0), dtype=np.float32)
+    # Edges: categorical columns as edge_attr (a float block beside them as
+    # edge_x), or the float block as edge_attr.
+    if "edge_cat" in names:
+        want["edge_attr"] = _flat(rb, "edge_cat").astype(np.int64).reshape(e, len(meta["edge_vocab"]))
+        if "edge_x" in names:
+            want["edge_x"] = _flat(rb, "edge_x").astype(np.float32).reshape(e, -1)
+    elif "edge_x" in names:
+        want["edge_attr"] = _flat(rb, "edge_x").astype(np.float32).reshape(e, -1)
+    # Labels: a class task's class and distribution (SubMix's mix), or
+    # float targets [B, T] (NaN where missing), which y_soft repeats.
+    if "targets" in names:
+        t = _flat(rb, "targets").astype(np.float32).reshape(b, meta["targets"])
+        want.update(y=t, y_soft=t, soft=False)
+        return want
     y = np.asarray(rb.column("y")).astype(np.int64)
     q = np.asarray(rb.column("y_q")).astype(np.float32)
     mix = np.asarray(rb.column("y_mix")).astype(np.int64)
-    soft = np.zeros((len(y), meta["classes"]), dtype=np.float32)
-    rows = np.arange(len(y))
+    soft = np.zeros((b, meta["classes"]), dtype=np.float32)
+    rows = np.arange(b)
     soft[rows, y] += q
     soft[rows, mix] += 1 - q
-    want.update(y=y, y_soft=soft, soft=bool((q < 1).any()), num_classes=meta["classes"])
+    want.update(y=y, y_soft=soft, soft=bool((q < 1).any()))
     return want
 
 
@@ -102,22 +138,57 @@ def _np(v):
     return np.asarray(v)
 
 
+def _same(a, b) -> bool:
+    """Exact equality of a delivered value and an expected one: arrays by
+    dtype, shape and every element (NaN equal to NaN where missing
+    targets are), scalars by value and kind."""
+    if isinstance(b, np.ndarray):
+        a = _np(a)
+        nan = b.dtype.kind == "f"
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=nan)
+    return type(a) is type(b) and a == b
+
+
+# What the dataset adds to a batch beside the decode: its index in the
+# rank's epoch, and the stream's digest of it when asked.
+_DATASET = {"batch_index", "digest"}
+
+
+def expected(want: dict, layout: str = "pyg") -> dict:
+    """want as a to_tensors dict of layout holds it: every key, its value."""
+    out = {k: v for k, v in want.items() if k != "x_onehot"}
+    if "x_onehot" in want:
+        if layout == "codes":
+            out["x"] = None
+        else:
+            out["x"] = want["x_onehot"]
+            for k in ("x_node", "x_code", "x_weight", "feature_dim"):
+                del out[k]
+    return out
+
+
 def check(got, want: dict, where: str, layout: str = "pyg") -> None:
     """Asserts that got (a to_tensors dict or a PyG Batch) holds exactly
-    want's values; where names the batch in the failure."""
-    get = (lambda k: got[k]) if isinstance(got, dict) else (lambda k: getattr(got, k))
-    fields = ["edge_index", "batch", "ptr", "graph_id", "padded"]
-    fields += ["x"] if layout == "pyg" else ["x_node", "x_code", "x_weight"]
-    for k in fields:
-        a, b = _np(get(k)), want[k]
-        assert a.shape == b.shape and np.array_equal(a, b), f"{where}: {k} differs from the daemon's bytes"
+    want's fields, every one of them and nothing else the oracle does not
+    know; where names the batch in the failure."""
+    exp = expected(want, layout)
     if isinstance(got, dict):
-        assert np.array_equal(_np(got["y"]), want["y"]), f"{where}: y differs from the daemon's bytes"
-        assert np.array_equal(_np(got["y_soft"]), want["y_soft"]), f"{where}: y_soft differs from the daemon's bytes"
-    else:  # a PyG Batch: y is the distributions when any label is mixed
-        y = want["y_soft"] if want["soft"] else want["y"]
-        assert np.array_equal(_np(got.y), y), f"{where}: y differs from the daemon's bytes"
-        assert got.num_classes == want["num_classes"], f"{where}: num_classes differs"
+        keys = set(got) - _DATASET
+        assert keys == set(exp), f"{where}: fields {sorted(keys)}, the oracle knows {sorted(exp)}"
+        for k, v in exp.items():
+            ok = got[k] is None if v is None else _same(got[k], v)
+            assert ok, f"{where}: {k} differs from the daemon's bytes"
+        return
+    # A PyG Batch: its store holds the tensors (y is the distributions
+    # when a label is mixed) and num_classes; num_graphs is a property.
+    keys = set(got.keys() if callable(got.keys) else got.keys) - _DATASET
+    pyg = {k: v for k, v in exp.items() if isinstance(v, np.ndarray) and k != "y_soft"}
+    pyg["y"] = exp["y_soft"] if exp["soft"] else exp["y"]
+    pyg["num_classes"] = exp["num_classes"]  # an attribute PyG keeps in the store
+    assert keys == set(pyg), f"{where}: PyG Batch fields {sorted(keys)}, the oracle knows {sorted(pyg)}"
+    for k, v in pyg.items():
+        assert _same(getattr(got, k), v), f"{where}: {k} differs from the daemon's bytes"
+    assert got.num_graphs == exp["num_graphs"], f"{where}: num_graphs differs"
 
 
 def graph_digests(t) -> list:
@@ -127,7 +198,8 @@ def graph_digests(t) -> list:
     digest does not depend on the batch it came in."""
     import hashlib
 
-    ptr, ei, x, ys = (_np(t[k]) for k in ("ptr", "edge_index", "x", "y_soft"))
+    ptr, ei, ys = (_np(t[k]) for k in ("ptr", "edge_index", "y_soft"))
+    x = _np(t["x_onehot"] if "x_onehot" in t else t["x"])
     gid, padded = _np(t["graph_id"]), _np(t["padded"])
     owner = np.repeat(np.arange(len(gid)), np.diff(ptr))[ei[0]] if ei.shape[1] else np.zeros(0, dtype=np.int64)
     out = []

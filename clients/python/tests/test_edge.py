@@ -4,7 +4,11 @@ pyarrow's stream reader and NumPy, no augloader code), on every path a
 batch takes into a step: direct iteration, prefetch=2, Prefetcher, a
 DataLoader with 0, 2 and 3 workers (persistent or not, two epochs), the
 pooled client of two daemons, twins, layouts pyg and codes, dicts and
-PyG Batches; under torch 2.x also torchdata's StatefulDataLoader and the
+PyG Batches, every field (dtype, shape, elements; a field the oracle does
+not know fails) on every kind of set (one-hot codes, molecules with
+categorical x and edge_attr and NaN targets and their twins, float edge
+features without node features, float node attributes with edge labels);
+under torch 2.x also torchdata's StatefulDataLoader and the
 Lightning datamodule. The consumer acts as a training step does: it
 checks each batch on arrival, keeps every third for a while (checked
 again at the end) and drops the rest at once, so a buffer handed out again
@@ -177,6 +181,82 @@ def test_lightning(served, tmp_path):
     assert {e: v for e, v in got.items()} == {e: list(range(len(ref(served[0], e)))) for e in range(EPOCHS)}
 
 
+def write_tu_attributes(root, graphs: int, seed: int) -> None:
+    """A TU folder with float node attributes, edge labels and 3 classes
+    (PROTEINS_full's and MUTAG's parts at once), written here: the kind of
+    set whose x is the float block beside categorical edge_attr."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True)
+    a, ind, el, attrs, labels = [], [], [], [], []
+    base = 1
+    for g in range(graphs):
+        n = int(rng.integers(4, 10))
+        pairs = {(i, (i + 1) % n) for i in range(n)} | {tuple(sorted(rng.choice(n, 2, replace=False))) for _ in range(n // 2)}
+        for u, v in sorted({tuple(sorted(p)) for p in pairs}):
+            lab = int(rng.integers(0, 4))
+            a += [f"{base + u}, {base + v}", f"{base + v}, {base + u}"]
+            el += [str(lab), str(lab)]
+        ind += [str(g + 1)] * n
+        attrs += [", ".join(f"{v:.4f}" for v in rng.normal(size=3)) for _ in range(n)]
+        labels.append(str(int(rng.integers(1, 4))))
+        base += n
+    for name, lines in (("A", a), ("graph_indicator", ind), ("edge_labels", el), ("node_attributes", attrs),
+                        ("graph_labels", labels)):
+        (root / f"ATTR_{name}.txt").write_text("\n".join(lines) + "\n")
+
+
+# Every kind of set a trainer receives, beside served's COLLAB (one-hot
+# degree codes, class labels): OGB molecules (int64 categorical x and
+# edge_attr, binary targets with NaN, SubMix's mixed targets, twins), an
+# ogbg-ppa-shaped set (no node features, float edge_attr, classes) and a TU
+# set with float node attributes and edge labels.
+KINDS = {
+    "molecules": ("ogbg-molpcba", 70, ["--twins", "dropnode:ratio=0.2 / attrmask:ratio=0.3"]),
+    "ppa": ("ogbg-ppa", 24, []),
+    "attributes": (None, 60, []),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def kind(request, bins, tmp_path_factory):
+    import subprocess
+    name = request.param
+    like, graphs, extra = KINDS[name]
+    d = tmp_path_factory.mktemp(f"kind-{name}")
+    if like is None:
+        write_tu_attributes(d / "in", graphs, 5)
+    else:
+        subprocess.run([bins / "shardconv", "synth", "--like", like, "--graphs", str(graphs), "--seed", "5", "--out", d / "in"],
+                       check=True, capture_output=True)
+    subprocess.run([bins / "shardconv", "convert", "-q", "-i", d / "in", "-o", d / "shards"], check=True)
+    dm = augloader.Daemon(d / "shards", binary=str(bins / "augloader"), policy="nodesam:0.5,submix:p=0.4:0.5", seed=3,
+                          batch_size=8, workers=2, args=extra)
+    dm.start()
+    yield name, dm
+    dm.stop()
+
+
+@pytest.mark.parametrize("layout", ["pyg", "codes"])
+@pytest.mark.parametrize("pyg", pyg_choices())
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_kind(kind, layout, pyg, workers):
+    """Every field of every layout, dict and PyG Batch, directly and through
+    DataLoader workers, on each kind of set: the oracle knows every key a
+    batch carries, and each value's dtype, shape and elements (NaN where a
+    target is missing)."""
+    name, d = kind
+    ds = AugloaderDataset(d.url, layout=layout, pyg=pyg)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers) if workers else ds
+    for e in range(EPOCHS):
+        ds.set_epoch(e)
+        consume(dl, ref(d, e), layout)
+    if name == "molecules":  # twins of molecules
+        tw = AugloaderDataset(d.url, layout=layout, pyg=pyg, twins=2)
+        consume(torch.utils.data.DataLoader(tw, batch_size=None, num_workers=workers) if workers else tw,
+                ref(d, 0, twins=2), layout)
+
+
 def test_oracle_sees_a_wrong_x(served):
     """The oracle fails when x is not the daemon's (so a pass means
     something): one entry changed."""
@@ -186,6 +266,22 @@ def test_oracle_sees_a_wrong_x(served):
     t["x"][0, 0] += 1
     with pytest.raises(AssertionError, match="x differs"):
         check(t, ref(served[0], 0)[0], "batch 0")
+
+
+def test_oracle_sees_a_wrong_dtype_and_an_unknown_field(served):
+    """The oracle fails on a field of another dtype (int32 edge_index,
+    which equals the int64 one element by element) and on a field it does
+    not know (a client that adds one must teach the oracle)."""
+    ds = AugloaderDataset(served[0].url, pyg=False)
+    want = ref(served[0], 0)[0]
+    t = next(iter(ds))
+    t["edge_index"] = t["edge_index"].int()
+    with pytest.raises(AssertionError, match="edge_index differs"):
+        check(t, want, "batch 0")
+    t = next(iter(ds))
+    t["new_field"] = 1
+    with pytest.raises(AssertionError, match="fields"):
+        check(t, want, "batch 0")
 
 
 if os.environ.get("AUGLOADER_EDGE_SOAK"):  # a longer run: many epochs through 2 workers
