@@ -55,3 +55,11 @@ else
   echo "== determinism broken: $first vs $again" >&2
   exit 1
 fi
+cat <<NEXT
+== next
+  train GIN on the demo set, none against NodeSam (2-fold cross-validation, 3 epochs; a few minutes on
+  two cores; needs the test venv's torch: make venv):
+    .venv/bin/python examples/train_gin.py cv --shards $DEMO/shards --policies none,nodesam --folds 2 --epochs 3
+  serve it yourself and read it from Python: README.md, "From make demo to a GIN run"
+  where everything is: docs/map.md; the tests: make test
+NEXT

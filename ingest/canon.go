@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/augloader/augloader/shard"
@@ -275,6 +276,42 @@ func TaskFor(targets int, allInts, binary bool) shard.TaskKind {
 		return shard.TaskBinary
 	}
 	return shard.TaskRegression
+}
+
+// ChooseTask is the task of graph labels when the user named one (asked;
+// "" or "auto": TaskFor's guess), or an error saying why the labels
+// cannot be that task: a class needs one integer label a graph, binary
+// targets 0, 1 or missing. The caller names the file and line.
+func ChooseTask(asked shard.TaskKind, targets int, allInts, binary bool) (shard.TaskKind, error) {
+	switch asked {
+	case "", TaskAuto:
+		return TaskFor(targets, allInts, binary), nil
+	case shard.TaskClass:
+		if targets != 1 || !allInts {
+			return "", fmt.Errorf("--task class needs one integer label a graph; these labels have %d value(s) a graph%s",
+				targets, map[bool]string{true: "", false: ", not all integers"}[allInts])
+		}
+	case shard.TaskBinary:
+		if !binary {
+			return "", fmt.Errorf("--task binary needs targets of 0, 1 or missing; these have other values")
+		}
+	case shard.TaskRegression:
+	default:
+		return "", fmt.Errorf("task %q: want auto, class, binary or regression", asked)
+	}
+	return asked, nil
+}
+
+// TaskAuto asks ChooseTask for OGB's rule (TaskFor).
+const TaskAuto shard.TaskKind = "auto"
+
+// ClassesOnly refuses a task other than a class (or auto) for a format
+// whose graph labels are classes (TU, GIN).
+func ClassesOnly(o OpenOptions, format, path string) error {
+	if o.Task == "" || o.Task == TaskAuto || o.Task == shard.TaskClass {
+		return nil
+	}
+	return Errorf(format, path, 0, 0, "--task %s: %s graph labels are classes", o.Task, format)
 }
 
 // CompactMin is the fewest listings a graph holds before CompactListings

@@ -112,6 +112,10 @@ func ParseFeatureMode(s string) (FeatureMode, error) {
 // OpenOptions tune Format.Open.
 type OpenOptions struct {
 	Features FeatureMode // default FeaturesAuto
+	// Task: the graph labels' task when the user names one ("" or
+	// TaskAuto: OGB's rule, TaskFor); formats whose labels are classes
+	// refuse any other (ClassesOnly).
+	Task shard.TaskKind
 	// Limits bound what the input may make the reader hold (zero fields:
 	// DefaultLimits).
 	Limits Limits

@@ -42,6 +42,7 @@ func app() *cli.App {
 var convertFlags = []cli.Flag{
 	&cli.StringFlag{Name: "name", Usage: "dataset name, the prefix of its files (default: the input's only dataset)"},
 	&cli.StringFlag{Name: "features", Value: "auto", Usage: "node features: auto (node labels if present, else degree), labels, attributes or degree", Action: cliutil.OneOf("features", "auto", "labels", "attributes", "degree")},
+	&cli.StringFlag{Name: "task", Value: "auto", Usage: "the graph labels' task: auto (one integer label a graph beyond 0 and 1: classes; 0, 1 or missing: binary targets; else regression, as OGB), class, binary or regression (TU and GIN labels are classes)", Action: cliutil.OneOf("task", "auto", "class", "binary", "regression")},
 	&cli.StringFlag{Name: "compression", Value: "zstd", Usage: "record batch compression: zstd, lz4 or none", Action: cliutil.OneOf("compression", "zstd", "lz4", "none")},
 	&cli.StringFlag{Name: "shard-size", Value: "64MiB", Usage: "target shard file size, e.g. 2MiB or 262144 (64KiB..16GiB)", Action: sizeRange("shard-size", 64<<10, 16<<30)},
 	&cli.StringFlag{Name: "order", Value: "id", Usage: "how graphs are stored: id (in id order) or random:SEED (a seeded random order, ids unchanged: a set listed in class order, as TU lists COLLAB, then mixes classes within a few pages of augloader's windowed shuffle; the decoded set is held in memory until written)"},
@@ -144,7 +145,7 @@ func runConvert(c *cli.Context, input, out, generation string) (*convert.Result,
 		return nil, fmt.Errorf("--order %q: want id or random:SEED (SEED a non-negative integer)", c.String("order"))
 	}
 	opts := convert.Options{
-		Input: input, Out: out, Name: c.String("name"), Features: feat,
+		Input: input, Out: out, Name: c.String("name"), Features: feat, Task: shard.TaskKind(c.String("task")),
 		Compression: comp, ShardBytes: shardBytes, Force: c.Bool("force"), Limits: lim, Order: order,
 		Generation: generation,
 	}

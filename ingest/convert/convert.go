@@ -45,6 +45,9 @@ type OpenOptions struct {
 	SpoolDir string
 	// Features chooses the node features (default auto).
 	Features ingest.FeatureMode
+	// Task names the graph labels' task ("" or auto: OGB's rule;
+	// ingest.ChooseTask).
+	Task shard.TaskKind
 	// Limits bound what the input may make the converter hold (zero
 	// fields: the defaults).
 	Limits ingest.Limits
@@ -84,10 +87,10 @@ func open(files *ingest.Files, o OpenOptions) (ingest.Dataset, error) {
 		looked = append(looked, f.Describe())
 		switch {
 		case o.Name != "" && slices.Contains(names, o.Name):
-			return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features, Limits: o.Limits})
+			return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features, Task: o.Task, Limits: o.Limits})
 		case o.Name != "":
 		case len(names) == 1:
-			return f.Open(files, names[0], ingest.OpenOptions{Features: o.Features, Limits: o.Limits})
+			return f.Open(files, names[0], ingest.OpenOptions{Features: o.Features, Task: o.Task, Limits: o.Limits})
 		case len(names) > 1:
 			return nil, ingest.Errorf(f.Name(), files.Path, 0, 0, "holds %d %s datasets (%s): name one with --name", len(names), f.Name(), strings.Join(names, ", "))
 		}
@@ -98,7 +101,7 @@ func open(files *ingest.Files, o OpenOptions) (ingest.Dataset, error) {
 		for _, f := range Formats {
 			for _, e := range files.Entries() {
 				if f.Wanted(e) && strings.HasPrefix(path.Base(e), o.Name) {
-					return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features, Limits: o.Limits})
+					return f.Open(files, o.Name, ingest.OpenOptions{Features: o.Features, Task: o.Task, Limits: o.Limits})
 				}
 			}
 		}
@@ -113,7 +116,11 @@ type Options struct {
 	Out   string // shard folder to create (required)
 	Name  string // dataset name; default: inferred from the single *_A.txt
 	// Features: auto (default), labels, attributes or degree.
-	Features    ingest.FeatureMode
+	Features ingest.FeatureMode
+	// Task: the graph labels' task, class, binary or regression ("" or
+	// auto: a class for one integer label a graph beyond 0 and 1, binary
+	// targets for 0, 1 and missing, regression otherwise).
+	Task        shard.TaskKind
 	Compression shard.Compression // default zstd
 	ShardBytes  int64             // default 64 MiB
 	Force       bool              // replace an existing Out once the new one is complete
@@ -165,7 +172,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// A tar's entries are spooled beside the output (where the shards will
 	// be, so there is room), never held in memory.
-	ds, files, err := Open(o.Input, OpenOptions{Name: o.Name, SpoolDir: filepath.Dir(filepath.Clean(o.Out)), Features: o.Features,
+	ds, files, err := Open(o.Input, OpenOptions{Name: o.Name, SpoolDir: filepath.Dir(filepath.Clean(o.Out)), Features: o.Features, Task: o.Task,
 		Limits: o.Limits, Context: ctx})
 	if err != nil {
 		return nil, err

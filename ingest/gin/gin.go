@@ -84,6 +84,9 @@ func allDigits(b []byte) bool {
 
 // Open implements ingest.Format.
 func (Format) Open(f *ingest.Files, dataset string, o ingest.OpenOptions) (ingest.Dataset, error) {
+	if err := ingest.ClassesOnly(o, "GIN", f.Path); err != nil {
+		return nil, err
+	}
 	if dataset == "" {
 		names := Format{}.Detect(f)
 		switch len(names) {

@@ -200,6 +200,10 @@ func (d *Dataset) label(g *shard.Graph, gi int, cu *cursor) error {
 	}
 	for _, v := range cu.r.vals {
 		if d.task == shard.TaskBinary && v != 0 && v != 1 && !math.IsNaN(v) {
+			if d.asked == shard.TaskBinary {
+				file, line := cu.src.where()
+				return formatErr(file, line, 0, "--task binary needs targets of 0, 1 or missing; this row has %v", v)
+			}
 			d.task = shard.TaskRegression
 			return ingest.ErrReread
 		}

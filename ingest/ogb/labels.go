@@ -64,6 +64,12 @@ func (d *Dataset) openLabels() error {
 	defer src.Close()
 	var r row
 	allInts, binary := true, true
+	// The first row against each guess, for an asked task's error.
+	type at struct {
+		shown string
+		line  int64
+	}
+	var notInt, notBinary *at
 	for g := 0; ; g++ {
 		want := d.targets
 		if g == 0 {
@@ -89,16 +95,34 @@ func (d *Dataset) openLabels() error {
 			}
 			d.targets, d.hasLabels = len(r.vals), true
 		}
+		wasInts, wasBinary := allInts, binary
 		allInts = allInts && r.ints
 		for _, v := range r.vals {
 			binary = binary && (v == 0 || v == 1 || math.IsNaN(v))
+		}
+		if wasInts && !allInts {
+			notInt = &at{shown, line}
+		}
+		if wasBinary && !binary {
+			notBinary = &at{shown, line}
 		}
 		if d.targets > 1 {
 			break // streamed by Graphs; the guess is checked there
 		}
 		d.labels = append(d.labels, r.vals[0])
 	}
-	d.task = ingest.TaskFor(d.targets, allInts, binary)
+	task, err := ingest.ChooseTask(d.asked, d.targets, allInts, binary)
+	if err != nil {
+		where := notInt
+		if d.asked == shard.TaskBinary {
+			where = notBinary
+		}
+		if where == nil {
+			where = &at{d.shown(fileLabels), 1}
+		}
+		return formatErr(where.shown, where.line, 0, "%v", err)
+	}
+	d.task = task
 	if d.task == shard.TaskClass {
 		d.classes = slices.Clone(d.labels)
 		slices.Sort(d.classes)

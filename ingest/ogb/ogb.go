@@ -140,7 +140,7 @@ func (Format) Open(f *ingest.Files, dataset string, o ingest.OpenOptions) (inges
 	if !found {
 		return nil, formatErr(f.Path, 0, 0, "no OGB dataset %q: looked for %s", dataset, Format{}.Describe())
 	}
-	d := &Dataset{files: f, prefix: prefix, name: datasetName(f, prefix), limits: o.Limits.WithDefaults()}
+	d := &Dataset{files: f, prefix: prefix, name: datasetName(f, prefix), limits: o.Limits.WithDefaults(), asked: o.Task}
 	ok := false
 	defer func() {
 		if !ok {
@@ -206,8 +206,9 @@ type Dataset struct {
 	targets   int
 	hasLabels bool
 	task      shard.TaskKind
-	classes   []float64 // a class task's distinct raw labels, sorted
-	labels    []float64 // a class task's raw labels
+	asked     shard.TaskKind // the task the user named ("": OGB's rule)
+	classes   []float64      // a class task's distinct raw labels, sorted
+	labels    []float64      // a class task's raw labels
 	splits    []ingest.Split
 
 	// The npz layout: data.npz's and graph-label.npz's arrays by name.

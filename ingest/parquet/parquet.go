@@ -103,7 +103,7 @@ func formatErr(file string, line int64, detail string, args ...any) error {
 
 // Open implements ingest.Format.
 func (Format) Open(f *ingest.Files, _ string, o ingest.OpenOptions) (ingest.Dataset, error) {
-	d := &Dataset{files: f, name: datasetName(f), limits: o.Limits.WithDefaults()}
+	d := &Dataset{files: f, name: datasetName(f), limits: o.Limits.WithDefaults(), asked: o.Task}
 	ok := false
 	defer func() {
 		if !ok {
@@ -141,6 +141,7 @@ type Dataset struct {
 	// Labels.
 	targets int
 	task    shard.TaskKind
+	asked   shard.TaskKind // the task the user named ("": OGB's rule)
 	classes []float64
 	labels  []float64 // a class task's raw labels
 	splits  []ingest.Split
@@ -152,6 +153,12 @@ type Dataset struct {
 func (d *Dataset) scan() error {
 	allInts, binary := true, true
 	var r rowVals
+	// The first row against each guess, for an asked task's error.
+	type at struct {
+		shown string
+		line  int64
+	}
+	var firstNotInt, firstNotBinary *at
 	for _, t := range d.tables {
 		t.first = int64(len(d.nodes))
 		countCol := colNodes
@@ -179,10 +186,17 @@ func (d *Dataset) scan() error {
 				} else if len(r.vals) != d.targets {
 					return formatErr(t.shown, line, "y: %d targets, the first row has %d", len(r.vals), d.targets)
 				}
+				wasInts, wasBinary := allInts, binary
 				allInts = allInts && r.ints
 				for _, v := range r.vals {
 					binary = binary && (v == 0 || v == 1 || math.IsNaN(v))
 					allInts = allInts && !math.IsNaN(v)
+				}
+				if wasInts && !allInts {
+					firstNotInt = &at{t.shown, line}
+				}
+				if wasBinary && !binary {
+					firstNotBinary = &at{t.shown, line}
 				}
 				if d.targets == 1 {
 					d.labels = append(d.labels, r.vals[0])
@@ -200,7 +214,17 @@ func (d *Dataset) scan() error {
 	if d.targets == 0 {
 		return formatErr(d.tables[0].shown, 1, "y: no label")
 	}
-	d.task = ingest.TaskFor(d.targets, allInts, binary)
+	task, err := ingest.ChooseTask(d.asked, d.targets, allInts, binary)
+	if err != nil {
+		where := at{d.tables[0].shown, 1}
+		if d.asked == shard.TaskClass && firstNotInt != nil {
+			where = *firstNotInt
+		} else if d.asked == shard.TaskBinary && firstNotBinary != nil {
+			where = *firstNotBinary
+		}
+		return formatErr(where.shown, where.line, "y: %v", err)
+	}
+	d.task = task
 	if d.task == shard.TaskClass {
 		d.classes = slices.Clone(d.labels)
 		slices.Sort(d.classes)

@@ -90,6 +90,9 @@ func (Format) Detect(f *ingest.Files) []string {
 
 // Open implements ingest.Format.
 func (Format) Open(f *ingest.Files, dataset string, o ingest.OpenOptions) (ingest.Dataset, error) {
+	if err := ingest.ClassesOnly(o, "TU", f.Path); err != nil {
+		return nil, err
+	}
 	src, err := NewSource(f, dataset)
 	if err != nil {
 		return nil, err

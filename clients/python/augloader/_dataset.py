@@ -60,11 +60,17 @@ def merge_states(states) -> dict:
 
 
 class _SharedEpoch:
-    """The dataset's epoch, and whether DataLoader workers iterated it, in
-    memory shared with the workers: ``set_epoch`` in the main process
-    reaches persistent workers, which keep their copy of the dataset.
-    Shared with a worker process as it starts (fork, or pickled while
-    spawning it); any other copy (deepcopy, torch.save) gets its own."""
+    """The dataset's epoch, whether DataLoader workers iterated it, and
+    which consumers iterated it, in memory shared with the workers:
+    ``set_epoch`` in the main process reaches persistent workers, which
+    keep their copy of the dataset, and an iteration that no ``set_epoch``
+    preceded moves every consumer on to the next epoch together. Shared
+    with a worker process as it starts (fork, or pickled while spawning
+    it); any other copy (deepcopy, torch.save) gets its own."""
+
+    # _it's layout: [consumed, iteration key, seen by slot 0 (the main
+    # process), seen by worker 0, worker 1, ...].
+    _CONSUMED, _KEY, _SEEN = 0, 1, 2
 
     def __init__(self, values=(0, 0), weights=()):
         import multiprocessing
@@ -78,19 +84,49 @@ class _SharedEpoch:
         self.twin_weights = list(weights)
         # The process ids of the DataLoader workers that iterated, by worker id.
         self._pids = multiprocessing.RawArray("q", _MAX_WORKERS)
+        self._it = multiprocessing.RawArray("Q", self._SEEN + 1 + _MAX_WORKERS)
+        self._lock = multiprocessing.Lock()
 
     def __getstate__(self):
         from multiprocessing import context
 
         if context.get_spawning_popen() is not None:
-            return {"shared": self._a, "shared_weights": self._w, "shared_pids": self._pids}
+            return {"shared": self._a, "shared_weights": self._w, "shared_pids": self._pids, "shared_it": self._it,
+                    "lock": self._lock}
         return {"values": list(self._a), "weights": self.twin_weights}
 
     def __setstate__(self, st):
         if "shared" in st:
             self._a, self._w, self._pids = st["shared"], st["shared_weights"], st["shared_pids"]
+            self._it, self._lock = st["shared_it"], st["lock"]
         else:
             self.__init__(st["values"], st.get("weights", ()))
+
+    def pin(self, epoch: int) -> None:
+        """The next iteration reads epoch (set_epoch, a loaded state)."""
+        with self._lock:
+            self.epoch = epoch
+            self._it[:] = [0] * len(self._it)
+
+    def begin_iteration(self, worker) -> int:
+        """The epoch an iteration that starts now reads, in worker (the
+        DataLoader's get_worker_info()) or the main process (None): the
+        pinned epoch, or the next one when this iteration is a new one of
+        an epoch already iterated. An iteration is known by its key (a
+        DataLoader iterator's base seed, the same for all its workers; 0
+        in the main process) and, where the key stays (persistent workers,
+        which keep theirs), by its consumer having iterated already."""
+        if worker is None:
+            slot, key = 0, 0
+        else:
+            slot, key = 1 + worker.id % _MAX_WORKERS, (worker.seed - worker.id) % (1 << 64)
+        with self._lock:
+            it = self._it
+            if it[self._CONSUMED] and (it[self._KEY] != key or it[self._SEEN + slot]):
+                self.epoch = self.epoch + 1
+                it[self._SEEN:] = [0] * (len(it) - self._SEEN)
+            it[self._CONSUMED], it[self._KEY], it[self._SEEN + slot] = 1, key, 1
+            return self.epoch
 
     def mark_worker(self, worker_id: int) -> None:
         """A DataLoader worker (this process) iterates the dataset."""
@@ -150,7 +186,12 @@ def _worker(info) -> Optional[tuple]:
 
 
 class AugloaderDataset(IterableDataset):
-    """One epoch of one rank per iteration; call set_epoch between epochs.
+    """One epoch of one rank per iteration. Each new iteration reads the
+    next epoch (0, 1, 2, …; DataLoader workers, persistent or not, move on
+    together); ``set_epoch(e)`` pins the epoch the next iteration reads,
+    as with DistributedSampler, and a loaded state pins its own (the next
+    iteration is its epoch's rest, empty for a state from its end). An
+    iteration stopped early counts: the next one is the next epoch.
 
     ``state_dict()`` / ``load_state_dict()`` save and restore the position
     in the epoch (docs/checkpoint.md): a small plain dict that counts only
@@ -206,6 +247,8 @@ class AugloaderDataset(IterableDataset):
         self._expect: Optional[dict] = None
         self._progress: Optional[_state.Progress] = None  # the current (or last) iteration's, as committed
         self._pending: list = []  # commit="manual": (batch_index, graphs) handed out, not yet committed
+        self._shape_info: Optional[dict] = None  # sizes, asked once (_shape)
+        self._lens: dict = {}  # epoch -> this rank's batches in it
 
     @property
     def epoch(self) -> int:
@@ -213,7 +256,7 @@ class AugloaderDataset(IterableDataset):
 
     @epoch.setter
     def epoch(self, e: int) -> None:
-        self._shared.epoch = e
+        self._shared.pin(e)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration reads (every DataLoader worker,
@@ -228,7 +271,7 @@ class AugloaderDataset(IterableDataset):
             self._loaded = None
         if self._progress is not None and self._progress.epoch != epoch:
             self._progress = None
-        self.epoch = epoch
+        self._shared.pin(epoch)
 
     @property
     def loaded_epoch_done(self) -> bool:
@@ -257,6 +300,81 @@ class AugloaderDataset(IterableDataset):
         return {"view": self.view, "fold": self.fold, "batch_size": self.batch_size,
                 "batches_per_epoch": self.batches_per_epoch, "drop_last": self.drop_last,
                 "twins": self.twins, "twin_weights": json.dumps(w) if w else ""}
+
+    # ---------------------------------------------------------- sizes
+
+    def _shape(self) -> dict:
+        """What the daemon says of the dataset's shape (its first batch's
+        widths, the served set's size), asked once with a one-batch
+        request and kept."""
+        if self._shape_info is None:
+            stream = connect(self.url, token=self.token).epoch(self.epoch, count=1, **self._kw())
+            try:
+                b = next(iter(stream), None)
+            finally:
+                stream.close()
+            if b is None:
+                raise ValueError(f"augloader: rank {self.rank} of {self.world} has no batch in epoch {self.epoch} at "
+                                 f"{self.url}: no sizes to read")
+            served = (stream.info.get("config") or {}).get("served")
+            self._shape_info = {"num_graphs": served, "num_classes": b.num_classes if b.task == "class" else b.num_targets,
+                                "num_targets": b.num_targets, "num_outputs": b.num_outputs, "task": b.task,
+                                "num_node_features": b.num_node_features, "num_edge_features": b.num_edge_features,
+                                "feature_dim": b.feature_dim}
+            self._lens[self.epoch] = stream.info.get("total_batches")
+        return self._shape_info
+
+    def __len__(self) -> int:
+        """Batches in this rank's current epoch (what a DataLoader with
+        batch_size=None, and a progress bar, count), asked of the daemon
+        once per epoch: under a node or edge budget the count changes
+        with the epoch's order."""
+        e = self.epoch
+        if e not in self._lens:
+            stream = connect(self.url, token=self.token).epoch(e, count=1, **self._kw())
+            stream.close()
+            self._lens[e] = stream.info.get("total_batches")
+        return int(self._lens[e])
+
+    @property
+    def num_graphs(self) -> int:
+        """Graphs in the served set (the view's, the fold's), all ranks."""
+        return self._shape()["num_graphs"]
+
+    @property
+    def num_classes(self) -> int:
+        """PyG's num_classes: the classes of a class task, the targets T of
+        a binary or regression one (what a model's head outputs)."""
+        return self._shape()["num_classes"]
+
+    @property
+    def num_targets(self) -> int:
+        """T of a binary or regression task, 0 for a class task."""
+        return self._shape()["num_targets"]
+
+    @property
+    def task(self) -> str:
+        """"class", "binary" or "regression"."""
+        return self._shape()["task"]
+
+    @property
+    def num_node_features(self) -> int:
+        """x's width in the "pyg" layout: the one-hot feature_dim, the float
+        block's width, or the categorical columns' count (PyG's name)."""
+        return self._shape()["num_node_features"]
+
+    num_features = num_node_features  # PyG's other name for it
+
+    @property
+    def num_edge_features(self) -> int:
+        """edge_attr's width: categorical columns, or floats; 0 without."""
+        return self._shape()["num_edge_features"]
+
+    @property
+    def feature_dim(self) -> int:
+        """The one-hot width (CodeEmbedding's num_codes under the "codes"
+        layout)."""
+        return self._shape()["feature_dim"]
 
     # ---------------------------------------------------------- state
 
@@ -344,7 +462,9 @@ class AugloaderDataset(IterableDataset):
         self._loaded, self._progress, self._pending = start, None, []
         self._expect = self.config = p.config
         if info is None:
-            self.epoch = p.epoch
+            # The next iteration continues the state's epoch (every rank
+            # its own rest of it, empty for a rank that had finished).
+            self._shared.pin(p.epoch)
 
     def commit(self, batch) -> None:
         """commit="manual": the trainer received batch (and every batch
@@ -423,7 +543,7 @@ class AugloaderDataset(IterableDataset):
         worker = _worker(info)
         if info is not None:
             self._shared.mark_worker(info.id)
-        epoch = self.epoch
+        epoch = self._shared.begin_iteration(info)
         if self._loaded is not None and self._loaded.epoch != epoch:
             warnings.warn(f"augloader: epoch {epoch} iterated after loading a state of epoch {self._loaded.epoch}: the saved "
                           f"position is dropped")

@@ -12,9 +12,12 @@ into a Parquet table in the columns the Hugging Face graphs-datasets use
 ``y``; docs/format.md, "Inputs"), written a row group at a time, and
 ``shardconv convert`` reads it. Integer ``x`` and ``edge_attr`` become
 categorical columns (OGB's atom and bond codes), float ones float blocks;
-an integer ``y`` of one value a graph is a class (or binary targets when
-every value is 0 or 1), float ``y`` regression or binary targets, NaN
-missing. Edges are made undirected (each edge and its reverse, as PyG's
+``y`` is read as PyG and OGB write it: a 1-D integer ``y`` of one value a
+graph (PyG's TU datasets: ``y = tensor([c])``) is a class, 0 and 1
+included; a 2-D ``[1, T]`` ``y`` is T tasks (OGB's ``ogbg-mol*``), binary
+targets when every value is 0, 1 or NaN, else regression; a float ``y``
+regression (or binary targets of 0, 1 and NaN); NaN is missing.
+``task=`` ("class", "binary", "regression") says it instead. Edges are made undirected (each edge and its reverse, as PyG's
 ``to_undirected``), but an edge listed both ways must carry the same
 features both ways: the converter refuses it otherwise rather than sum or
 pick. Other attributes (``pos``, graph-level features) are not carried.
@@ -79,7 +82,7 @@ def _graph_row(g: Any, index: int) -> dict:
     if y is None:
         raise ValueError(f"graph {index}: no y (the converter needs a label or targets a graph)")
     return {"edge_index": ei.astype(np.int64, copy=False), "num_nodes": int(n), "node_feat": x,
-            "edge_attr": ea, "y": y.reshape(-1)}
+            "edge_attr": ea, "y": y.reshape(-1), "y_ndim": y.ndim}
 
 
 def _table(rows: list, kinds: dict):
@@ -116,8 +119,11 @@ def _table(rows: list, kinds: dict):
     return pa.table(cols)
 
 
+TASKS = ("auto", "class", "binary", "regression")
+
+
 def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None, name: Optional[str] = None,
-                 quiet: bool = True, workdir: Optional[str] = None) -> pathlib.Path:
+                 quiet: bool = True, workdir: Optional[str] = None, task: str = "auto") -> pathlib.Path:
     """Write the graphs of ``dataset`` (a PyG dataset, or any iterable of
     ``Data`` or dicts with ``edge_index``, ``num_nodes`` or ``x``,
     optionally ``edge_attr``, and ``y``) as a shard folder at ``out``,
@@ -125,8 +131,14 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
     the same kinds of columns as the first (integer or float ``x``,
     ``edge_attr`` and ``y``, the same widths). The Parquet table goes to a
     temporary folder (``workdir``, default the system's) and is removed
-    after. Raises :class:`ConvertError` with the converter's message."""
+    after. ``task``: how ``y`` is read ("auto": the module's rule; "class",
+    "binary" or "regression" to say it; a ``y`` that cannot be that task
+    is refused). Raises :class:`ConvertError` with the converter's
+    message."""
     import pyarrow.parquet as pq
+
+    if task not in TASKS:
+        raise ValueError(f"augloader: task {task!r}: want one of {', '.join(TASKS)}")
 
     from .daemon import find_binary
 
@@ -134,6 +146,7 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
     name = name or out.name.split(".")[0] or "graphs"
     exe = shardconv or find_binary("shardconv")
     kinds: Optional[dict] = None
+    one_d = True  # every y a 1-D (or scalar) integer label of one value: PyG's class
     with tempfile.TemporaryDirectory(prefix="augloader-write-", dir=workdir) as tmp:
         path = pathlib.Path(tmp) / f"{name}.parquet"
         writer = None
@@ -165,6 +178,7 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
                 elif k != kinds:
                     raise ValueError(f"graph {i}: columns {k}, the first graph's are {kinds} "
                                      "(every graph needs the same kinds of x, edge_attr and y)")
+                one_d = one_d and r.pop("y_ndim") <= 1 and r["y"].shape == (1,)
                 rows.append(r)
                 count += 1
                 if len(rows) == ROW_GROUP:
@@ -184,6 +198,9 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
         # default 100 times, is never taken for a bomb.
         ratio = min(max(100, -(-2 * decoded // max(path.stat().st_size, 1))), 1_000_000)
         cmd = [exe, "convert", "-i", str(path), "-o", str(out), "--name", name, "--max-expansion", str(ratio)]
+        if task == "auto" and one_d and kinds["y"] == "i":
+            task = "class"  # PyG's convention: OGB's rule would make 0/1 labels binary targets
+        cmd += ["--task", task]
         if quiet:
             cmd.insert(2, "-q")
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))

@@ -37,9 +37,10 @@ class _TrainLoader:
     load_state_dict (Lightning saves and restores them) and a sampler
     whose set_epoch Lightning calls at each epoch's start."""
 
-    def __init__(self, ds: AugloaderDataset):
+    def __init__(self, ds: AugloaderDataset, trainer=None):
         self.dataset = ds
         self.sampler = self
+        self._trainer = trainer
 
     def set_epoch(self, epoch: int) -> None:
         self.dataset.set_epoch(epoch)
@@ -52,12 +53,30 @@ class _TrainLoader:
 
     def load_state_dict(self, state: dict) -> None:
         self.dataset.load_state_dict(state)
-        # A state from an epoch's last batch: Lightning knew it was the last
-        # (it fetches one ahead) and resumes with the next epoch, but it
-        # makes that epoch's iterator now, before it calls set_epoch. The
-        # next epoch from its start is what it trains.
-        if self.dataset.loaded_epoch_done:
-            self.dataset.set_epoch(self.dataset.epoch + 1)
+        if not self.dataset.loaded_epoch_done:
+            return
+        # A state from an epoch's last batch. Lightning makes the resumed
+        # fit's first iterator (and fetches its first batch) now, before it
+        # calls set_epoch, so the dataset must read now what Lightning will
+        # train as its next epoch: the next one (its fit loop records the
+        # finished epoch as processed when it resumes), or, where its
+        # counters say the finished epoch has not started (a checkpoint
+        # of a fit that was itself resumed from an epoch's last step), the
+        # finished one again, whose rest is empty: Lightning trains nothing
+        # in it and moves on to the next epoch, whole.
+        done = self.dataset.epoch
+        self.dataset.set_epoch(done if _lightning_next_epoch(self._trainer) == done else done + 1)
+
+
+def _lightning_next_epoch(trainer) -> Optional[int]:
+    """The epoch a fit resumed from a checkpoint of an epoch's last step
+    trains first, as its fit loop counts it (None without a trainer): the
+    epoch in progress when the checkpoint was taken is marked processed
+    (it had started and not been processed), else the processed count."""
+    if trainer is None:
+        return None
+    p = trainer.fit_loop.epoch_progress.current
+    return p.processed + (1 if p.started > p.processed else 0)
 
 
 class AugloaderDataModule(pl.LightningDataModule):
@@ -73,6 +92,7 @@ class AugloaderDataModule(pl.LightningDataModule):
         self.url, self.view, self.val_url, self.val_view = url, view, val_url or url, val_view
         self.batches_per_epoch, self.drop_last, self.kw = batches_per_epoch, drop_last, kw
         self._train: Optional[AugloaderDataset] = None
+        self._restored: Optional[dict] = None  # the training loader's state from a checkpoint, for train_dataloader
 
     def train_dataloader(self):
         self._train = AugloaderDataset(self.url, view=self.view, batches_per_epoch=self.batches_per_epoch,
@@ -84,7 +104,30 @@ class AugloaderDataModule(pl.LightningDataModule):
             # dataset must already be at that epoch (a fit resumed after
             # epoch e trained epoch 0's batches as epoch e + 1 otherwise).
             self._train.set_epoch(self.trainer.fit_loop.epoch_progress.current.processed)
-        return _TrainLoader(self._train)
+        loader = _TrainLoader(self._train, self.trainer)
+        if self._restored is not None:
+            loader.load_state_dict(self._restored)
+            self._restored = None
+        return loader
+
+    # Lightning saves a datamodule's state_dict() in every checkpoint and
+    # gives it back on ckpt_path before it asks for the loaders, whatever
+    # its fit loop makes of its own counters. The loader's state it keeps
+    # itself is loaded only when that loop restarts mid-epoch: a fit
+    # resumed from an epoch's last step and checkpointed again in the
+    # next epoch saves counters that read as that epoch's start, and a
+    # resume from there dropped the loader's position and trained the
+    # epoch's first batches twice. The datamodule's own copy is always
+    # loaded (Lightning's, when it comes too, is the same state).
+
+    def state_dict(self) -> dict:
+        if self._train is None:
+            return {} if self._restored is None else {"train": self._restored}
+        return {"train": self._train.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "train" in state:
+            self._restored = state["train"]
 
     def val_dataloader(self):
         if self.val_view is None:

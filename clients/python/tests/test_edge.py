@@ -134,6 +134,82 @@ def test_twins(served, workers, layout):
         consume(dl, ref(served[0], e, twins=2, twin_weights=[1.0, 3.0]), layout)
 
 
+@pytest.mark.parametrize("path", ["direct", "prefetch", "workers", "persistent"])
+def test_epochs_move_on_without_set_epoch(served, path):
+    """A new iteration with no set_epoch since the last is the next epoch,
+    exactly its batches, on every path (3520536 served epoch 0 again,
+    byte for byte); one stopped early counts; set_epoch pins one."""
+    ds = AugloaderDataset(served[0].url, pyg=False, prefetch=2 if path == "prefetch" else 0)
+    it = ds
+    if path in ("workers", "persistent"):
+        it = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=path == "persistent")
+    for e in range(3):
+        consume(it, ref(served[0], e))
+    for t in it:  # epoch 3, stopped after one batch
+        break
+    del t
+    consume(it, ref(served[0], 4))
+    ds.set_epoch(1)
+    consume(it, ref(served[0], 1))
+    consume(it, ref(served[0], 2))
+
+
+def test_a_loaded_state_pins_its_epoch(served):
+    """A loaded state pins its epoch: a plain loop without set_epoch reads
+    its rest (empty for a state from the epoch's end), then the next
+    epochs whole; one saved mid-epoch resumes that epoch's rest."""
+    ds = AugloaderDataset(served[0].url, pyg=False)
+    consume(ds, ref(served[0], 0))
+    st = ds.state_dict()
+    again = AugloaderDataset(served[0].url, pyg=False)
+    again.load_state_dict(st)
+    assert list(again) == []
+    consume(again, ref(served[0], 1))
+    it = iter(again)  # epoch 2, two batches in
+    next(it), next(it)
+    mid = again.state_dict()
+    it.close()
+    third = AugloaderDataset(served[0].url, pyg=False)
+    third.load_state_dict(mid)
+    want = ref(served[0], 2)
+    got = list(third)
+    assert [t["batch_index"] for t in got] == list(range(2, len(want)))
+    for t in got:
+        check(t, want[t["batch_index"]], f"epoch 2 batch {t['batch_index']} after a resume")
+    consume(third, ref(served[0], 3))
+
+
+@pytest.mark.skipif(not TORCH2, reason="Lightning needs torch 2.x (make test runs this in .venv-torch2)")
+def test_lightning_plain_dataloader_moves_on(served, tmp_path):
+    """Lightning over a plain DataLoader of the dataset (no datamodule,
+    so no sampler whose set_epoch Lightning calls): each epoch its own
+    batches (3520536 trained epoch 0 three times)."""
+    import lightning.pytorch as pl
+
+    got = {}
+
+    class Step(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch, i):
+            e = self.current_epoch
+            got.setdefault(e, []).append(batch["batch_index"])
+            check(batch, ref(served[0], e)[batch["batch_index"]], f"epoch {e} batch {batch['batch_index']} in training_step")
+            return self.w.sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    dl = torch.utils.data.DataLoader(AugloaderDataset(served[0].url, pyg=False), batch_size=None, num_workers=2,
+                                     persistent_workers=True)
+    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer.fit(Step(), train_dataloaders=dl)
+    assert got == {e: list(range(len(ref(served[0], e)))) for e in range(3)}
+
+
 @pytest.mark.skipif(not TORCH2, reason="torchdata's StatefulDataLoader needs torch 2.x (make test runs this in .venv-torch2)")
 @pytest.mark.parametrize("workers", [0, 2, 3])
 def test_stateful_dataloader(served, workers):
@@ -255,6 +331,30 @@ def test_every_kind(kind, layout, pyg, workers):
         tw = AugloaderDataset(d.url, layout=layout, pyg=pyg, twins=2)
         consume(torch.utils.data.DataLoader(tw, batch_size=None, num_workers=workers) if workers else tw,
                 ref(d, 0, twins=2), layout)
+
+
+def test_sizes_before_a_batch(kind):
+    """A dataset knows its sizes before the loop (3520536 had none: a user
+    read a first batch to size the model), as PyG's Dataset names them:
+    each equal to what the batches then hold."""
+    name, d = kind
+    ds = AugloaderDataset(d.url, pyg=False)
+    want = ref(d, 0)
+    first = want[0]
+    x = first.get("x_onehot", first.get("x"))
+    edge = first.get("edge_attr")
+    assert ds.num_graphs == KINDS[name][1]
+    assert len(ds) == len(want) and len(torch.utils.data.DataLoader(ds, batch_size=None)) == len(want)
+    assert ds.num_node_features == ds.num_features == x.shape[1]
+    assert ds.num_edge_features == (0 if edge is None else edge.shape[1])
+    if first["y"].ndim == 2:  # binary or regression targets
+        assert ds.task in ("binary", "regression") and ds.num_classes == ds.num_targets == first["y"].shape[1]
+    else:
+        assert ds.task == "class" and ds.num_classes == first["num_classes"] and ds.num_targets == 0
+    if "x_onehot" in first:
+        assert ds.feature_dim == first["feature_dim"]
+    ds.set_epoch(1)
+    assert len(ds) == len(ref(d, 1))
 
 
 def test_oracle_sees_a_wrong_x(served):

@@ -335,6 +335,45 @@ def test_write_shards_classes_and_floats(bins, daemon, tmp_path):
     assert seen == len(graphs)
 
 
+def _toy(y_of, n=12):
+    """n two-node graphs with categorical x, y = y_of(i)."""
+    return [{"x": np.array([[i % 3], [1]]), "edge_index": np.array([[0, 1], [1, 0]]), "y": y_of(i)} for i in range(n)]
+
+
+# y as PyG and OGB write it (PyG's TU: 1-D integer; OGB's molecules: 2-D
+# [1, T]; ZINC: 1-D float), and task= saying it: the manifest's task, and
+# its classes or targets.
+LABELS = [
+    ("pyg 1-D 0/1 ints are classes", lambda i: np.array([i % 2]), "auto", "class", 2),
+    ("pyg 1-D ints of 3 classes", lambda i: np.array([i % 3]), "auto", "class", 3),
+    ("ogb [1, 1] 0/1 ints are a binary task", lambda i: np.array([[i % 2]]), "auto", "binary", 1),
+    ("ogb [1, 3] targets", lambda i: np.array([[i % 2, 1, np.nan]]), "auto", "binary", 3),
+    ("1-D float is regression", lambda i: np.array([i / 7], dtype=np.float32), "auto", "regression", 1),
+    ("task=binary over 1-D 0/1 ints", lambda i: np.array([i % 2]), "binary", "binary", 1),
+    ("task=regression over 1-D ints", lambda i: np.array([i % 3]), "regression", "regression", 1),
+]
+
+
+@pytest.mark.parametrize("case,y_of,task,kind,size", LABELS, ids=[c[0] for c in LABELS])
+def test_write_shards_reads_labels_as_pyg_and_ogb(bins, tmp_path, case, y_of, task, kind, size):
+    """3520536 made PyG's 1-D 0/1 class labels binary targets (y float
+    [B, 1], num_classes 0) while shardconv made the same TU folder 2
+    classes: a Linear(h, num_classes) head with cross-entropy broke."""
+    import json
+    out = augloader.write_shards(_toy(y_of), tmp_path / "toy.shards", shardconv=str(bins / "shardconv"), task=task)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["task"]["kind"] == kind, man["task"]
+    assert (man["classes"] if kind == "class" else man["task"]["targets"]) == size, man
+
+
+def test_write_shards_task_refused_names_the_graph(bins, tmp_path):
+    with pytest.raises(augloader.ConvertError, match=r"graph 0 \(dataset index\): y: --task class needs one integer label"):
+        augloader.write_shards(_toy(lambda i: np.array([i / 7], dtype=np.float32)), tmp_path / "t.shards",
+                               shardconv=str(bins / "shardconv"), task="class")
+    with pytest.raises(ValueError, match="task 'labels'"):
+        augloader.write_shards(_toy(lambda i: np.array([1])), tmp_path / "t.shards", task="labels")
+
+
 # The message names the graph by its index in what was given, not the
 # temporary table's row (it named toy.parquet:2, a file the user never saw).
 WRITE_BAD = [

@@ -217,8 +217,8 @@ class Recorder(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def trainer(tmp, **kw):
-    return pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+def trainer(tmp, max_epochs=2, **kw):
+    return pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, **kw)
 
 
@@ -265,3 +265,52 @@ def test_lightning_resume_at_an_epoch_boundary(served, tmp_path, where):
     trainer(tmp_path, enable_checkpointing=False).fit(Recorder(resumed), datamodule=AugloaderDataModule(served.url, pyg=False),
                                                       ckpt_path=tmp_path / "ck" / "epoch=0-step=10.ckpt")
     assert read(resumed) == full[10:]
+
+
+LIGHTNING_SCHEDULES = int(os.environ.get("AUGLOADER_LIGHTNING_SCHEDULES", "4"))
+
+
+def lightning_schedules(seed: int = 55) -> list:
+    """Kill points (global steps after which a fit stops, its checkpoint of
+    that step saved) of 3 epochs of 10 steps: the case of issue #55 (killed
+    at epoch 0's last step, resumed, killed two steps later, resumed), then
+    random chains drawn around the epochs' ends."""
+    import random
+    rng = random.Random(seed)
+    out = [[10, 12], [10, 20, 21]]
+    near = [1, 9, 10, 11, 19, 20, 21, 29]
+    for _ in range(LIGHTNING_SCHEDULES):
+        out.append(sorted(rng.sample(near + [rng.randint(1, 29)], rng.randint(1, 3))))
+    return out
+
+
+@pytest.mark.parametrize("kills", lightning_schedules(), ids=lambda k: "kills-" + "-".join(map(str, k)))
+def test_lightning_resume_model(served, tmp_path, kills):
+    """The resume model's Lightning row: a fit of 3 epochs checkpointing
+    every step is stopped after each kill point's step and resumed from
+    that step's checkpoint, a new Trainer and datamodule each time; what
+    the steps trained, over every run, is the uninterrupted fit's batches,
+    each once, each in its epoch. 3520536 trained 12 batches for 10 after
+    a kill at an epoch's last step and another two steps later (Lightning
+    restarted the epoch it had finished, the datamodule the one after)."""
+    def read(p):
+        return [tuple([e, *ids]) for e, ids in (json.loads(line) for line in open(p))] if p.exists() else []
+
+    ref = tmp_path / "ref.jsonl"
+    trainer(tmp_path, enable_checkpointing=False, max_epochs=3).fit(Recorder(ref), datamodule=AugloaderDataModule(served.url, pyg=False))
+    full = read(ref)
+    assert len(full) == 30
+    got, ckpt = [], None
+    for i, kill in enumerate(kills + [None]):
+        ck = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / f"ck{i}", filename="{step}", every_n_train_steps=1, save_top_k=-1)
+        log = tmp_path / f"run{i}.jsonl"
+        try:
+            trainer(tmp_path, callbacks=[ck], max_epochs=3).fit(Recorder(log, stop_at=kill),
+                                                               datamodule=AugloaderDataModule(served.url, pyg=False),
+                                                               ckpt_path=ckpt)
+        except _Stop:
+            pass
+        got += read(log)
+        ckpt = tmp_path / f"ck{i}" / f"step={kill}.ckpt"
+    twice = sorted({b for b in got if got.count(b) > 1})
+    assert got == full, f"kills at steps {kills}: {len(got)} batches trained for {len(full)}; twice: {twice[:4]}"

@@ -75,6 +75,7 @@ def test_dataset_pairs_and_resume(served):
         assert a.num_graphs == b.num_graphs == 8
         assert a.x.shape[1] == b.x.shape[1]
         full.append((a.edge_index.tolist(), b.edge_index.tolist(), a.batch_index))
+    ds.set_epoch(2)  # epoch 2 again (a new iteration is the next epoch)
     it = iter(ds)
     for _ in range(3):
         next(it)
