@@ -153,7 +153,10 @@ paper: build venv
 # augloader and shardconv executables (CGO_ENABLED=0, -trimpath) for each
 # of WHEEL_ARCHES, cross-compiled, in dist/ (clients/python/setup.py; pip
 # fetches setuptools into an isolated build environment).
-WHEEL_ARCHES ?= amd64 arm64
+# The host's architecture by default (the other is 51 minutes of
+# cross-compiling a user of this machine does not need); wheel-test, which
+# CI runs, builds and checks both. `make wheel WHEEL_ARCHES="amd64 arm64"`.
+WHEEL_ARCHES ?= $(shell $(GO) env GOARCH)
 # The wheel needs Go and a pip: a bare venv of the system's Python, whose
 # pip fetches the build backend (setuptools) into an isolated build
 # environment; not the test venv (torch, PyG: 20 minutes to build).
@@ -163,13 +166,20 @@ $(WHEEL_VENV)/.stamp:
 	$(PYBASE) -m venv $(WHEEL_VENV)
 	touch $@
 
+# Progress: a line per architecture before and after, with the time (a
+# first build compiles Arrow and gRPC: many minutes, said up front).
 wheel: $(WHEEL_VENV)/.stamp
 	rm -f dist/augloader-*.whl
 	@set -e; for a in $(WHEEL_ARCHES); do \
+	  t0=$$(date +%s); \
+	  echo "wheel: linux/$$a: building augloader and shardconv (static) and the wheel; a first build compiles every Go dependency (10-20 minutes on two cores), later ones take seconds"; \
 	  rm -rf clients/python/build; \
 	  AUGLOADER_GOARCH=$$a $(WHEEL_VENV)/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w dist clients/python; \
+	  echo "wheel: linux/$$a: done in $$(( $$(date +%s) - t0 )) s"; \
 	done; rm -rf clients/python/build
 	@ls -l dist/augloader-*.whl
+
+wheel-test: WHEEL_ARCHES = amd64 arm64
 
 # The wheels as a user gets them (.ci/run runs it): static ELF binaries of
 # the right architecture, and the x86_64 wheel alone in a fresh venv with no

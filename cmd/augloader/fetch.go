@@ -54,7 +54,8 @@ func fetchCmd() *cli.Command {
 			&cli.IntFlag{Name: "twins", Usage: "read k aligned, differently augmented copies of every graph (2..4: the k of the daemon's --twins sets; docs/contrastive.md)", Action: cliutil.IntRange("twins", 0, wire.MaxTwins)},
 			&cli.StringFlag{Name: "twin-weights", Usage: "with --twins: the relative probabilities of the daemon's twin sets, comma-separated, one a set (default: equal)"},
 			&cli.BoolFlag{Name: "no-digest", Usage: "read without hashing: counts only, no sha256 (SHA-256 over every byte, twice, is most of what fetch costs)"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object: the epoch's summary (counts, the stream's sha256, batches_sha256 over the batches' own)"},
+			&cli.BoolFlag{Name: "batch-hashes", Usage: "with --json, also list every batch's SHA-256 (batch_sha256)"},
 		},
 		Action: func(c *cli.Context) error {
 			req := wire.Request{Epoch: c.Uint64("epoch"), Rank: c.Int("rank"), World: c.Int("world"),
@@ -135,6 +136,9 @@ func fetchCmd() *cli.Command {
 				"daemons": len(addrs), "server_sha256": res.Trailer.SHA256,
 				// The same from one daemon or several: the batches, in order.
 				"batches_sha256": digestOfDigests(res.BatchDigests),
+			}
+			if !c.Bool("batch-hashes") {
+				delete(out, "batch_sha256") // one a batch: a list, where a summary is wanted
 			}
 			switch {
 			case !digests: // nothing was hashed

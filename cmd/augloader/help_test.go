@@ -76,3 +76,53 @@ func TestHelpExamplesRun(t *testing.T) {
 }
 
 var _ cli.Flag // the flags' help is read through their GetUsage
+
+// serve --help opens with example command lines and prints its flags in
+// the six groups, in order, each flag under its own heading (3520536
+// printed 45 flags in one flat list); materialize's are grouped alike.
+func TestServeHelpGrouped(t *testing.T) {
+	out, stderr, code := runBin(t, "serve", "--help")
+	if code != 0 {
+		t.Fatalf("serve --help: exit %d\n%s", code, stderr)
+	}
+	ex := strings.Index(out, "Examples:\n")
+	if ex < 0 || !strings.Contains(out[ex:], "augloader serve --shards demo/shards --socket") {
+		t.Fatalf("serve --help opens with no example command lines:\n%s", out)
+	}
+	at := func(s string) int {
+		i := strings.Index(out, s)
+		if i < 0 {
+			t.Fatalf("serve --help lacks %q:\n%s", s, out)
+		}
+		return i
+	}
+	last := at("OPTIONS:")
+	for gi, g := range flagGroups {
+		start := at("\n   " + g.heading + "\n")
+		if start < last {
+			t.Errorf("heading %q prints out of order", g.heading)
+		}
+		end := len(out)
+		if gi+1 < len(flagGroups) {
+			end = at("\n   " + flagGroups[gi+1].heading + "\n")
+		}
+		for _, f := range g.flags {
+			i := strings.Index(out, "\n   --"+f+" ")
+			if i < 0 {
+				continue // a materialize flag
+			}
+			if i < start || i > end {
+				t.Errorf("--%s prints outside %q", f, g.heading)
+			}
+		}
+		last = start
+	}
+	for _, f := range newApp().Command("serve").Flags {
+		if !strings.Contains(out, "\n   --"+f.Names()[0]+" ") && f.Names()[0] != "help" {
+			t.Errorf("serve --help lacks --%s", f.Names()[0])
+		}
+	}
+	if m, _, code := runBin(t, "materialize", "--help"); code != 0 || !strings.Contains(m, "1. Data and views") {
+		t.Errorf("materialize --help is not grouped:\n%s", m)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,4 +186,31 @@ func TestServeFetchTwins(t *testing.T) {
 	if !strings.Contains(d.logs.String(), "twins=2") {
 		t.Fatalf("the start-up log does not say the twins:\n%s", d.logs)
 	}
+}
+
+// fetch --json is a summary (3520536 printed every batch's hash in it):
+// the list of batch hashes only with --batch-hashes, one a batch, whose
+// digest is the summary's batches_sha256.
+func TestFetchJSONIsASummary(t *testing.T) {
+	shards := fixture.SynthShards(t, "COLLAB", 60, 1)
+	d := startDaemon(t, "", "--shards", shards, "--batch-size", "8")
+	read := func(extra ...string) map[string]any {
+		t.Helper()
+		out, stderr, code := runBin(t, append([]string{"fetch", "--addr", d.sock, "--epoch", "1", "--json"}, extra...)...)
+		var got map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("fetch --json %v: exit %d\n%s%s", extra, code, out, stderr)
+		}
+		return got
+	}
+	sum := read()
+	if _, ok := sum["batch_sha256"]; ok || sum["batches_sha256"] == nil || sum["batches"] != 8.0 {
+		t.Fatalf("fetch --json is not a summary: %v", sum)
+	}
+	all := read("--batch-hashes")
+	list, _ := all["batch_sha256"].([]any)
+	if len(list) != 8 || all["batches_sha256"] != sum["batches_sha256"] {
+		t.Fatalf("fetch --json --batch-hashes: %d hashes for 8 batches, batches_sha256 %v vs %v", len(list), all["batches_sha256"], sum["batches_sha256"])
+	}
+	d.stop(t)
 }

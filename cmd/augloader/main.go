@@ -144,13 +144,13 @@ func materializeCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "materialize",
 		Usage: "write augmented epochs to disk as Arrow IPC stream files (crash-safe, resumable): every fold of every --view, or the one served set",
-		Flags: append([]cli.Flag{
+		Flags: grouped(append([]cli.Flag{
 			&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required)"},
 			&cli.StringFlag{Name: "epochs", Value: "0:1", Usage: "epochs FROM:TO (TO excluded)"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "output folder"},
 			&cli.IntFlag{Name: "world", Value: 1, Usage: "write one file per rank for this world size (1..65536)", Action: cliutil.IntRange("world", 1, 65536)},
 			&cli.BoolFlag{Name: "force", Usage: "redo an output folder made with another configuration"},
-		}, loaderFlags...),
+		}, loaderFlags...)),
 		Action: func(c *cli.Context) error {
 			from, to, err := parseEpochs(c.String("epochs"))
 			if err != nil {

@@ -125,7 +125,7 @@ type fetched struct {
 // fetch runs `augloader fetch` on the client host.
 func (h *hosts) fetch(t *testing.T, token string, addrs []string, extra ...string) (*fetched, string, error) {
 	t.Helper()
-	args := []string{"netns", "exec", h.ns(0), bin, "fetch", "--json", "--token-file", token, "--epoch", "3", "--batch-timeout", "5s"}
+	args := []string{"netns", "exec", h.ns(0), bin, "fetch", "--json", "--batch-hashes", "--token-file", token, "--epoch", "3", "--batch-timeout", "5s"}
 	for _, a := range addrs {
 		args = append(args, "--addr", a)
 	}

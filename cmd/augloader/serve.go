@@ -33,7 +33,13 @@ func serveCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve augmented epochs on a Unix socket until SIGINT or SIGTERM",
-		Flags: append([]cli.Flag{
+		Description: `Examples:
+     augloader serve --shards demo/shards --socket /tmp/aug.sock --policy nodesam
+     augloader serve --shards demo/mutag --folds demo/folds --socket /tmp/aug.sock \
+         --view 'train={fold}:training:nodesam' --view 'test={fold}:test'
+     augloader serve --shards s3://bucket/collab --disk-cache /var/cache/augloader \
+         --cache-limit 2GiB --socket /run/aug.sock --metrics 127.0.0.1:9090`,
+		Flags: grouped(append([]cli.Flag{
 			&cli.StringFlag{Name: "shards", Usage: "shard folder written by shardconv convert (required unless --materialized)"},
 			&cli.StringFlag{Name: "socket", Usage: "Unix socket path to create (never replaces a non-socket file)"},
 			&cli.StringFlag{Name: "flight", Usage: "also (or only) serve Arrow Flight at grpc://HOST:PORT (or plain HOST:PORT; port 0: a free one, printed on the readiness line) or grpc+unix:///PATH (loopback only unless --flight-allow-remote)"},
@@ -54,7 +60,7 @@ func serveCmd() *cli.Command {
 			&cli.BoolFlag{Name: "exit-when-stdin-closes", Usage: "stop, as on SIGTERM, when standard input reaches its end: a launcher that holds a pipe to it (augloader.Daemon does) takes the daemon with it however it ends, SIGKILL included"},
 			&cli.StringFlag{Name: "remove-on-exit", Usage: "remove this folder when the daemon exits: the one a launcher made for the socket and log (named augloader-*, holding the launcher's .augloader-launcher file, given by its own path; removed only if it is still that folder, never through a symlink)"},
 			&cli.StringSliceFlag{Name: "twins", Usage: "a twin set, repeatable: 'A / B' (2 to 4 schedules separated by /, e.g. 'dropnode:ratio=0.2 / subgraph:ratio=0.2'): a request with twins=k gets k differently augmented, aligned copies of every graph, each graph's set drawn over the sets by the request's twin_weights (GraphCL, JOAO; docs/contrastive.md)"},
-		}, loaderFlags...),
+		}, loaderFlags...)),
 		Action: func(c *cli.Context) error {
 			log := logger()
 			if dir := c.String("remove-on-exit"); dir != "" {

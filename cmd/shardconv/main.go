@@ -99,7 +99,7 @@ func convertCmd() *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "shard folder to create, or s3://BUCKET/PREFIX (converted in a temporary folder, then uploaded, the manifest last)"},
 		}, convertFlags...),
 		Action: func(c *cli.Context) error {
-			_, err := runConvert(c, c.String("input"), c.String("out"), "")
+			_, err := runConvert(c, c.String("input"), c.String("out"), "", "")
 			return err
 		},
 	}
@@ -115,8 +115,12 @@ func localPath(flag, p string) error {
 }
 
 // runConvert converts input into out; generation names the files of a
-// folder bound for object storage over another (convertToStore).
-func runConvert(c *cli.Context, input, out, generation string) (*convert.Result, error) {
+// folder bound for object storage over another (convertToStore), shown
+// what the summary calls the output ("": out).
+func runConvert(c *cli.Context, input, out, generation, shown string) (*convert.Result, error) {
+	if shown == "" {
+		shown = out
+	}
 	if err := localPath("--input", input); err != nil {
 		return nil, err
 	}
@@ -166,8 +170,8 @@ func runConvert(c *cli.Context, input, out, generation string) (*convert.Result,
 		if m.Task != nil {
 			what = describeV3(m)
 		}
-		fmt.Fprintf(os.Stderr, "%s: %d graphs, %d nodes, %d edges, %s → %d shard(s) in %s\n",
-			m.Dataset, m.Stats.Graphs, m.Stats.Nodes, m.Stats.Edges, what, len(m.Shards), out)
+		fmt.Fprintf(os.Stderr, "%s: %d graphs, %d nodes, %d edges, %s → %d shard(s) for %s\n",
+			m.Dataset, m.Stats.Graphs, m.Stats.Nodes, m.Stats.Edges, what, len(m.Shards), shown)
 		fmt.Fprintf(os.Stderr, "dropped %d self-loops and %d duplicate entries; read %.1f MB in %.2fs (%.0f MB/s): %.2fs reading and canonicalising the graphs, %.2fs writing the shards after them\n",
 			m.Stats.SelfLoopsDropped, m.Stats.DuplicateEdgesDropped, float64(res.InputBytes)/1e6, secs, float64(res.InputBytes)/1e6/secs,
 			res.ReadElapsed.Seconds(), (res.Elapsed - res.ReadElapsed).Seconds())
@@ -219,22 +223,24 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 		os.RemoveAll(tmp)
 		drop()
 	}()
-	res, err := runConvert(c, input, filepath.Join(tmp, "shards"), generation)
+	res, err := runConvert(c, input, filepath.Join(tmp, "shards"), generation, out+" (uploading)")
 	if err != nil {
 		return nil, err
 	}
 	quiet := c.Bool("quiet")
 	err = s3.PutFolder(c.Context, filepath.Join(tmp, "shards"), c.Bool("force"), func(name string, n int64) {
 		if !quiet {
-			fmt.Fprintf(os.Stderr, "uploaded %s (%d bytes) to %s\n", name, n, out)
+			fmt.Fprintf(os.Stderr, "uploaded %s (%s) to %s\n", name, cliutil.HumanSize(n), out)
 		}
 	})
 	if err != nil {
 		if c.Context.Err() != nil {
 			if exists {
-				return nil, fmt.Errorf("stopped by a signal: %s still holds the folder that was there (run again to replace it)", out)
+				return nil, fmt.Errorf("stopped by a signal: %s still holds the folder that was there; the files this run put "+
+					"beside it stay until `shardconv prune %s` deletes them (or run again to replace the folder)", out, out)
 			}
-			return nil, fmt.Errorf("stopped by a signal: %s has no manifest, so no shard folder is there (run again to upload)", out)
+			return nil, fmt.Errorf("stopped by a signal: %s has no manifest, so no shard folder is there; the files this run "+
+				"put stay until `shardconv prune %s` deletes them (or run again to upload)", out, out)
 		}
 		return nil, err
 	}
@@ -447,8 +453,8 @@ func statsCmd() *cli.Command {
 				fmt.Printf("task         %s\n", task)
 				fmt.Printf("node columns %s\nedge columns %s\n", describeColumns(m.NodeFeatures), describeColumns(m.EdgeFeatures))
 			}
-			fmt.Printf("self-loops   %d dropped\nduplicates   %d dropped\nshards       %d, %d bytes, graphs stored in %s order\n",
-				s.SelfLoopsDropped, s.DuplicateEdgesDropped, s.Shards, s.Bytes, s.Order)
+			fmt.Printf("self-loops   %d dropped\nduplicates   %d dropped\nshards       %d, %s, graphs stored in %s order\n",
+				s.SelfLoopsDropped, s.DuplicateEdgesDropped, s.Shards, cliutil.HumanSize(s.Bytes), s.Order)
 			return nil
 		},
 	}
@@ -541,7 +547,7 @@ func downloadCmd() *cli.Command {
 			if out == "" {
 				out = name + ".shards"
 			}
-			_, err = runConvert(c, zipPath, out, "")
+			_, err = runConvert(c, zipPath, out, "", "")
 			return err
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +60,15 @@ func TestConvertToS3(t *testing.T) {
 	}
 	srv.Upload(t, "convert", "seed", local) // makes the bucket
 	loc := "s3://convert/collab"
-	if _, errOut, code := run(t, "convert", "-i", tu, "-o", loc, "--shard-size", "512KiB"); code != 0 || !strings.Contains(errOut, "uploaded manifest.json") {
+	_, errOut, code := run(t, "convert", "-i", tu, "-o", loc, "--shard-size", "512KiB")
+	if code != 0 || !strings.Contains(errOut, "uploaded manifest.json") {
 		t.Fatalf("convert -o %s: exit %d\n%s", loc, code, errOut)
+	}
+	// What a person reads: the output is the store's location, not the
+	// temporary folder it was converted in; sizes in the units flags take.
+	if !strings.Contains(errOut, "shard(s) for "+loc+" (uploading)") || strings.Contains(errOut, "shardconv-upload-") ||
+		!regexp.MustCompile(`uploaded shard-\S+ \(\d+\.\dKiB\) to `+regexp.QuoteMeta(loc)).MatchString(errOut) {
+		t.Fatalf("convert -o %s names a temporary folder or prints raw byte counts:\n%s", loc, errOut)
 	}
 	st, err := objstore.NewS3(t.Context(), "convert", "collab", objstore.S3Options{})
 	if err != nil {

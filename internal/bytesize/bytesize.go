@@ -49,3 +49,18 @@ func Format(n int64) string {
 	}
 	return strconv.FormatInt(n, 10) + "B"
 }
+
+// Human spells n bytes for a person, in the largest binary unit it
+// reaches, one decimal (12.8MiB, 3.0GiB, 512B), as a flag takes the unit;
+// Format spells a count exactly.
+func Human(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size {
+			return strconv.FormatFloat(float64(n)/float64(u.size), 'f', 1, 64) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}

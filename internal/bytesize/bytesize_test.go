@@ -43,3 +43,14 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestHuman(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0B"}, {1023, "1023B"}, {1024, "1.0KiB"}, {13074, "12.8KiB"}, {64 << 20, "64.0MiB"}, {3 << 30, "3.0GiB"}, {1<<30 + 1<<29, "1.5GiB"}} {
+		if got := bytesize.Human(c.n); got != c.want {
+			t.Errorf("Human(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

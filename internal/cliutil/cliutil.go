@@ -197,6 +197,9 @@ func ParseSize(flag, s string) (int64, error) {
 // FormatSize spells n bytes as ParseSize reads it (bytesize.Format).
 func FormatSize(n int64) string { return bytesize.Format(n) }
 
+// HumanSize spells n bytes for a person (12.8MiB: bytesize.Human).
+func HumanSize(n int64) string { return bytesize.Human(n) }
+
 // Usage makes every usage error of app and its commands one line that
 // leads with the error, suggests the closest flag, and says where the
 // help is, exit status 2 (urfave/cli printed its whole help, the error
