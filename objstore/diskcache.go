@@ -53,7 +53,10 @@ var ErrDiskCache = errors.New("objstore: disk cache")
 // file of a process id the cache makes). A file is the cache's only by a
 // name it gives (32 hex digits, or .tmp- and digits, then .page) and the
 // header it writes; only such files are ever removed, and entries are
-// opened regular-only and without blocking, never through a link.
+// opened regular-only and without blocking, never through a link. When a
+// file is opened at a new version (its folder replaced in the store), the
+// entries of its older versions are deleted at once (Stale), not left to
+// age out.
 type DiskCache struct {
 	inner shard.Store
 	dir   string
@@ -64,14 +67,21 @@ type DiskCache struct {
 	entries map[string]*list.Element // by file name; values *diskEntry
 	lru     list.List                // most recently used at the front
 	bytes   int64
+	// objects indexes the entries by the object they hold a range of
+	// (location and name): a start that opens an object at another
+	// version drops the older version's entries, which no read can hit
+	// again (their key holds the version).
+	objects map[string]map[string]struct{}
 
 	stats DiskCacheStats
 }
 
-// diskEntry is one entry file: its name and size.
+// diskEntry is one entry file: its name and size, and the object and
+// version its key names ("" for a torn entry whose key is unread).
 type diskEntry struct {
-	name string
-	size int64
+	name            string
+	size            int64
+	object, version string
 }
 
 // DiskCacheStats counts a DiskCache's work (read while it serves).
@@ -83,6 +93,9 @@ type DiskCacheStats struct {
 	// stay within the limit, WriteErrors entries that could not be
 	// written (the read went on from the store's bytes).
 	Written, Evictions, WriteErrors atomic.Int64
+	// Stale counts entries of an object's older version, dropped when the
+	// object was opened at a new one (a folder replaced in the store).
+	Stale atomic.Int64
 }
 
 const (
@@ -122,7 +135,8 @@ func NewDiskCache(inner shard.Store, dir string, limit int64) (*DiskCache, error
 	if err := lock.Truncate(0); err == nil {
 		lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	c := &DiskCache{inner: inner, dir: dir, limit: limit, lock: lock, entries: map[string]*list.Element{}}
+	c := &DiskCache{inner: inner, dir: dir, limit: limit, lock: lock, entries: map[string]*list.Element{},
+		objects: map[string]map[string]struct{}{}}
 	if err := c.load(); err != nil {
 		lock.Close()
 		return nil, err
@@ -196,16 +210,38 @@ func isDigits(s, digits string) bool {
 
 // ownHeader reports whether the regular file at path begins as an entry
 // the cache writes does (the magic, or as much of it as a torn write
-// left), read without following a link or blocking.
-func ownHeader(path string) bool {
+// left), read without following a link or blocking, and returns the key
+// its header holds ("" when the header is torn).
+func ownHeader(path string) (key string, own bool) {
 	fh, err := openEntry(path)
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer fh.Close()
-	head := make([]byte, len(diskCacheMagic))
+	head := make([]byte, len(diskCacheMagic)+4)
 	n, _ := fh.ReadAt(head, 0)
-	return string(head[:n]) == diskCacheMagic[:n]
+	m := min(n, len(diskCacheMagic))
+	if string(head[:m]) != diskCacheMagic[:m] {
+		return "", false
+	}
+	if n < len(head) {
+		return "", true
+	}
+	k := make([]byte, min(binary.LittleEndian.Uint32(head[len(diskCacheMagic):]), 1<<16))
+	if n, _ := fh.ReadAt(k, int64(len(head))); n != len(k) {
+		return "", true
+	}
+	return string(k), true
+}
+
+// keyObject is the object (location and name) and version an entry's key
+// names; empty for a key not of entryOf's form.
+func keyObject(key string) (object, version string) {
+	f := strings.Split(key, "\x00")
+	if len(f) != 6 {
+		return "", ""
+	}
+	return f[0] + "\x00" + f[1], f[2]
 }
 
 // openEntry opens an entry for reading: a regular file only, never
@@ -240,7 +276,11 @@ func (c *DiskCache) load() error {
 	for _, e := range ents {
 		name := e.Name()
 		path := filepath.Join(c.dir, name)
-		if !e.Type().IsRegular() || !(isTempName(name) || isEntryName(name)) || !ownHeader(path) {
+		if !e.Type().IsRegular() || !(isTempName(name) || isEntryName(name)) {
+			continue
+		}
+		key, own := ownHeader(path)
+		if !own {
 			continue
 		}
 		switch {
@@ -248,7 +288,8 @@ func (c *DiskCache) load() error {
 			os.Remove(path) // a write a stopped process left
 		default:
 			if info, err := e.Info(); err == nil {
-				all = append(all, found{diskEntry{name, info.Size()}, info.ModTime()})
+				object, version := keyObject(key)
+				all = append(all, found{diskEntry{name, info.Size(), object, version}, info.ModTime()})
 			}
 		}
 	}
@@ -256,11 +297,36 @@ func (c *DiskCache) load() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range all {
-		c.entries[f.name] = c.lru.PushFront(&diskEntry{f.name, f.size})
-		c.bytes += f.size
+		c.addLocked(&diskEntry{f.name, f.size, f.object, f.version})
 	}
 	c.evictLocked()
 	return nil
+}
+
+// addLocked indexes entry d as the most recently used.
+func (c *DiskCache) addLocked(d *diskEntry) {
+	c.entries[d.name] = c.lru.PushFront(d)
+	c.bytes += d.size
+	if d.object != "" {
+		if c.objects[d.object] == nil {
+			c.objects[d.object] = map[string]struct{}{}
+		}
+		c.objects[d.object][d.name] = struct{}{}
+	}
+}
+
+// dropStale removes the entries of object (location and name) at another
+// version than version: a replaced object's, which no read hits again.
+func (c *DiskCache) dropStale(object, version string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.objects[object] {
+		e := c.entries[name]
+		if e.Value.(*diskEntry).version != version {
+			c.removeLocked(e)
+			c.stats.Stale.Add(1)
+		}
+	}
 }
 
 // Location is the cached store's.
@@ -299,6 +365,7 @@ func (c *DiskCache) Open(ctx context.Context, name string) (shard.StoreFile, err
 	if !ok || v.Version() == "" {
 		return f, nil
 	}
+	c.dropStale(c.inner.Location()+"\x00"+name, v.Version())
 	return &cachedFile{StoreFile: f, c: c, name: name, version: v.Version()}, nil
 }
 
@@ -462,11 +529,10 @@ func (c *DiskCache) put(entry, key string, p []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[entry]; ok { // two readers fetched it at once
-		c.bytes -= e.Value.(*diskEntry).size
-		c.lru.Remove(e)
+		c.forgetLocked(e)
 	}
-	c.entries[entry] = c.lru.PushFront(&diskEntry{entry, size})
-	c.bytes += size
+	object, version := keyObject(key)
+	c.addLocked(&diskEntry{entry, size, object, version})
 	c.evictLocked()
 	return nil
 }
@@ -496,6 +562,12 @@ func (c *DiskCache) forgetLocked(e *list.Element) *diskEntry {
 	c.lru.Remove(e)
 	delete(c.entries, d.name)
 	c.bytes -= d.size
+	if names := c.objects[d.object]; names != nil {
+		delete(names, d.name)
+		if len(names) == 0 {
+			delete(c.objects, d.object)
+		}
+	}
 	return d
 }
 

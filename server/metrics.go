@@ -98,8 +98,8 @@ func (m *Metrics) SetObjectStore(stats func() StoreStats) {
 // DiskCacheStats is what Metrics reports of a disk cache of the store's
 // reads (objstore.DiskCache).
 type DiskCacheStats struct {
-	Hits, Misses, Bad, Evictions, WriteErrors, Written int64
-	Used, Limit                                        int64
+	Hits, Misses, Bad, Evictions, WriteErrors, Written, Stale int64
+	Used, Limit                                               int64
 }
 
 // SetDiskCache makes /metrics report the disk cache before the store the
@@ -204,6 +204,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 		count("augloader_disk_cache_misses_total", "Reads of the shards' store that --disk-cache did not hold (bad entries included).", "counter", st.Misses)
 		count("augloader_disk_cache_bad_total", "Entries of --disk-cache that failed their check (CRC-32C, size, key) and were fetched again.", "counter", st.Bad)
 		count("augloader_disk_cache_evictions_total", "Entries dropped to stay within --disk-cache-limit.", "counter", st.Evictions)
+		count("augloader_disk_cache_stale_total", "Entries of a replaced object's older version, dropped when the new version was opened.", "counter", st.Stale)
 		count("augloader_disk_cache_write_errors_total", "Entries that could not be written or removed (the read went on from the store).", "counter", st.WriteErrors)
 		count("augloader_disk_cache_written_bytes_total", "Bytes of entries written to --disk-cache.", "counter", st.Written)
 		count("augloader_disk_cache_bytes", "Bytes of entries --disk-cache holds.", "gauge", st.Used)

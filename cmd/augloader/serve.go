@@ -164,7 +164,7 @@ func serveCmd() *cli.Command {
 					metrics.SetDiskCache(func() server.DiskCacheStats {
 						st := dc.Stats()
 						return server.DiskCacheStats{Hits: st.Hits.Load(), Misses: st.Misses.Load(), Bad: st.Bad.Load(),
-							Evictions: st.Evictions.Load(), WriteErrors: st.WriteErrors.Load(), Written: st.Written.Load(),
+							Evictions: st.Evictions.Load(), WriteErrors: st.WriteErrors.Load(), Written: st.Written.Load(), Stale: st.Stale.Load(),
 							Used: dc.Used(), Limit: dc.Limit()}
 					})
 				}
