@@ -2,6 +2,7 @@
 GO         ?= go
 BIN        := bin
 VENV       := .venv
+VENV2      := .venv-torch2
 PY         := $(VENV)/bin/python
 # Debian's python3 when present: the GIN example uses Debian's python3-torch
 # (CPU, small) through --system-site-packages.
@@ -25,16 +26,45 @@ build:
 # (matplotlib for make paper) cannot move a pin (it pulled numpy 2, which
 # Debian's torch 1.13 refuses to load).
 PIP_C      := --disable-pip-version-check -c tests/requirements.txt
-$(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml clients/python/setup.py
+# .venv's torch, decided here rather than by whatever a dependency pulls
+# (ogb's torch requirement brought PyPI's CUDA torch, 5 GB, into a .venv
+# without Debian's): Debian's python3-torch (1.13, CPU, small) when the
+# system's Python has it, seen through --system-site-packages ("debian");
+# else .venv-torch2's, the lock's torch 2.x, shared by a .pth file
+# ("torch2"): one torch on the disk either way. make test tells the tests
+# which (AUGLOADER_VENV_TORCH), and clients/python/tests/test_venv.py fails
+# when the venv holds another.
+VENV_TORCH ?= $(shell $(PYBASE) -c 'import torch' >/dev/null 2>&1 && echo debian || echo torch2)
+SITE_OF = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+$(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml clients/python/setup.py $(if $(filter torch2,$(VENV_TORCH)),$(VENV2)/.stamp)
 	rm -rf $(VENV)
-	$(PYBASE) -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q $(PIP_C) -r tests/requirements.txt
-	AUGLOADER_NO_BINARY=1 $(VENV)/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
+	@if [ "$(VENV_TORCH)" = debian ]; then \
+	  echo "$(VENV): Debian's torch, through --system-site-packages"; $(PYBASE) -m venv --system-site-packages $(VENV); \
+	else \
+	  echo "$(VENV): no torch in $(PYBASE): $(VENV2)'s torch, through a .pth file"; $(PYBASE) -m venv $(VENV); \
+	  echo "$(CURDIR)/$(VENV2)/lib/python$$($(VENV2)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages" \
+	    > "$(call SITE_OF,$(VENV))/torch2.pth"; \
+	fi
+	@if [ "$(VENV_TORCH)" = debian ]; then \
+	  $(VENV)/bin/pip install -q $(PIP_C) -r tests/requirements.txt; \
+	else \
+	  echo "$(VENV): what pip would add, less what torch declares and the CPU never loads (tests/plan_pins.py)"; \
+	  $(VENV)/bin/pip install -q $(PIP_C) --dry-run --report $(VENV)/plan.json -r tests/requirements.txt && \
+	  $(VENV)/bin/python tests/plan_pins.py $(VENV)/plan.json tests/requirements-torch2.txt > $(VENV)/pins.txt && \
+	  $(VENV)/bin/pip install -q $(PIP_C) --no-deps -r $(VENV)/pins.txt; \
+	fi
+	# The client from the checkout, as a path entry (an editable install
+	# needs the wheel package, which only Debian's site-packages gave).
+	echo "$(CURDIR)/clients/python" > "$(call SITE_OF,$(VENV))/augloader-checkout.pth"
+	echo $(VENV_TORCH) > $(VENV)/torch-source
 	touch $@
 
 # A venv a pip install outside this file moved off its pins (numpy 2
-# breaks Debian's torch) is rebuilt rather than trusted.
+# breaks Debian's torch), or built for the other torch (Debian's installed
+# or removed since), is rebuilt rather than trusted.
 venv: $(VENV)/.stamp
+	@[ "$$(cat $(VENV)/torch-source 2>/dev/null)" = "$(VENV_TORCH)" ] || \
+	  { echo "$(VENV) was built for another torch than $(VENV_TORCH): rebuilding it"; rm -f $(VENV)/.stamp; $(MAKE) --no-print-directory $(VENV)/.stamp; }
 	@$(PY) -c 'import numpy, sys; sys.exit(int(numpy.__version__.split(".")[0]) >= 2)' || \
 	  { echo "$(VENV) holds numpy 2, off its pins: rebuilding it"; rm -f $(VENV)/.stamp; $(MAKE) --no-print-directory $(VENV)/.stamp; }
 
@@ -50,7 +80,7 @@ test: venv s3proxy
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(GOTEST) -count=1 -run 'TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded' ./ingest/convert/ ./aug/ ./server/ ./loader/ ./cmd/shardconv/
 	$(GO) build -o $(BIN)/ ./cmd/...
-	AUGLOADER_BIN=$(CURDIR)/$(BIN) $(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers
+	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_VENV_TORCH=$(VENV_TORCH) $(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers
 	$(MAKE) --no-print-directory test-torch2
 
 # The checkpoint tests that need torch 2.x (StatefulDataLoader, Lightning,
@@ -66,7 +96,6 @@ test: venv s3proxy
 # why); its large wheels (torch, the NVIDIA libraries) go in one pip run
 # each, without pip's cache, so the disk holds one of them in download at a
 # time, then the rest in one run.
-VENV2 := .venv-torch2
 PIP_C2 := --disable-pip-version-check --no-cache-dir --no-deps
 $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
 	rm -rf $(VENV2)
@@ -82,7 +111,8 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 # AUGLOADER_BIN each session built them again into a temporary folder.
 test-torch2: $(VENV2)/.stamp build
 	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py \
-	  clients/python/tests/test_edge.py clients/python/tests/test_resume_model.py clients/python/tests/test_state_checks.py
+	  clients/python/tests/test_edge.py clients/python/tests/test_resume_model.py clients/python/tests/test_state_checks.py clients/python/tests/test_venv.py \
+	  clients/python/tests/test_torchrun.py
 
 # The S3-compatible server the object-storage tests start
 # (internal/testkit/s3test): s3proxy's runnable jar from Maven Central,

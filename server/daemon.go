@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,10 +125,23 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	// /readyz: "starting" until every listener serves (Ready is called),
+	// "draining" once the context ends.
+	var state atomic.Value
+	state.Store("starting")
+	readiness := func() (bool, string) {
+		s := state.Load().(string)
+		return s == "ready", s
+	}
+	// The metrics listener outlives the drain (it closes once the socket
+	// and Flight servers have returned), so /readyz says "draining" to a
+	// probe while running streams finish.
+	var serving sync.WaitGroup
+	servedAll := make(chan struct{})
 	if mln != nil {
-		hs := &http.Server{Handler: MetricsHandler(metrics), ReadHeaderTimeout: 5 * time.Second}
+		hs := &http.Server{Handler: MetricsHandler(metrics, readiness), ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
-			go func() { <-gctx.Done(); hs.Close() }()
+			go func() { <-servedAll; hs.Close() }()
 			if err := hs.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -141,19 +155,24 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return fail(err)
 		}
-		g.Go(func() error { return srv.Serve(gctx, sln) })
+		serving.Add(1)
+		g.Go(func() error { defer serving.Done(); return srv.Serve(gctx, sln) })
 		log.Info("listening", "socket", ep.Socket)
 	}
 	if fln != nil {
 		fs := &Flight{Source: o.Source, Logger: log, Metrics: metrics, Limits: lim, admission: adm, served: served,
 			Peers: o.Flight.Peers, WireCompression: o.Flight.WireCompression}
 		gs := NewFlightServer(fs, o.Flight)
-		g.Go(func() error { return ServeFlight(gctx, gs, fln, lim.Drain) })
+		serving.Add(1)
+		g.Go(func() error { defer serving.Done(); return ServeFlight(gctx, gs, fln, lim.Drain) })
 		log.Info("listening", "flight", ep.Flight, "token", o.Flight.Token != "")
 	}
 	if o.Ready != nil {
 		o.Ready(ep)
 	}
+	state.Store("ready")
+	go func() { <-gctx.Done(); state.Store("draining") }()
+	go func() { serving.Wait(); close(servedAll) }()
 	err = g.Wait()
 	log.Info("stopped", "streams_served", served.Load())
 	return err

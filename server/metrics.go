@@ -238,12 +238,33 @@ func (m *Metrics) WriteText(w io.Writer) {
 	m.mu.Unlock()
 }
 
-// MetricsHandler serves GET /metrics.
-func MetricsHandler(m *Metrics) http.Handler {
+// MetricsHandler serves GET /metrics, and the probes Kubernetes and
+// launchers ask: GET /livez (200 while the process answers) and GET
+// /readyz (200 once every listener serves, 503 before that and once a
+// shutdown has begun: a draining daemon takes no new trainer). ready
+// may be nil (never ready).
+func MetricsHandler(m *Metrics, ready func() (bool, string)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		m.WriteText(w)
+	})
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		ok, why := false, "starting"
+		if ready != nil {
+			ok, why = ready()
+		}
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", why)
+			return
+		}
+		fmt.Fprintln(w, "ready")
 	})
 	return mux
 }

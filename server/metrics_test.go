@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 		bytes += fetch(t, sock, wire.Request{Epoch: e, World: 1}, nil).Bytes
 	}
 	client.Fetch(context.Background(), sock, wire.Request{Epoch: 0, Rank: 9, World: 2}, client.Options{}, nil)
-	hs := httptest.NewServer(server.MetricsHandler(m))
+	hs := httptest.NewServer(server.MetricsHandler(m, nil))
 	defer hs.Close()
 	resp, err := http.Get(hs.URL + "/metrics")
 	if err != nil {

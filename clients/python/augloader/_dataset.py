@@ -180,6 +180,27 @@ def _child_alive(pid: int) -> bool:
     return len(fields) > 1 and fields[0] not in (b"Z", b"X") and int(fields[1]) == os.getpid()
 
 
+def _rank_world() -> tuple:
+    """(rank, world) of this process: torch.distributed's once it is
+    initialised; before that, torchrun's environment (RANK, WORLD_SIZE: a
+    worker that builds its dataset before init_process_group); else one
+    process, (0, 1)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    r, w = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if r is None and w is None:
+        return 0, 1
+    try:
+        rank, world = int(r), int(w)
+    except (TypeError, ValueError):
+        rank = world = -1
+    if not 0 <= rank < world:
+        raise ValueError(f"augloader: RANK={r!r} WORLD_SIZE={w!r} in the environment: want both, 0 <= RANK < WORLD_SIZE "
+                         f"(torchrun sets them), or pass rank= and world=")
+    return rank, world
+
+
 def _worker(info) -> Optional[tuple]:
     """(id, num_workers) of a DataLoader worker's get_worker_info(), or None."""
     return (info.id, info.num_workers) if info is not None else None
@@ -231,10 +252,7 @@ class AugloaderDataset(IterableDataset):
         _wire.check_twins(twins, twin_weights)
         self.twins = twins
         if rank is None or world is None:
-            if torch.distributed.is_available() and torch.distributed.is_initialized():
-                rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-            else:
-                rank, world = 0, 1
+            rank, world = _rank_world()
         self.rank, self.world = rank, world
         self._shared = _SharedEpoch(weights=twin_weights or ())
         self.pyg = (PyGBatch is not None) if pyg is None else pyg

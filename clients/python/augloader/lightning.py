@@ -83,7 +83,7 @@ class AugloaderDataModule(pl.LightningDataModule):
     """Training batches from ``url`` (its ``view``), validation batches from
     ``val_url`` (default: ``url``) when ``val_view`` is given. Other
     keywords go to both :class:`AugloaderDataset` s (batch_size, fold,
-    layout, device, pyg, …); rank and world come from torch.distributed,
+    layout, device, pyg, …); rank and world come from torch.distributed (or torchrun's environment),
     which Lightning initialises."""
 
     def __init__(self, url: str, *, view: str = "", val_url: Optional[str] = None, val_view: Optional[str] = None,

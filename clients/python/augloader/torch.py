@@ -7,8 +7,10 @@
         for batch in ds:               # torch_geometric.data.Batch when PyG is installed,
             ...                        # else a dict of tensors (x, edge_index, batch, ptr, y, ...)
 
-Rank and world size come from torch.distributed when it is initialised
-(else 0 and 1), so each process reads its own slice of one global epoch.
+Rank and world size come from torch.distributed when it is initialised,
+else from torchrun's environment (RANK, WORLD_SIZE), else 0 and 1, so
+each process reads its own slice of one global epoch with no rank
+arithmetic.
 The dense one-hot ``x`` is built from the sparse codes on the target device;
 ``layout="codes"`` skips it: x_code, x_node and x_weight instead, for
 :class:`CodeEmbedding` (one-hot × W without the one-hot). Use it with ``DataLoader(ds, batch_size=None)``; the daemon already batches.

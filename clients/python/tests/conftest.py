@@ -23,11 +23,11 @@ def bins(tmp_path_factory):
     return out
 
 
-# What to run when a test needs torch and the machine has none: the one
-# command, as .ci/run runs it (make test's venv sees Debian's torch through
-# --system-site-packages; PyPI's wheel pulls gigabytes of CUDA libraries).
-TORCH_MISSING = ("torch is not installed: run `sudo apt-get install -y python3-torch libopenblas0-pthread` "
-                 "(Debian's CPU build; make test's .venv sees it), as .ci/run does")
+# What to run when a test needs torch and the venv has none: make test's
+# .venv holds one always (Debian's python3-torch when the system's Python
+# has it, else .venv-torch2's; the Makefile's VENV_TORCH).
+TORCH_MISSING = ("torch is not installed in this Python: run the tests with `make test` (its .venv takes Debian's "
+                 "python3-torch, or .venv-torch2's torch 2.x when the system has none)")
 
 
 def need_torch():

@@ -14,6 +14,7 @@ checks each batch on arrival, keeps every third for a while (checked
 again at the end) and drops the rest at once, so a buffer handed out again
 while another process still reads it (issue #44, item 1) shows as a
 difference. Runs under .venv (torch 1.13) and .venv-torch2 (make test)."""
+import importlib.util
 import json
 import os
 
@@ -29,6 +30,13 @@ from augloader.torch import AugloaderDataset, PyGBatch, Prefetcher  # noqa: E402
 EPOCHS = 2
 TWINS = ["dropnode:ratio=0.2 / subgraph:ratio=0.3", "dropedge:ratio=0.2 / attrmask:ratio=0.3"]
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+# The torch 2.x tools (Lightning, torchdata's StatefulDataLoader): their
+# tests run where the venv holds them, and must under make test-torch2
+# (test_venv.py checks that the two agree).
+TORCH2_TOOLS = TORCH2 and all(importlib.util.find_spec(m) is not None for m in ("lightning", "torchdata"))
+if os.environ.get("AUGLOADER_TORCH2") == "1" and not TORCH2_TOOLS:
+    raise ImportError("make test-torch2's venv lacks torch 2.x, Lightning or torchdata")
+NO_TOOLS = "needs torch 2.x, Lightning and torchdata (make test runs this in .venv-torch2)"
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +187,7 @@ def test_a_loaded_state_pins_its_epoch(served):
     consume(third, ref(served[0], 3))
 
 
-@pytest.mark.skipif(not TORCH2, reason="Lightning needs torch 2.x (make test runs this in .venv-torch2)")
+@pytest.mark.skipif(not TORCH2_TOOLS, reason=NO_TOOLS)
 def test_lightning_plain_dataloader_moves_on(served, tmp_path):
     """Lightning over a plain DataLoader of the dataset (no datamodule,
     so no sampler whose set_epoch Lightning calls): each epoch its own
@@ -210,15 +218,10 @@ def test_lightning_plain_dataloader_moves_on(served, tmp_path):
     assert got == {e: list(range(len(ref(served[0], e)))) for e in range(3)}
 
 
-@pytest.mark.skipif(not TORCH2, reason="torchdata's StatefulDataLoader needs torch 2.x (make test runs this in .venv-torch2)")
+@pytest.mark.skipif(not TORCH2_TOOLS, reason=NO_TOOLS)
 @pytest.mark.parametrize("workers", [0, 2, 3])
 def test_stateful_dataloader(served, workers):
-    try:
-        from torchdata.stateful_dataloader import StatefulDataLoader
-    except ImportError as e:
-        if os.environ.get("AUGLOADER_TORCH2") == "1":  # make test-torch2's venv has it
-            raise
-        pytest.skip(f"torchdata is not installed ({e}): `make test-torch2` runs this in .venv-torch2")
+    from torchdata.stateful_dataloader import StatefulDataLoader
 
     ds = AugloaderDataset(served[0].url, pyg=False)
     kw = dict(num_workers=workers, persistent_workers=True) if workers else {}
@@ -228,7 +231,7 @@ def test_stateful_dataloader(served, workers):
         consume(dl, ref(served[0], e))
 
 
-@pytest.mark.skipif(not TORCH2, reason="Lightning needs torch 2.x (make test runs this in .venv-torch2)")
+@pytest.mark.skipif(not TORCH2_TOOLS, reason=NO_TOOLS)
 def test_lightning(served, tmp_path):
     """What Lightning's training_step receives, two epochs."""
     import lightning.pytorch as pl
