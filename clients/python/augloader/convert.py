@@ -171,13 +171,7 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
         try:
             for i, g in enumerate(dataset):
                 r = _graph_row(g, i)
-                k = {key: (None if r[key] is None else ("i" if r[key].dtype.kind in "iub" else "f"))
-                     for key in ("node_feat", "edge_attr", "y")}
-                if kinds is None:
-                    kinds = k
-                elif k != kinds:
-                    raise ValueError(f"graph {i}: columns {k}, the first graph's are {kinds} "
-                                     "(every graph needs the same kinds of x, edge_attr and y)")
+                kinds = _same_kinds(r, i, kinds)
                 one_d = one_d and r.pop("y_ndim") <= 1 and r["y"].shape == (1,)
                 rows.append(r)
                 count += 1
@@ -197,16 +191,25 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
         # table of mostly-missing targets, which compresses far past the
         # default 100 times, is never taken for a bomb.
         ratio = min(max(100, -(-2 * decoded // max(path.stat().st_size, 1))), 1_000_000)
-        cmd = [exe, "convert", "-i", str(path), "-o", str(out), "--name", name, "--max-expansion", str(ratio)]
         if task == "auto" and one_d and kinds["y"] == "i":
             task = "class"  # PyG's convention: OGB's rule would make 0/1 labels binary targets
-        cmd += ["--task", task]
-        if quiet:
-            cmd.insert(2, "-q")
+        cmd = [exe, "convert", *(["-q"] if quiet else []), "-i", str(path), "-o", str(out), "--name", name,
+               "--max-expansion", str(ratio), "--task", task]
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
         if p.returncode != 0:
             raise ConvertError(_in_terms_of_the_dataset(p.stderr.strip(), path) or f"shardconv exited with status {p.returncode}")
     return out
+
+
+def _same_kinds(r: dict, i: int, kinds: Optional[dict]) -> dict:
+    """The kinds (integer, float or absent) of graph i's x, edge_attr and
+    y, which must be the first graph's (kinds; None for the first)."""
+    k = {key: (None if r[key] is None else ("i" if r[key].dtype.kind in "iub" else "f"))
+         for key in ("node_feat", "edge_attr", "y")}
+    if kinds is not None and k != kinds:
+        raise ValueError(f"graph {i}: columns {k}, the first graph's are {kinds} "
+                         "(every graph needs the same kinds of x, edge_attr and y)")
+    return k
 
 
 def _in_terms_of_the_dataset(msg: str, table: pathlib.Path) -> str:
