@@ -90,6 +90,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeLarge(w)
 	pg.writeCliff(w)
 	pg.writeS3(w)
+	pg.writeBeside(w)
 	return nil
 }
 
