@@ -215,7 +215,7 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
             loss.backward()
             opt.step()
             n = t["num_graphs"]
-            sums["loss"] += float(loss) * n
+            sums["loss"] += float(loss.detach()) * n
             # The loss trains on the padded repeats (as DistributedSampler's
             # padding does); the accuracy counts each graph once.
             keep = ~t["padded"]

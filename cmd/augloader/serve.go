@@ -3,6 +3,7 @@ package main
 // augloader serve: the daemon's flags and its start.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/augloader/augloader/app"
@@ -58,6 +60,7 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
 			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
 			&cli.BoolFlag{Name: "exit-when-stdin-closes", Usage: "stop, as on SIGTERM, when standard input reaches its end: a launcher that holds a pipe to it (augloader.Daemon does) takes the daemon with it however it ends, SIGKILL included"},
+			&cli.IntFlag{Name: "exit-with-pid", Usage: "stop, as on SIGTERM, once process PID has ended (checked twice a second): a node's daemon that one of torchrun's workers started ends with the torchrun agent, the workers' parent, not with that worker (augloader.node_daemon does)"},
 			&cli.StringFlag{Name: "remove-on-exit", Usage: "remove this folder when the daemon exits: the one a launcher made for the socket and log (named augloader-*, holding the launcher's .augloader-launcher file, given by its own path; removed only if it is still that folder, never through a symlink)"},
 			&cli.StringSliceFlag{Name: "twins", Usage: "a twin set, repeatable: 'A / B' (2 to 4 schedules separated by /, e.g. 'dropnode:ratio=0.2 / subgraph:ratio=0.2'): a request with twins=k gets k differently augmented, aligned copies of every graph, each graph's set drawn over the sets by the request's twin_weights (GraphCL, JOAO; docs/contrastive.md)"},
 		}, loaderFlags...)),
@@ -73,6 +76,23 @@ func serveCmd() *cli.Command {
 						log.Warn("--remove-on-exit", "err", err)
 					}
 				}()
+			}
+			if pid := c.Int("exit-with-pid"); pid != 0 {
+				if pid < 0 || !running(pid) {
+					return fmt.Errorf("--exit-with-pid %d: no such process", pid)
+				}
+				ctx, cancel := context.WithCancel(c.Context)
+				defer cancel()
+				go func() {
+					for running(pid) && ctx.Err() == nil {
+						time.Sleep(500 * time.Millisecond)
+					}
+					if ctx.Err() == nil {
+						log.Info("the process it was tied to ended: stopping", "pid", pid)
+						cancel()
+					}
+				}()
+				c.Context = ctx
 			}
 			if c.Bool("exit-when-stdin-closes") {
 				ctx, cancel := context.WithCancel(c.Context)
@@ -267,4 +287,18 @@ func watchInterval() time.Duration {
 		return d
 	}
 	return time.Minute
+}
+
+// running reports whether process pid exists and has not ended (a zombie,
+// ended but not yet reaped by its parent, has).
+func running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no /proc: the signal's answer stands
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }

@@ -64,7 +64,7 @@ from ._state import StateError  # noqa: E402
 from ._wire import ConnectionLost, RequestError, ServerError  # noqa: E402
 from .batch import Batch  # noqa: E402
 
-__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "RequestError", "StateError", "Stream", "Daemon", "DaemonError",
+__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "RequestError", "StateError", "Stream", "Daemon", "DaemonError", "node_daemon",
            "write_shards", "ConvertError"]
 
 
@@ -220,4 +220,5 @@ def connect(url, token: Optional[str] = None, timeout: Optional[float] = None, *
 
 
 from .daemon import Daemon, DaemonError  # noqa: E402  (daemon imports connect)
+from .node import node_daemon  # noqa: E402
 from .convert import ConvertError, write_shards  # noqa: E402

@@ -4,6 +4,7 @@ environment, after it torch.distributed's; the ranks' batches are one
 epoch, every graph once. A real `torchrun --standalone` of 3 workers
 (issue #56); and the environment's refusals, named."""
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -80,3 +81,83 @@ def test_environment_rank_equals_explicit(served, monkeypatch):
     assert (ds.rank, ds.world) == (1, 2)
     explicit = AugloaderDataset(served.url, pyg=False, digest=True, rank=1, world=2)
     assert [t["digest"] for t in ds] == [t["digest"] for t in explicit]
+
+
+NODE_WORKER = r'''
+import json, os, sys, pathlib, time
+import augloader
+from augloader.torch import AugloaderDataset
+shards, binary, out, base = sys.argv[1:5]
+url = augloader.node_daemon(shards, policy="nodesam", seed=2, batch_size=4, binary=binary, folder=base)
+attempt, rank = int(os.environ["TORCHELASTIC_RESTART_COUNT"]), int(os.environ["RANK"])
+folder = pathlib.Path(url[len("unix://"):]).parent
+ds = AugloaderDataset(url, pyg=False)  # rank and world from torchrun's environment
+ids = [int(g) for t in ds for g in t["graph_id"][~t["padded"]]]
+with open(f"{out}/{attempt}-{rank}.json", "w") as f:
+    json.dump({"pid": int((folder / "pid").read_text()), "url": url, "ids": ids}, f)
+if attempt == 0 and rank == 1:
+    while not os.path.exists(f"{out}/0-0.json"):
+        time.sleep(0.05)
+    sys.exit(3)  # a failed worker: torchrun stops the group and starts it again
+'''
+
+
+@pytest.mark.skipif(not TORCHRUN_WORKS, reason="torch 1.13's torchrun fails on Python 3.11; make test runs this in .venv-torch2")
+def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
+    """A real torchrun of 2 workers, --max-restarts 1: the first attempt's
+    rank 1 fails after its epoch; torchrun restarts the group. Both
+    attempts' ranks use one daemon (the first worker to arrive started it;
+    the restarted group found it serving), each attempt's ranks read the
+    epoch once, and once the agent ends the daemon is gone and its socket
+    with it."""
+    import os
+    import time
+    script = tmp_path / "worker.py"
+    script.write_text(NODE_WORKER)
+    import tempfile
+    out, base = tmp_path / "out", pathlib.Path(tempfile.mkdtemp(prefix="aug-node-"))  # short: a socket's path
+    out.mkdir()
+    shards = make_synth_shards(50, 4)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "--max-restarts", "1", str(script), str(shards), str(bins / "augloader"), str(out), str(base)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = {(a, r): json.loads((out / f"{a}-{r}.json").read_text()) for a in range(2) for r in range(2)}
+    pids = {g["pid"] for g in got.values()}
+    assert len(pids) == 1 and len({g["url"] for g in got.values()}) == 1, f"daemons: {pids}"
+    for a in range(2):
+        assert sorted(got[(a, 0)]["ids"] + got[(a, 1)]["ids"]) == list(range(50)), f"attempt {a}: not every graph once"
+    pid = pids.pop()
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}"), "the node's daemon outlived the torchrun agent"
+    assert not list(base.glob("*/aug.sock")), "the daemon's socket was left behind"
+
+
+def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, tmp_path):
+    """Outside torchrun: the daemon is tied to this process; a second call
+    with the same arguments attaches, one with others is refused; a daemon
+    found dead (SIGKILL, its socket left) is started again."""
+    shards = make_synth_shards(50, 4)
+    url = augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1")
+    try:
+        assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1") == url
+        assert sum(1 for _ in augloader.connect(url).epoch(0)) > 0
+        with pytest.raises(augloader.DaemonError, match="other arguments"):
+            augloader.node_daemon(shards, seed=2, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1")
+        import os
+        import signal
+        import time
+        pid_file = next(tmp_path.glob("augloader-node-*/pid"))
+        first = int(pid_file.read_text())
+        os.kill(first, signal.SIGKILL)
+        while os.path.exists(f"/proc/{first}") and open(f"/proc/{first}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.05)
+        assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1") == url
+        assert int(pid_file.read_text()) != first and sum(1 for _ in augloader.connect(url).epoch(0)) > 0
+    finally:
+        import os
+        import signal
+        for pid in tmp_path.glob("augloader-node-*/pid"):
+            os.kill(int(pid.read_text()), signal.SIGTERM)

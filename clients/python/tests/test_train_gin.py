@@ -147,8 +147,11 @@ def test_codes_layout_is_the_same_model(bins, mutag_shards):
     layer's and the input read-out's weights) computes what GIN over the
     dense one-hot x computes, given the same weights."""
     import importlib.util
+    import sys
 
     from augloader.torch import to_tensors
+    if str(EXAMPLE.parent) not in sys.path:  # the example imports its neighbour _needs
+        sys.path.insert(0, str(EXAMPLE.parent))
     spec = importlib.util.spec_from_file_location("train_gin", EXAMPLE)
     gin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gin)
