@@ -146,7 +146,8 @@ func (h *hosts) fetch(t *testing.T, token string, addrs []string, extra ...strin
 func sameDigests(t *testing.T, what string, got, want *fetched) {
 	t.Helper()
 	if got.Batches != want.Batches || got.Graphs != want.Graphs || len(got.Digests) != len(want.Digests) {
-		t.Fatalf("%s: %d batches, %d graphs; one daemon sends %d, %d", what, got.Batches, got.Graphs, want.Batches, want.Graphs)
+		t.Fatalf("%s: %d batches, %d graphs, %d batch digests; one daemon sends %d, %d, %d", what, got.Batches, got.Graphs,
+			len(got.Digests), want.Batches, want.Graphs, len(want.Digests))
 	}
 	for i := range want.Digests {
 		if got.Digests[i] != want.Digests[i] {
@@ -223,7 +224,7 @@ print(len(info.endpoints), whole.num_rows)
 	// milliseconds; a fixed sleep lost the race there every time).
 	window := took
 	for try := 0; ; try++ {
-		cmd := exec.Command("ip", "netns", "exec", h.ns(0), bin, "fetch", "--json", "--token-file", token, "--epoch", "3",
+		cmd := exec.Command("ip", "netns", "exec", h.ns(0), bin, "fetch", "--json", "--batch-hashes", "--token-file", token, "--epoch", "3",
 			"--batch-timeout", "5s", "--addr", all[0], "--addr", all[1], "--addr", all[2])
 		var o, e strings.Builder
 		cmd.Stdout, cmd.Stderr = &o, &e
