@@ -49,9 +49,10 @@ $(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml clients/pyt
 	  $(VENV)/bin/pip install -q $(PIP_C) -r tests/requirements.txt; \
 	else \
 	  echo "$(VENV): what pip would add, less what torch declares and the CPU never loads (tests/plan_pins.py)"; \
+	  : "--ignore-installed: pip takes a package of another path whose name begins as this venv's (.venv-torch2's numpy) for its own and uninstalls it"; \
 	  $(VENV)/bin/pip install -q $(PIP_C) --dry-run --report $(VENV)/plan.json -r tests/requirements.txt && \
 	  $(VENV)/bin/python tests/plan_pins.py $(VENV)/plan.json tests/requirements-torch2.txt > $(VENV)/pins.txt && \
-	  $(VENV)/bin/pip install -q $(PIP_C) --no-deps -r $(VENV)/pins.txt; \
+	  $(VENV)/bin/pip install -q $(PIP_C) --no-deps --ignore-installed -r $(VENV)/pins.txt; \
 	fi
 	# The client from the checkout, as a path entry (an editable install
 	# needs the wheel package, which only Debian's site-packages gave).
