@@ -187,11 +187,9 @@ def test_a_loaded_state_pins_its_epoch(served):
     consume(third, ref(served[0], 3))
 
 
-@pytest.mark.skipif(not TORCH2_TOOLS, reason=NO_TOOLS)
-def test_lightning_plain_dataloader_moves_on(served, tmp_path):
-    """Lightning over a plain DataLoader of the dataset (no datamodule,
-    so no sampler whose set_epoch Lightning calls): each epoch its own
-    batches (3520536 trained epoch 0 three times)."""
+def fit_checked(served, tmp_path, epochs, **fit) -> dict:
+    """A real Lightning fit of epochs whose training_step checks every
+    batch against the oracle; returns the batch indices trained, by epoch."""
     import lightning.pytorch as pl
 
     got = {}
@@ -210,11 +208,20 @@ def test_lightning_plain_dataloader_moves_on(served, tmp_path):
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.0)
 
+    trainer = pl.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer.fit(Step(), **fit)
+    return got
+
+
+@pytest.mark.skipif(not TORCH2_TOOLS, reason=NO_TOOLS)
+def test_lightning_plain_dataloader_moves_on(served, tmp_path):
+    """Lightning over a plain DataLoader of the dataset (no datamodule,
+    so no sampler whose set_epoch Lightning calls): each epoch its own
+    batches (3520536 trained epoch 0 three times)."""
     dl = torch.utils.data.DataLoader(AugloaderDataset(served[0].url, pyg=False), batch_size=None, num_workers=2,
                                      persistent_workers=True)
-    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path)
-    trainer.fit(Step(), train_dataloaders=dl)
+    got = fit_checked(served, tmp_path, 3, train_dataloaders=dl)
     assert got == {e: list(range(len(ref(served[0], e)))) for e in range(3)}
 
 
@@ -234,30 +241,10 @@ def test_stateful_dataloader(served, workers):
 @pytest.mark.skipif(not TORCH2_TOOLS, reason=NO_TOOLS)
 def test_lightning(served, tmp_path):
     """What Lightning's training_step receives, two epochs."""
-    import lightning.pytorch as pl
-
     from augloader.lightning import AugloaderDataModule
 
-    got = {}
-
-    class Step(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.zeros(1))
-
-        def training_step(self, batch, i):
-            e = self.current_epoch
-            got.setdefault(e, []).append(batch["batch_index"])
-            check(batch, ref(served[0], e)[batch["batch_index"]], f"epoch {e} batch {batch['batch_index']} in training_step")
-            return (self.w * 0).sum() + self.w.sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.0)
-
-    trainer = pl.Trainer(max_epochs=EPOCHS, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path)
-    trainer.fit(Step(), datamodule=AugloaderDataModule(served[0].url, pyg=False))
-    assert {e: v for e, v in got.items()} == {e: list(range(len(ref(served[0], e)))) for e in range(EPOCHS)}
+    got = fit_checked(served, tmp_path, EPOCHS, datamodule=AugloaderDataModule(served[0].url, pyg=False))
+    assert got == {e: list(range(len(ref(served[0], e)))) for e in range(EPOCHS)}
 
 
 def write_tu_attributes(root, graphs: int, seed: int) -> None:
