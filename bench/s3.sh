@@ -27,10 +27,18 @@
 # kind=mosaic-set line. MOSAIC=0 skips it.
 #
 # Usage: bash bench/s3.sh   (S3_GRAPHS=4000 for a quick run; S3_BIN=DIR measures the binaries in DIR, default bin/)
+#
+# Several builds in one run (bench/beside.sh): S3_BUILDS="new=bin old=DIR"
+# measures each row for each build in turn, S3_ROUNDS times (default 1), the
+# builds alternating row by row so that the machine's drift falls on both;
+# each RESULT line then leads with build=LABEL round=R. S3_ROWS names the
+# rows to run (default: local s3 s3-20ms s3-20ms-disk s3-20ms-disk-restart;
+# the restart row needs the disk row before it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${S3_GRAPHS:-40000}
 B=${S3_BIN:-bin}
+if [ -n "${S3_BUILDS:-}" ]; then B=${S3_BUILDS#*=}; B=${B%% *}; fi
 JAR=.cache/s3proxy-2.7.0.jar
 [ -f "$JAR" ] || make --no-print-directory s3proxy >/dev/null
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/augloader-s3-XXXXXX")
@@ -107,13 +115,34 @@ print(f"RESULT kind=s3 name={name} graphs={d['graphs']} epoch_s={d['seconds']:.3
 PY
 }
 
-serve local "$TMP/s" ""
-serve s3 s3://bench/ppa "http://127.0.0.1:$S3PORT"
-serve s3-20ms s3://bench/ppa "http://127.0.0.1:$LPORT"
-# --disk-cache: a daemon that fills it (epoch 1 from disk), then one started
-# again on it (its first batch and every epoch from disk).
-serve s3-20ms-disk s3://bench/ppa "http://127.0.0.1:$LPORT" --disk-cache "$TMP/disk-cache"
-serve s3-20ms-disk-restart s3://bench/ppa "http://127.0.0.1:$LPORT" --disk-cache "$TMP/disk-cache"
+# row NAME: one row for the build in $B, its disk cache its own.
+row() {
+  local cache="$TMP/disk-cache${LABEL:+-$LABEL}"
+  case $1 in
+  local) serve local "$TMP/s" "" ;;
+  s3) serve s3 s3://bench/ppa "http://127.0.0.1:$S3PORT" ;;
+  s3-20ms) serve s3-20ms s3://bench/ppa "http://127.0.0.1:$LPORT" ;;
+  # --disk-cache: a daemon that fills it (epoch 1 from disk), then one
+  # started again on it (its first batch and every epoch from disk).
+  s3-20ms-disk) rm -rf "$cache"; serve s3-20ms-disk s3://bench/ppa "http://127.0.0.1:$LPORT" --disk-cache "$cache" ;;
+  s3-20ms-disk-restart) serve s3-20ms-disk-restart s3://bench/ppa "http://127.0.0.1:$LPORT" --disk-cache "$cache" ;;
+  *) echo "bench/s3.sh: S3_ROWS: no row named $1" >&2; exit 2 ;;
+  esac
+}
+ROWS=${S3_ROWS:-local s3 s3-20ms s3-20ms-disk s3-20ms-disk-restart}
+if [ -z "${S3_BUILDS:-}" ]; then
+  for r in $ROWS; do row "$r"; done
+else
+  for round in $(seq 1 "${S3_ROUNDS:-1}"); do
+    for r in $ROWS; do
+      for build in $S3_BUILDS; do
+        LABEL=${build%%=*} B=${build#*=}
+        row "$r" | sed "s/^RESULT /RESULT build=$LABEL round=$round /"
+      done
+    done
+  done
+  B=${S3_BUILDS#*=}; B=${B%% *}
+fi
 
 if [ "$MOSAIC" = 1 ]; then
   CPORT=$(free_port)

@@ -34,7 +34,7 @@ func (pg *page) writeBeside(w *bytes.Buffer) {
 		k := key{"cliff", m["run"]}
 		switch {
 		case m["round"] != "":
-			k = key{"s3 local, alternating", m["name"]}
+			k = key{"s3, alternating", m["name"]}
 		case m["kind"] == "s3":
 			k = key{"s3", m["name"]}
 		}

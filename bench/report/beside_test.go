@@ -30,7 +30,7 @@ func TestBesideSection(t *testing.T) {
 		"From bench/results/beside.txt: bench/beside.sh abc: old = abc, new = def.",
 		"| cliff | limit-64MiB | 3.000 (2) | 3.000 (2) | 1.00 |  |",
 		"| s3 | s3 | 8.000 (1) | 10.000 (1) | 1.25 | 132, 132 |",
-		"| s3 local, alternating | local | 5.000 (1) | 5.000 (1) | 1.00 |  |",
+		"| s3, alternating | local | 5.000 (1) | 5.000 (1) | 1.00 |  |",
 	} {
 		if !strings.Contains(w.String(), want) {
 			t.Errorf("the section lacks %q:\n%s", want, w.String())
