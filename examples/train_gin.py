@@ -14,6 +14,15 @@ Two modes:
          same weights, bit for bit, as one that never stopped
          (docs/checkpoint.md)
 
+         or on the node's own daemon, under torchrun too (no rank argument:
+         rank and world come from torchrun; the model in
+         DistributedDataParallel; --checkpoint a folder that a job of any
+         world size resumes, so a node lost or gained costs the steps since
+         the last save; docs/deploy.md, "Under torchrun"):
+
+    torchrun --standalone --nproc-per-node 2 examples/train_gin.py train \\
+        --shards mutag.shards --checkpoint ck --resume
+
   cv     the paper's experiment: stratified k-fold cross-validation of GIN
          for several policies, on ONE daemon this script starts
          (augloader.Daemon) with a view per policy and a test view:
@@ -65,6 +74,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import augloader  # noqa: E402
 from augloader.torch import AugloaderDataset  # noqa: E402
+
+import _distributed  # noqa: E402
 
 
 class GINConv(nn.Module):
@@ -164,6 +175,14 @@ def first_batch(ds):
     return next(iter(probe))
 
 
+def build_model(train, hidden, layers, dropout, train_eps, device):
+    """The GIN for train's batches (their feature width and classes)."""
+    first = first_batch(train)
+    codes = first["x"] is None  # the compact layout (--layout codes)
+    dim, classes = (first["feature_dim"] if codes else first["x"].shape[1]), first["y_soft"].shape[1]
+    return GIN(dim, classes, hidden, layers, dropout, train_eps, codes=codes).to(device)
+
+
 def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, device, log=None,
         checkpoint=None, every=0, resume=False):
     """Trains a GIN on the train dataset for epochs and returns per-epoch
@@ -173,10 +192,7 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
     (atomically); resume continues from that file when it exists, to the
     same weights, bit for bit, as a run that never stopped."""
     torch.manual_seed(seed)
-    first = first_batch(train)
-    codes = first["x"] is None  # the compact layout (--layout codes)
-    dim, classes = (first["feature_dim"] if codes else first["x"].shape[1]), first["y_soft"].shape[1]
-    model = GIN(dim, classes, hidden, layers, dropout, train_eps, codes=codes).to(device)
+    model = build_model(train, hidden, layers, dropout, train_eps, device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     # The paper halves the rate every 50 of 350 epochs: 7 halvings, kept
     # when fewer epochs are run.
@@ -244,11 +260,30 @@ def fit(train, test, epochs, hidden, layers, dropout, lr, train_eps, seed, devic
 
 def cmd_train(args):
     device = torch.device(args.device)
+    if _distributed.under_torchrun():
+        device = _distributed.start(device)
+    if args.shards:  # the node's one daemon (one per torchrun job and node, or this process's)
+        args.url = augloader.node_daemon(args.shards, policy=args.policy, seed=args.daemon_seed, batch_size=args.batch_size)
     kw = dict(device=device, pyg=False, fold=args.fold, layout=args.layout)
     train = AugloaderDataset(args.url, view=args.view, batches_per_epoch=args.batches_per_epoch,
                              drop_last=args.batches_per_epoch > 0, **kw)
     test_url = args.test_url or (args.url if args.test_view else None)
-    test = AugloaderDataset(test_url, view=args.test_view, **kw) if test_url else None
+    test = None
+    if test_url:  # read whole by whoever evaluates (rank 0 under torchrun)
+        test = AugloaderDataset(test_url, view=args.test_view, rank=0, world=1, **kw)
+    if _distributed.under_torchrun():
+        torch.manual_seed(args.seed)
+        model = build_model(train, args.hidden, args.layers, args.dropout, args.train_eps, device)
+        history, model = _distributed.fit(train, test, args, device, model, soft_cross_entropy, evaluate,
+                                          log=lambda row: print(
+                                              f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.3f}"
+                                              + (f"  test acc {row['test_acc']:.3f}" if "test_acc" in row else "")
+                                              + f"  ({row['graphs']} graphs, world {row['world']})", flush=True))
+        import torch.distributed as dist
+        if dist.get_rank() == 0 and args.json:
+            pathlib.Path(args.json).write_text(json.dumps(history))
+        dist.destroy_process_group()
+        return history
 
     def log(row):
         print(f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.3f}"
@@ -475,14 +510,23 @@ def main(argv=None):
 
     t = sub.add_parser("train", help="one run against running daemons", formatter_class=Fmt,
                        description="Train GIN once on batches from a running daemon's training view, testing on its test view.")
-    t.add_argument("--url", "--train", dest="url", required=True, help="augloader URL serving the training view")
+    src = t.add_mutually_exclusive_group(required=True)
+    src.add_argument("--url", "--train", dest="url", help="augloader URL serving the training view")
+    src.add_argument("--shards", help="shard folder: train on the node's own daemon (augloader.node_daemon: one per "
+                                      "torchrun job and node, started by the first rank; else this run's own)")
+    t.add_argument("--policy", default="nodesam", help="with --shards: the daemon's augmentation policy")
+    t.add_argument("--daemon-seed", type=int, default=0, help="with --shards: the daemon's --seed (its augmentations)")
+    t.add_argument("--batch-size", type=int, default=32, help="with --shards: graphs per batch (each rank's)")
+    t.add_argument("--batch-log", help="under torchrun: a folder for the graphs each step trained (JSON lines, "
+                                       "examples/_distributed.py), to audit that every graph was trained once")
     t.add_argument("--view", default="", help="the training view (empty: the daemon's default)")
     t.add_argument("--test-url", "--test", dest="test_url", help="URL serving the test view (default: --url with --test-view)")
     t.add_argument("--test-view", default="", help="the test view")
     t.add_argument("--fold", type=count(0), default=0, help="the fold of per-fold views")
     t.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
     t.add_argument("--checkpoint", help="checkpoint file: the model, optimizer, schedule, RNG and the loader's position "
-                                        "in the epoch, written atomically every --checkpoint-every steps")
+                                        "in the epoch, written atomically every --checkpoint-every steps (under torchrun "
+                                        "a folder of torch.distributed.checkpoint saves that any world size resumes)")
     t.add_argument("--checkpoint-every", type=count(1), default=50, help="steps between checkpoints")
     t.add_argument("--resume", action="store_true",
                    help="continue from --checkpoint when it exists (at the batch after the one it was taken at)")
@@ -511,6 +555,8 @@ def main(argv=None):
     if args.mode == "train":
         if args.resume and not args.checkpoint:
             t.error("--resume needs --checkpoint (the file to continue from)")
+        if args.batch_log and not _distributed.under_torchrun():
+            t.error("--batch-log is written under torchrun (examples/_distributed.py)")
         if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
             t.error(f"--device {args.device}: this torch sees no CUDA device (use --device cpu)")
     try:

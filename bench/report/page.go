@@ -85,6 +85,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeMolecules(w)
 	pg.writeTensors(w)
 	pg.writeGPU(w)
+	pg.writeTorchrun(w)
 	pg.writeTwins(w)
 	pg.writeShuffle(w)
 	pg.writeLarge(w)

@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := m.Run()
+	fixture.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -52,7 +52,10 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 		})
 	}
 
-	t.Run("stopped", func(t *testing.T) {
+	// stopped upload LOCATION SIGNALS: a convert into LOCATION through a
+	// proxy that holds every PUT for 2 s, sent SIGNALS once it has
+	// converted; its output and $TMPDIR.
+	stoppedUpload := func(t *testing.T, loc string, signals int) (string, string) {
 		target, _ := url.Parse(srv.Endpoint)
 		slow := httputil.NewSingleHostReverseProxy(target)
 		l := testutil.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +65,7 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 			slow.ServeHTTP(w, r)
 		}))
 		tmp := t.TempDir()
-		cmd := testutil.DieWithTest(exec.Command(bin, "convert", "-i", tu, "-o", "s3://early/stopped"))
+		cmd := testutil.DieWithTest(exec.Command(bin, "convert", "-i", tu, "-o", loc))
 		cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "AWS_ENDPOINT_URL="+l)
 		var out testutil.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -75,11 +78,32 @@ func TestConvertToS3FailsEarly(t *testing.T) {
 				t.Fatalf("no conversion within 60 s:\n%s", out.String())
 			}
 		}
-		cmd.Process.Signal(syscall.SIGINT)
-		cmd.Process.Signal(syscall.SIGINT) // at once: the exit that skips deferred calls
-		cmd.Wait()
+		for range signals {
+			cmd.Process.Signal(syscall.SIGINT)
+		}
+		if err := cmd.Wait(); err == nil {
+			t.Fatalf("a stopped upload exited 0:\n%s", out.String())
+		}
+		return out.String(), tmp
+	}
+	t.Run("stopped", func(t *testing.T) {
+		// Two at once: the second is the exit that skips deferred calls.
+		out, tmp := stoppedUpload(t, "s3://early/stopped", 2)
 		if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) > 0 {
-			t.Fatalf("a stopped upload left its copy in $TMPDIR: %v\n%s", left, out.String())
+			t.Fatalf("a stopped upload left its copy in $TMPDIR: %v\n%s", left, out)
+		}
+	})
+	t.Run("stopped once, told what is left", func(t *testing.T) {
+		// One: the upload stops between files and says what it put and
+		// how to delete it (the folder had no manifest before).
+		out, tmp := stoppedUpload(t, "s3://early/told", 1)
+		for _, want := range []string{"stopped by a signal", "s3://early/told has no manifest", "`shardconv prune s3://early/told`"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("a stopped upload's message lacks %q:\n%s", want, out)
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) > 0 {
+			t.Fatalf("a stopped upload left its copy in $TMPDIR: %v\n%s", left, out)
 		}
 	})
 }

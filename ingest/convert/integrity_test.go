@@ -14,6 +14,8 @@ import (
 	"github.com/augloader/augloader/internal/testkit/fixture"
 )
 
+func TestMain(m *testing.M) { fixture.Main(m) }
+
 func converted(t *testing.T, in string) (string, error) {
 	t.Helper()
 	return fixture.Converted(t, in, convert.Options{})

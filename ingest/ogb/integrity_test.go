@@ -18,6 +18,8 @@ import (
 	"github.com/augloader/augloader/internal/testkit/fixture"
 )
 
+func TestMain(m *testing.M) { fixture.Main(m) }
+
 // outcome is what converting in gave (fixture.Converted).
 func outcome(t *testing.T, in string) (string, error) {
 	t.Helper()

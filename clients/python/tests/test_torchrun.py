@@ -4,7 +4,9 @@ environment, after it torch.distributed's; the ranks' batches are one
 epoch, every graph once. A real `torchrun --standalone` of 3 workers
 (issue #56); and the environment's refusals, named."""
 import json
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -47,12 +49,21 @@ def served(bins, make_synth_shards):
 TORCHRUN_WORKS = int(torch.__version__.split(".")[0]) >= 2
 
 
+def torchrun_env(tmp_path):
+    """torchrun's environment for a test: its log folders
+    (torchelastic_*) in the test's own temporary folder, not /tmp."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return dict(os.environ, TMPDIR=str(tmp))
+
+
 @pytest.mark.skipif(not TORCHRUN_WORKS, reason="torch 1.13's torchrun fails on Python 3.11; make test runs this in .venv-torch2")
 def test_torchrun_ranks_read_one_epoch(served, tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
-                        str(script), served.url, str(tmp_path)], capture_output=True, text=True, timeout=300)
+                        str(script), served.url, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                       env=torchrun_env(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
     got = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(3)]
     assert [g["env"] for g in got] == [[r, 3] for r in range(3)] == [g["dist"] for g in got]
@@ -110,7 +121,6 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
     the restarted group found it serving), each attempt's ranks read the
     epoch once, and once the agent ends the daemon is gone and its socket
     with it."""
-    import os
     import time
     script = tmp_path / "worker.py"
     script.write_text(NODE_WORKER)
@@ -118,9 +128,13 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
     out, base = tmp_path / "out", pathlib.Path(tempfile.mkdtemp(prefix="aug-node-"))  # short: a socket's path
     out.mkdir()
     shards = make_synth_shards(50, 4)
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        "--max-restarts", "1", str(script), str(shards), str(bins / "augloader"), str(out), str(base)],
-                       capture_output=True, text=True, timeout=300)
+    try:
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            "--max-restarts", "1", str(script), str(shards), str(bins / "augloader"), str(out), str(base)],
+                           capture_output=True, text=True, timeout=300, env=torchrun_env(tmp_path))
+        node_folders = list(base.glob("*/aug.sock"))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     assert p.returncode == 0, p.stderr[-3000:]
     got = {(a, r): json.loads((out / f"{a}-{r}.json").read_text()) for a in range(2) for r in range(2)}
     pids = {g["pid"] for g in got.values()}
@@ -132,7 +146,7 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{pid}"), "the node's daemon outlived the torchrun agent"
-    assert not list(base.glob("*/aug.sock")), "the daemon's socket was left behind"
+    assert not node_folders, "the daemon's socket was left behind"
 
 
 def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, tmp_path):
@@ -146,7 +160,6 @@ def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, tmp_path):
         assert sum(1 for _ in augloader.connect(url).epoch(0)) > 0
         with pytest.raises(augloader.DaemonError, match="other arguments"):
             augloader.node_daemon(shards, seed=2, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1")
-        import os
         import signal
         import time
         pid_file = next(tmp_path.glob("augloader-node-*/pid"))
@@ -157,7 +170,6 @@ def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, tmp_path):
         assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1") == url
         assert int(pid_file.read_text()) != first and sum(1 for _ in augloader.connect(url).epoch(0)) > 0
     finally:
-        import os
         import signal
         for pid in tmp_path.glob("augloader-node-*/pid"):
             os.kill(int(pid.read_text()), signal.SIGTERM)

@@ -3,7 +3,9 @@ package archtest
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,9 +76,10 @@ var allowed = map[string][]string{
 }
 
 type pkg struct {
-	ImportPath string
-	Imports    []string
-	Deps       []string
+	ImportPath, Dir           string
+	Imports, Deps             []string
+	TestImports, XTestImports []string
+	TestGoFiles, XTestGoFiles []string
 }
 
 func listPackages(t *testing.T) []pkg {
@@ -139,6 +142,32 @@ func TestTestkitOnlyInTests(t *testing.T) {
 			if strings.HasPrefix(rel(imp), "internal/testkit/") {
 				t.Errorf("%s imports %s outside its tests", name, rel(imp))
 			}
+		}
+	}
+}
+
+// A package whose tests build fixtures removes them when its tests end:
+// fixture.Main as its TestMain, or a TestMain calling fixture.Cleanup.
+// Without it each run of go test left a folder of shards in $TMPDIR (19
+// augloader-fixture-* were found after a day of runs).
+func TestFixturesRemoved(t *testing.T) {
+	const fixture = mod + "/internal/testkit/fixture"
+	for _, p := range listPackages(t) {
+		if !slices.Contains(p.TestImports, fixture) && !slices.Contains(p.XTestImports, fixture) {
+			continue
+		}
+		found := false
+		for _, f := range append(p.TestGoFiles, p.XTestGoFiles...) {
+			b, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "func TestMain(") && (strings.Contains(string(b), "fixture.Main(m)") || strings.Contains(string(b), "fixture.Cleanup()")) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: its tests build fixtures but no TestMain removes them (func TestMain(m *testing.M) { fixture.Main(m) })", rel(p.ImportPath))
 		}
 	}
 }

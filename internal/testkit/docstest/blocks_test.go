@@ -62,9 +62,16 @@ func TestEveryBlockDeclared(t *testing.T) {
 		reason, notRun := strings.CutPrefix(b.tag, "not-run:")
 		switch {
 		case b.tag == "test":
+		case b.tag == "test-torchrun":
+			// Run under a torch that has a working torchrun (.venv-torch2)
+			// by the Python test that names the tag.
+			if src, err := os.ReadFile(filepath.Join(testutil.Root(t), "clients", "python", "tests", "test_elastic.py")); err != nil ||
+				!strings.Contains(string(src), `"test-torchrun"`) {
+				t.Errorf("%s:%d: tagged test-torchrun, but clients/python/tests/test_elastic.py does not run such blocks", b.file, b.line)
+			}
 		case notRun && len(strings.TrimSpace(reason)) >= 10:
 		default:
-			t.Errorf("%s:%d: a %s block tagged %q: tag it \"test\" (run by TestDocBlocks or TestDeployGuide) or \"not-run: REASON\"",
+			t.Errorf("%s:%d: a %s block tagged %q: tag it \"test\" (run by TestDocBlocks or TestDeployGuide), \"test-torchrun\" (run by test_elastic.py) or \"not-run: REASON\"",
 				b.file, b.line, b.lang, b.tag)
 		}
 	}

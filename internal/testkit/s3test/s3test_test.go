@@ -29,7 +29,9 @@ func TestServerDiesWithTest(t *testing.T) {
 	s3test.Jar(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	child := exec.Command(os.Args[0], "-test.run", "^TestServerDiesWithTest$", "-test.timeout", "2m")
-	child.Env = append(os.Environ(), "S3TEST_PID_FILE="+pidFile)
+	// The child is killed outright, so its own t.TempDir stays: give it
+	// a $TMPDIR inside this test's, which this test removes.
+	child.Env = append(os.Environ(), "S3TEST_PID_FILE="+pidFile, "TMPDIR="+t.TempDir())
 	var logs strings.Builder
 	child.Stdout, child.Stderr = &logs, &logs
 	if err := child.Start(); err != nil {

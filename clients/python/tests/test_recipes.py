@@ -1,0 +1,92 @@
+"""The deploy recipes of docs/deploy.md that cannot run here whole: the
+Slurm batch script (no Slurm cluster: run with stand-ins for srun and
+scontrol, it must hand each node's torchrun the allocation's nodes, job and
+rendezvous host) and the Kubernetes manifests (no cluster: validated
+against Kubernetes 1.33's schemas, and their probes and sidecar checked)."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SBATCH = ROOT / "deploy" / "slurm" / "train_gin.sbatch"
+MANIFEST = ROOT / "deploy" / "k8s" / "train_gin.yaml"
+
+
+def stand_ins(tmp_path):
+    """srun (records its options, runs the command once, as on one node),
+    scontrol (the allocation's hosts) and torchrun (records its argv)."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "srun").write_text('#!/bin/bash\nopts=()\nwhile [[ $1 == -* ]]; do opts+=("$1"); shift; done\n'
+                               'printf "%s\\n" "${opts[@]}" > "$OUT/srun"\nexec "$@"\n')
+    (bin_ / "scontrol").write_text('#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && [ "$3" = "gpu[07-08]" ] || exit 3\n'
+                                   'printf "gpu07\\ngpu08\\n"\n')
+    (bin_ / "torchrun").write_text('#!/usr/bin/env python3\nimport json, os, sys\n'
+                                   'json.dump(sys.argv[1:], open(os.environ["OUT"] + "/torchrun", "w"))\n'
+                                   'open(os.environ["OUT"] + "/share", "w").write(os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", ""))\n')
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    return dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}", OUT=str(tmp_path), SLURM_JOB_NODELIST="gpu[07-08]",
+                SLURM_JOB_NUM_NODES="2", SLURM_JOB_ID="4242", SLURM_GPUS_ON_NODE="4")
+
+
+def test_sbatch_hands_torchrun_the_allocation(tmp_path):
+    env = stand_ins(tmp_path)
+    p = subprocess.run(["bash", str(SBATCH), "/shared/collab.shards", "/shared/ck", "--epochs", "3"], env=env,
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "srun").read_text().split() == ["--kill-on-bad-exit=0"], "a lost node must not end the others' step"
+    argv = json.loads((tmp_path / "torchrun").read_text())
+    flags = dict(zip(argv[:argv.index("examples/train_gin.py")][::2], argv[1:argv.index("examples/train_gin.py")][::2]))
+    assert flags == {"--nnodes": "1:2", "--nproc-per-node": "4", "--max-restarts": "3", "--rdzv-backend": "c10d",
+                     "--rdzv-endpoint": "gpu07:29400", "--rdzv-id": "slurm-4242"}, flags
+    assert argv[argv.index("examples/train_gin.py"):] == [
+        "examples/train_gin.py", "train", "--shards", "/shared/collab.shards", "--checkpoint", "/shared/ck", "--resume",
+        "--epochs", "3"]
+    assert (ROOT / argv[argv.index("examples/train_gin.py")]).exists()
+    assert (tmp_path / "share").read_text() == "1", "a restarted group would read the last one's addresses"
+
+
+def test_sbatch_without_arguments_says_how(tmp_path):
+    p = subprocess.run(["bash", str(SBATCH)], env=stand_ins(tmp_path), capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert p.returncode != 0 and "usage: sbatch deploy/slurm/train_gin.sbatch SHARDS CHECKPOINT" in p.stderr
+    assert not (tmp_path / "torchrun").exists()
+
+
+def manifests():
+    yaml = pytest.importorskip("yaml")
+    return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+
+
+def test_kubernetes_manifests_validate():
+    kv = pytest.importorskip("kubernetes_validate") if not os.environ.get("CI") else __import__("kubernetes_validate")
+    docs = manifests()
+    assert [d["kind"] for d in docs] == ["Service", "Job"]
+    for d in docs:
+        kv.validate(d, "1.33.0", strict=True)  # raises on a field the schema lacks or a wrong type
+    with pytest.raises(kv.ValidationError):  # the check can fail: a misspelt field
+        bad = json.loads(json.dumps(docs[1]))
+        bad["spec"]["template"]["spec"]["initContainers"][0]["restartPolicyy"] = "Always"
+        kv.validate(bad, "1.33.0", strict=True)
+
+
+def test_kubernetes_sidecar_and_probes():
+    job = manifests()[1]
+    pod = job["spec"]["template"]["spec"]
+    side, = pod["initContainers"]
+    assert side["restartPolicy"] == "Always", "a native sidecar: started before the trainer, stopped after it"
+    port = side["ports"][0]["name"]
+    assert side["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port}
+    assert side["livenessProbe"]["httpGet"] == {"path": "/livez", "port": port}
+    args = side["args"]
+    assert args[0] == "serve" and args[args.index("--metrics") + 1].endswith(":9090")
+    sock = args[args.index("--socket") + 1]
+    trainer, = pod["containers"]
+    assert f"unix://{sock}" in trainer["command"], "the trainer reads the sidecar's socket"
+    shared = {m["name"] for m in side["volumeMounts"]} & {m["name"] for m in trainer["volumeMounts"]}
+    assert shared == {"socket"}
+    assert job["spec"]["completions"] == int(trainer["command"][trainer["command"].index("--nnodes") + 1])
+    assert {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"} in trainer["env"]
