@@ -6,10 +6,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,8 +26,13 @@ type DaemonOptions struct {
 	// Flight, when Flight.Address is set, serves Arrow Flight too.
 	Flight FlightOptions
 	// Metrics, when set, is the loopback address of the Prometheus
-	// endpoint (http://ADDR/metrics).
-	Metrics string
+	// endpoint (http://ADDR/metrics) and its probes; MetricsAllowRemote
+	// allows any address (a kubelet probes the pod's own). Probes, when
+	// set instead, is that endpoint already open (ListenProbes: serving
+	// "starting" while the source loaded); Run takes it over and closes it.
+	Metrics            string
+	MetricsAllowRemote bool
+	Probes             *Probes
 	// Limits bound both transports together; FitFDs is applied.
 	Limits Limits
 	// Counters are the metrics the daemon updates; default a fresh set.
@@ -89,14 +92,17 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 		return err
 	}
 	var ep Endpoints
-	var mln, sln, fln net.Listener
+	var sln, fln net.Listener
 	var err error
-	if o.Metrics != "" {
-		if mln, err = ListenMetrics(o.Metrics, false); err != nil {
+	probes := o.Probes
+	if probes == nil && o.Metrics != "" {
+		if probes, err = ListenProbes(o.Metrics, o.MetricsAllowRemote, metrics); err != nil {
 			return fail(err)
 		}
-		closers = append(closers, func() { mln.Close() })
-		ep.Metrics = "http://" + mln.Addr().String() + "/metrics"
+	}
+	if probes != nil {
+		closers = append(closers, func() { probes.Close() })
+		ep.Metrics = probes.URL()
 	}
 	if o.Socket != "" {
 		if sln, err = Listen(o.Socket, o.SocketMode|fsDefault(o.SocketMode)); err != nil {
@@ -126,26 +132,17 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	// /readyz: "starting" until every listener serves (Ready is called),
-	// "draining" once the context ends.
-	var state atomic.Value
-	state.Store("starting")
-	readiness := func() (bool, string) {
-		s := state.Load().(string)
-		return s == "ready", s
-	}
-	// The metrics listener outlives the drain (it closes once the socket
-	// and Flight servers have returned), so /readyz says "draining" to a
-	// probe while running streams finish.
+	// "draining" once the context ends. The metrics listener outlives the
+	// drain (it closes once the socket and Flight servers have returned),
+	// so /readyz says "draining" to a probe while running streams finish.
+	setState := func(string) {}
 	var serving sync.WaitGroup
 	servedAll := make(chan struct{})
-	if mln != nil {
-		hs := &http.Server{Handler: MetricsHandler(metrics, readiness), ReadHeaderTimeout: 5 * time.Second}
+	if probes != nil {
+		setState = probes.set
 		g.Go(func() error {
-			go func() { <-servedAll; hs.Close() }()
-			if err := hs.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
+			<-servedAll
+			return probes.Close()
 		})
 		log.Info("listening", "metrics", ep.Metrics)
 	}
@@ -167,11 +164,13 @@ func (o DaemonOptions) Run(ctx context.Context) error {
 		g.Go(func() error { defer serving.Done(); return ServeFlight(gctx, gs, fln, lim.Drain) })
 		log.Info("listening", "flight", ep.Flight, "token", o.Flight.Token != "")
 	}
+	// Ready before the readiness line: a supervisor that reads the line
+	// and asks /readyz at once is told "ready" (it was told "starting").
+	setState("ready")
 	if o.Ready != nil {
 		o.Ready(ep)
 	}
-	state.Store("ready")
-	go func() { <-gctx.Done(); state.Store("draining") }()
+	go func() { <-gctx.Done(); setState("draining") }()
 	go func() { serving.Wait(); close(servedAll) }()
 	err = g.Wait()
 	log.Info("stopped", "streams_served", served.Load())

@@ -281,3 +281,51 @@ func ListenMetrics(addr string, allowRemote bool) (net.Listener, error) {
 	}
 	return net.Listen("tcp", addr)
 }
+
+// Probes is the metrics endpoint opened before the daemon's source loads:
+// a daemon that opens its shards from object storage for minutes is alive
+// (/livez 200) and not ready (/readyz 503 "starting") all that while, so a
+// liveness probe does not restart it and a readiness probe holds the
+// trainer back. Run takes it over (DaemonOptions.Probes): "ready" once
+// every listener serves, "draining" once a shutdown begins.
+type Probes struct {
+	ln    net.Listener
+	srv   *http.Server
+	state atomic.Value // string: starting, ready, draining
+	done  chan struct{}
+}
+
+// ListenProbes binds addr (loopback unless allowRemote) and serves m's
+// counters and the probes there, "starting" until Run says otherwise.
+func ListenProbes(addr string, allowRemote bool, m *Metrics) (*Probes, error) {
+	ln, err := ListenMetrics(addr, allowRemote)
+	if err != nil {
+		return nil, err
+	}
+	p := &Probes{ln: ln, done: make(chan struct{})}
+	p.state.Store("starting")
+	p.srv = &http.Server{Handler: MetricsHandler(m, p.readiness), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer close(p.done)
+		p.srv.Serve(ln) // returns once Close is called, or the listener fails
+	}()
+	return p, nil
+}
+
+func (p *Probes) readiness() (bool, string) {
+	s := p.state.Load().(string)
+	return s == "ready", s
+}
+
+// set moves /readyz to state.
+func (p *Probes) set(state string) { p.state.Store(state) }
+
+// URL is the counters' address, http://HOST:PORT/metrics.
+func (p *Probes) URL() string { return "http://" + p.ln.Addr().String() + "/metrics" }
+
+// Close stops serving (idempotent).
+func (p *Probes) Close() error {
+	err := p.srv.Close()
+	<-p.done
+	return err
+}

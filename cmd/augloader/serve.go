@@ -53,7 +53,8 @@ func serveCmd() *cli.Command {
 			&cli.IntFlag{Name: "max-streams", Value: 256, Usage: "concurrent streams, socket and Flight together; more are refused as unavailable (1..65536)", Action: cliutil.IntRange("max-streams", 1, 65536)},
 			&cli.IntFlag{Name: "max-streams-per-client", Value: 64, Usage: "concurrent streams per client (peer user id on Unix sockets, IP address over TCP; 1..65536)", Action: cliutil.IntRange("max-streams-per-client", 1, 65536)},
 			&cli.IntFlag{Name: "max-pending", Value: 64, Usage: "connections waiting to send their request; a new one evicts the oldest (1..65536)", Action: cliutil.IntRange("max-pending", 1, 65536)},
-			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics, and the probes /livez and /readyz (200 once serving, 503 while starting or draining) (loopback, e.g. 127.0.0.1:9090)"},
+			&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus counters at http://ADDR/metrics, and the probes /livez and /readyz (200 once serving, 503 while starting or draining), from before the shards load (loopback, e.g. 127.0.0.1:9090, unless --metrics-allow-remote)"},
+			&cli.BoolFlag{Name: "metrics-allow-remote", Usage: "allow a non-loopback --metrics address (a kubelet probes the pod's own address; the endpoint shows counters, no data)"},
 			&cli.StringFlag{Name: "peers", Usage: "Flight URLs of every daemon serving this configuration, this one included (grpc://h1:8815,grpc://h2:8815): GetFlightInfo splits a request's batches across them"},
 			&cli.StringFlag{Name: "wire-compression", Usage: "compress Flight record batch bodies: zstd or lz4 (Arrow IPC body compression; the socket is never compressed; part of the configuration identity Flight clients compare)", Action: cliutil.OneOf("wire-compression", wire.Compressions()...)},
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve Flight over TLS with this certificate (PEM; with --tls-key; the address is then grpc+tls://)"},
@@ -114,6 +115,15 @@ func serveCmd() *cli.Command {
 			var src server.Source
 			var memory *loader.Memory
 			metrics := server.NewMetrics()
+			// The probes answer from now on, "starting" while the shards
+			// load (minutes from object storage): alive, not yet ready.
+			var probes *server.Probes
+			if addr := c.String("metrics"); addr != "" {
+				if probes, err = server.ListenProbes(addr, c.Bool("metrics-allow-remote"), metrics); err != nil {
+					return err
+				}
+				defer probes.Close()
+			}
 			ringLimit, err := cliutil.ParseSize("shm-ring-limit", c.String("shm-ring-limit"))
 			if err != nil {
 				return err
@@ -234,8 +244,8 @@ func serveCmd() *cli.Command {
 			return server.Run(c.Context, server.DaemonOptions{
 				Source: src, Logger: log, Memory: memory, ShmRingLimit: ringLimit,
 				Socket: c.String("socket"), SocketMode: os.FileMode(mode),
-				Flight:  fo,
-				Metrics: c.String("metrics"), Counters: metrics,
+				Flight: fo,
+				Probes: probes, Counters: metrics,
 				Limits: server.Limits{MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client"),
 					MaxPending: c.Int("max-pending"), Drain: c.Duration("drain")},
 				Ready: func(ep server.Endpoints) {

@@ -90,3 +90,31 @@ def test_kubernetes_sidecar_and_probes():
     assert shared == {"socket"}
     assert job["spec"]["completions"] == int(trainer["command"][trainer["command"].index("--nnodes") + 1])
     assert {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"} in trainer["env"]
+
+
+def test_kubernetes_sidecar_args_run(bins, make_synth_shards, tmp_path):
+    """The sidecar's own arguments, run: its volumes' paths replaced by this
+    test's (the shards a synthetic set), the metrics port by a free one;
+    the kubelet's probes answer on a non-loopback bind, /readyz 200 once
+    the readiness line is out, and SIGTERM stops it."""
+    import signal
+    import socket
+    import urllib.request
+    side = manifests()[1]["spec"]["template"]["spec"]["initContainers"][0]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    shards = make_synth_shards(40, 3)
+    args = [a.replace("/data/collab.shards", str(shards)).replace("/run/augloader", str(tmp_path))
+            .replace("0.0.0.0:9090", f"0.0.0.0:{port}") for a in side["args"]]
+    p = subprocess.Popen([str(bins / "augloader"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(p.stdout.readline())
+        assert ready["ready"] is True, ready
+        probe = side["readinessProbe"]["httpGet"]["path"], side["livenessProbe"]["httpGet"]["path"]
+        for path in probe:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                assert r.status == 200, (path, r.status)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0, p.stderr.read()[-2000:]
