@@ -22,8 +22,9 @@ def stand_ins(tmp_path):
     bin_.mkdir()
     (bin_ / "srun").write_text('#!/bin/bash\nopts=()\nwhile [[ $1 == -* ]]; do opts+=("$1"); shift; done\n'
                                'printf "%s\\n" "${opts[@]}" > "$OUT/srun"\nexec "$@"\n')
-    (bin_ / "scontrol").write_text('#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && [ "$3" = "gpu[07-08]" ] || exit 3\n'
-                                   'printf "gpu07\\ngpu08\\n"\n')
+    (bin_ / "scontrol").write_text('#!/bin/bash\n[ "$1 $2" = "show hostnames" ] || exit 3\n'
+                                   'case $3 in "gpu[07-08]") printf "gpu07\\ngpu08\\n" ;;\n'
+                                   '"gpu[0001-5000]") for i in $(seq -w 1 5000); do echo "gpu$i"; done ;; *) exit 3 ;; esac\n')
     (bin_ / "torchrun").write_text('#!/usr/bin/env python3\nimport json, os, sys\n'
                                    'json.dump(sys.argv[1:], open(os.environ["OUT"] + "/torchrun", "w"))\n'
                                    'open(os.environ["OUT"] + "/share", "w").write(os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", ""))\n')
@@ -48,6 +49,18 @@ def test_sbatch_hands_torchrun_the_allocation(tmp_path):
         "--epochs", "3"]
     assert (ROOT / argv[argv.index("examples/train_gin.py")]).exists()
     assert (tmp_path / "share").read_text() == "1", "a restarted group would read the last one's addresses"
+
+
+def test_sbatch_large_allocation(tmp_path):
+    """5,000 hosts: the script reads scontrol's whole answer (a `head -n 1`
+    closed the pipe early, and the SIGPIPE failed the script under
+    pipefail, exit 141: seen once in CI with 2 hosts)."""
+    env = dict(stand_ins(tmp_path), SLURM_JOB_NODELIST="gpu[0001-5000]", SLURM_JOB_NUM_NODES="5000")
+    for _ in range(3):
+        p = subprocess.run(["bash", str(SBATCH), "/s", "/ck"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        argv = json.loads((tmp_path / "torchrun").read_text())
+        assert argv[argv.index("--rdzv-endpoint") + 1] == "gpu0001:29400" and argv[argv.index("--nnodes") + 1] == "1:5000"
 
 
 def test_sbatch_without_arguments_says_how(tmp_path):
