@@ -271,25 +271,24 @@ def cmd_train(args):
     test = None
     if test_url:  # read whole by whoever evaluates (rank 0 under torchrun)
         test = AugloaderDataset(test_url, view=args.test_view, rank=0, world=1, **kw)
+
+    def log(row):
+        # Under torchrun a row sums every rank's graphs; alone, it says how
+        # long the loop waited for data.
+        tail = (f"  ({row['graphs']} graphs, world {row['world']})" if "world" in row else
+                f"  waited for data {row['data_wait_s'] * 1e3:.1f} ms of {(row['data_wait_s'] + row['step_s']) * 1e3:.1f} ms")
+        print(f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.3f}"
+              + (f"  test acc {row['test_acc']:.3f}" if "test_acc" in row else "") + tail, flush=True)
+
     if _distributed.under_torchrun():
         torch.manual_seed(args.seed)
         model = build_model(train, args.hidden, args.layers, args.dropout, args.train_eps, device)
-        history, model = _distributed.fit(train, test, args, device, model, soft_cross_entropy, evaluate,
-                                          log=lambda row: print(
-                                              f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.3f}"
-                                              + (f"  test acc {row['test_acc']:.3f}" if "test_acc" in row else "")
-                                              + f"  ({row['graphs']} graphs, world {row['world']})", flush=True))
+        history, model = _distributed.fit(train, test, args, device, model, soft_cross_entropy, evaluate, log=log)
         import torch.distributed as dist
         if dist.get_rank() == 0 and args.json:
             pathlib.Path(args.json).write_text(json.dumps(history))
         dist.destroy_process_group()
         return history
-
-    def log(row):
-        print(f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.3f}"
-              + (f"  test acc {row['test_acc']:.3f}" if "test_acc" in row else "")
-              + f"  waited for data {row['data_wait_s'] * 1e3:.1f} ms of {(row['data_wait_s'] + row['step_s']) * 1e3:.1f} ms",
-              flush=True)
 
     if args.deterministic:
         torch.use_deterministic_algorithms(True)
