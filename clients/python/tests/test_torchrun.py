@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from conftest import need_torch
+from elastic_job import alive
 
 torch = need_torch()
 import augloader  # noqa: E402
@@ -166,7 +167,7 @@ def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, tmp_path):
         pid_file = next(tmp_path.glob("augloader-node-*/pid"))
         first = int(pid_file.read_text())
         os.kill(first, signal.SIGKILL)
-        while os.path.exists(f"/proc/{first}") and open(f"/proc/{first}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        while alive(first):  # until it ends or is a zombie
             time.sleep(0.05)
         assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1") == url
         assert int(pid_file.read_text()) != first and sum(1 for _ in augloader.connect(url).epoch(0)) > 0
