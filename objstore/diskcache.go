@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/augloader/augloader/internal/crc32c"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -482,11 +482,9 @@ func checkEntry(fh *os.File, key string, p []byte) bool {
 		string(head[len(diskCacheMagic)+4:]) != key {
 		return false
 	}
-	crc := crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, p)
+	crc := crc32c.Update(crc32c.Checksum(head), p)
 	return binary.LittleEndian.Uint32(tail[:]) == crc
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // put writes p as entry (a temporary file renamed into place) and drops the
 // least recently used entries past the limit.
@@ -499,7 +497,7 @@ func (c *DiskCache) put(entry, key string, p []byte) error {
 	head = append(head, diskCacheMagic...)
 	head = binary.LittleEndian.AppendUint32(head, uint32(len(key)))
 	head = append(head, key...)
-	tail := binary.LittleEndian.AppendUint32(nil, crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, p))
+	tail := binary.LittleEndian.AppendUint32(nil, crc32c.Update(crc32c.Checksum(head), p))
 	_, err = tmp.Write(head)
 	if err == nil {
 		_, err = tmp.Write(p)

@@ -11,7 +11,7 @@ import (
 // stream still needs instead of being dropped. A windowed shuffle draws
 // each batch from every page of its window, so a cache a little smaller
 // than the window reloads a page at nearly every batch whichever page it
-// drops (#47's cliff: 430 loads of 6 pages); yet each batch also spends
+// drops (the cliff docs/bench.md measures); yet each batch also spends
 // some graphs of every page for good, and a page without them fits.
 // Copying the graphs kept costs a memory copy of what stays, less than
 // one read and decode of the page it saves.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/augloader/augloader/internal/crc32c"
 )
 
 // ipcFile writes one Arrow IPC file from record batch payloads that were
@@ -62,7 +63,7 @@ func newIPCFile(w io.Writer, schema *arrow.Schema, mem memory.Allocator) (*ipcFi
 func (f *ipcFile) Write(b []byte) (int, error) {
 	n, err := f.w.Write(b)
 	f.pos += int64(n)
-	f.crc = crc32.Update(f.crc, castagnoli, b[:n])
+	f.crc = crc32c.Update(f.crc, b[:n])
 	return n, err
 }
 

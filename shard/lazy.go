@@ -287,7 +287,7 @@ func (r *Reader) OnEvict(fn func(page int)) {
 // farthest ahead, pinned or not. An index serves its graph once an epoch
 // (twice with twins) where its page serves a batch in every window that
 // draws from it: kept in place of pages, indexes turned a window of four
-// pages that fit into a page load at nearly every batch (#47).
+// pages that fit into a page load at nearly every batch.
 func (r *Reader) Charge(page int, n int64) {
 	l := r.lazy
 	if l == nil {

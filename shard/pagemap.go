@@ -7,12 +7,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/augloader/augloader/internal/crc32c"
 	"github.com/augloader/augloader/internal/iox"
 )
 
@@ -147,4 +147,4 @@ func retrailSizes(src, dst, name string, manifest [32]byte) error {
 }
 
 // crcHex is b's CRC-32C as the manifest writes it.
-func crcHex(b []byte) string { return fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)) }
+func crcHex(b []byte) string { return fmt.Sprintf("%08x", crc32c.Checksum(b)) }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	flatbuffers "github.com/google/flatbuffers/go"
 
 	"github.com/augloader/augloader/internal/arrowx"
+	"github.com/augloader/augloader/internal/crc32c"
 )
 
 // A page is one record batch of one shard file: the unit a cache-limited
@@ -136,7 +136,7 @@ func scanFile(f io.ReaderAt, man *Manifest, infop *ShardInfo) (*shardIndex, erro
 			return nil, fmt.Errorf("shard: %s: read %d of %d bytes at %d (truncated while read?): %w", info.File, k, want, pos, err)
 		}
 		chunk := buf[:k]
-		whole = crc32.Update(whole, castagnoli, chunk)
+		whole = crc32c.Update(whole, chunk)
 		if len(locs) > 0 && pos < locs[0].off {
 			schema.Write(chunk[:min(int64(k), locs[0].off-pos)])
 		}
@@ -147,7 +147,7 @@ func scanFile(f io.ReaderAt, man *Manifest, infop *ShardInfo) (*shardIndex, erro
 			if lo >= hi {
 				break // the page starts past this chunk
 			}
-			p.crc = crc32.Update(p.crc, castagnoli, chunk[lo-pos:hi-pos])
+			p.crc = crc32c.Update(p.crc, chunk[lo-pos:hi-pos])
 			if hi < p.off+p.size {
 				break // it goes on in the next chunk
 			}
@@ -329,7 +329,7 @@ func readPage(f io.ReaderAt, info *ShardInfo, pi int, loc pageLoc, buf []byte) (
 			}
 			return fmt.Errorf("shard: %s: %w", info.File, err)
 		}
-		if got := crc32.Checksum(buf, castagnoli); got != loc.crc {
+		if got := crc32c.Checksum(buf); got != loc.crc {
 			return corrupt(info.File, "checksum", "batch %d: crc32c %08x where the manifest's page map or the first read of the file says %08x (damaged in transfer or on disk, or changed since)", pi, got, loc.crc)
 		}
 		if err := checkPageFrame(buf, loc); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"runtime"
 	"sort"
@@ -15,9 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
-)
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	"github.com/augloader/augloader/internal/crc32c"
+)
 
 // Reader gives random access to every graph of a shard folder. Open reads
 // each shard once, checks its size and CRC-32C against the manifest, decodes
@@ -247,7 +246,7 @@ func loadShard(ctx context.Context, st Store, man *Manifest, i int, mem memory.A
 		if _, err := rd.ReadAt(data, 0); err != nil {
 			return fmt.Errorf("shard: %s: %w", info.File, err)
 		}
-		if got := fmt.Sprintf("%08x", crc32.Checksum(data, castagnoli)); got != info.CRC32C {
+		if got := fmt.Sprintf("%08x", crc32c.Checksum(data)); got != info.CRC32C {
 			return corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
 		}
 		return nil

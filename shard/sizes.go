@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/augloader/augloader/internal/crc32c"
 	"github.com/augloader/augloader/internal/iox"
 )
 
@@ -60,7 +60,7 @@ func newSizesWriter(dir, generation string) (*sizesWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
-	s := &sizesWriter{f: f, crc: crc32.New(castagnoli)}
+	s := &sizesWriter{f: f, crc: crc32c.New()}
 	s.bw = bufio.NewWriterSize(f, 64<<10)
 	return s, nil
 }
@@ -158,7 +158,7 @@ func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string)
 		if got := hex.EncodeToString(t[24:56]); got != digest {
 			return corrupt(name, "manifest", "written with manifest %s, the folder's is %s (a stale copy?)", got[:12], digest[:min(12, len(digest))])
 		}
-		if got, want := crc32.Checksum(data[:len(data)-sizesTrailer], castagnoli), binary.LittleEndian.Uint32(t[16:]); got != want {
+		if got, want := crc32c.Checksum(data[:len(data)-sizesTrailer]), binary.LittleEndian.Uint32(t[16:]); got != want {
 			return corrupt(name, "checksum", "crc32c %08x, trailer says %08x", got, want)
 		}
 		return nil

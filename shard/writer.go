@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"math"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/augloader/augloader/internal/crc32c"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"
 )
@@ -438,7 +438,7 @@ func (w *Writer) openShard(firstGraph int64) error {
 		return fmt.Errorf("shard: %w", err)
 	}
 	w.file = f
-	w.crc = crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	w.crc = crc32c.New()
 	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.crc), 1<<20)
 	w.cnt = iox.CountingWriter{W: w.bw}
 	ipcf, err := newIPCFile(&w.cnt, w.schema, w.opts.Mem)

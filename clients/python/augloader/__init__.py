@@ -61,7 +61,7 @@ _check_pyarrow_numpy()
 
 from . import _flight, _socket  # noqa: E402
 from ._state import StateError  # noqa: E402
-from ._wire import ConnectionLost, RequestError, ServerError  # noqa: E402
+from ._wire import ConnectionLost, RequestError, ServerError, request  # noqa: E402
 from .batch import Batch  # noqa: E402
 
 __all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "RequestError", "StateError", "Stream", "Daemon", "DaemonError", "node_daemon",
@@ -163,41 +163,6 @@ class Client:
         if digest or server_digest:
             req["digest"] = True
         return _flight.open_stream(self.url, req, self.token, self.timeout, Stream, self.tls_root_certs)
-
-
-def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0, *,
-            stride: int = 1, count: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-            view: str = "", fold: int = 0, resume=None, twins: int = 0, twin_weights=None) -> dict:
-    """A request body with only the fields that differ from their defaults."""
-    req = {"epoch": int(epoch), "rank": int(rank), "world": int(world)}
-    for k, v, default in (("batch_size", batch_size, 0), ("start_batch", start_batch, 0), ("stride", stride, 1),
-                          ("count", count, 0), ("batches_per_epoch", batches_per_epoch, 0), ("fold", fold, 0)):
-        if int(v) != default:
-            req[k] = int(v)
-    if drop_last:
-        req["drop_last"] = True
-    if view:
-        req["view"] = str(view)
-    if resume:
-        # Integers as ints (NumPy's too); anything else is left for the
-        # request's check, which names it.
-        req["resume"] = [{k: ([_index(g) for g in v] if k == "graphs" and isinstance(v, (list, tuple)) else _index(v))
-                          for k, v in p.items()} if isinstance(p, dict) else p for p in resume]
-    if twins:
-        req["twins"] = int(twins)
-    if twin_weights is not None and len(twin_weights):
-        req["twin_weights"] = [float(w) for w in twin_weights]
-    return req
-
-
-def _index(v):
-    """v as an int when it is an integer of any kind (a NumPy int), else v."""
-    import operator
-
-    try:
-        return operator.index(v)
-    except TypeError:
-        return v
 
 
 def connect(url, token: Optional[str] = None, timeout: Optional[float] = None, *,

@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	// Ground floor.
 	"internal/arrowx":   {},
 	"internal/bytesize": {},
+	"internal/crc32c":   {},
 	"internal/cliutil":  {"internal/bytesize"},
 	"internal/iox":      {},
 	"internal/ipcframe": {},
@@ -38,7 +39,7 @@ var allowed = map[string][]string{
 	// Library.
 	"aug":         {},
 	"epoch":       {"aug", "internal/bytesize", "internal/iox"},
-	"shard":       {"internal/arrowx", "internal/iox", "internal/jsonseal", "internal/version"},
+	"shard":       {"internal/arrowx", "internal/crc32c", "internal/iox", "internal/jsonseal", "internal/version"},
 	"wire":        {"internal/arrowx", "internal/ipcframe"},
 	"loader":      {"aug", "epoch", "shard", "wire", "internal/arrowx"},
 	"materialize": {"loader", "wire", "internal/iox", "internal/jsonseal", "internal/version"},
@@ -57,7 +58,7 @@ var allowed = map[string][]string{
 	"ingest/synth":    {"internal/iox"},
 	"ingest/download": {"internal/iox"},
 	// Object storage: a shard.Store of its own beside the readers.
-	"objstore": {"shard"},
+	"objstore": {"shard", "internal/crc32c"},
 
 	// Top floor.
 	"app":                          {"epoch", "loader", "objstore", "shard", "wire", "internal/bytesize", "internal/iox"},
