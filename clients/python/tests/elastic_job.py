@@ -126,3 +126,46 @@ def wait_for_step(out, step, timeout=180, world=None):
     raise AssertionError(f"no step {step} within {timeout} s")
 
 
+
+
+def one_rank_digests(bins, shards, seed, batch, epochs):
+    """(epoch, graph) → digest of its tensors, read by one rank from a
+    daemon of the configuration the jobs use."""
+    import augloader
+    from augloader.torch import AugloaderDataset
+    sys.path.insert(0, str(ROOT / "examples"))
+    from _distributed import graph_digests
+    d = augloader.Daemon(shards, binary=str(pathlib.Path(bins) / "augloader"), policy="nodesam", seed=seed,
+                         batch_size=batch)
+    d.start()
+    try:
+        ds, ref = AugloaderDataset(d.url, pyg=False, rank=0, world=1), {}
+        for e in range(epochs):
+            ds.set_epoch(e)
+            for t in ds:
+                ref.update(((e, g), h) for g, h, padded in graph_digests(t) if not padded)
+    finally:
+        d.stop()
+    return ref
+
+
+def check_exactly_once(out, reference):
+    """Of each step, the lines of the latest worker group that trained it;
+    their graphs: every (epoch, graph) once, each as the one-rank run's."""
+    rows = lines(out)
+    latest = {}
+    for r in rows:
+        latest[r["step"]] = max(latest.get(r["step"], 0), r["gen"])
+    seen = {}
+    for r in rows:
+        if r["gen"] != latest[r["step"]]:
+            continue
+        for g, h, padded in r["graphs"]:
+            if not padded:
+                seen.setdefault((r["epoch"], g), []).append(h)
+    twice = sorted(k for k, v in seen.items() if len(v) > 1)
+    missing = sorted(set(reference) - set(seen))
+    assert not twice and not missing, f"trained twice: {twice[:8]} ({len(twice)}); never: {missing[:8]} ({len(missing)})"
+    wrong = sorted(k for k, v in seen.items() if v[0] != reference[k])
+    assert not wrong, f"graphs whose tensors differ from a one-rank run's: {wrong[:8]} ({len(wrong)})"
+    return rows

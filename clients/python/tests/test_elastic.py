@@ -19,10 +19,7 @@ import pytest
 from conftest import need_torch
 
 torch = need_torch()
-import augloader  # noqa: E402
-from augloader.torch import AugloaderDataset  # noqa: E402
-
-from elastic_job import ROOT, Node, children, free_port, lines, wait_for_step  # noqa: E402
+from elastic_job import ROOT, Node, check_exactly_once, children, free_port, lines, one_rank_digests, wait_for_step  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "examples"))
 # Debian's torch 1.13 has a torchrun that fails on Python 3.11 (see
@@ -42,17 +39,7 @@ def shards(make_synth_shards):
 def reference(bins, shards):
     """(epoch, graph) → digest, read by one rank from a daemon of the same
     configuration."""
-    from _distributed import graph_digests
-    d = augloader.Daemon(shards, binary=str(bins / "augloader"), policy="nodesam", seed=SEED, batch_size=BATCH)
-    d.start()
-    try:
-        ds, ref = AugloaderDataset(d.url, pyg=False, rank=0, world=1), {}
-        for e in range(EPOCHS):
-            ds.set_epoch(e)
-            for t in ds:
-                ref.update(((e, g), h) for g, h, padded in graph_digests(t) if not padded)
-    finally:
-        d.stop()
+    ref = one_rank_digests(bins, shards, SEED, BATCH, EPOCHS)
     assert len(ref) == GRAPHS * EPOCHS
     return ref
 
@@ -80,28 +67,6 @@ def job(tmp_path, bins, shards):
         for pid in n.daemons():
             os.kill(pid, signal.SIGKILL)
     shutil.rmtree(base, ignore_errors=True)
-
-
-def check_exactly_once(out, reference):
-    """Of each step, the lines of the latest worker group that trained it;
-    their graphs: every (epoch, graph) once, each as the one-rank run's."""
-    rows = lines(out)
-    latest = {}
-    for r in rows:
-        latest[r["step"]] = max(latest.get(r["step"], 0), r["gen"])
-    seen = {}
-    for r in rows:
-        if r["gen"] != latest[r["step"]]:
-            continue
-        for g, h, padded in r["graphs"]:
-            if not padded:
-                seen.setdefault((r["epoch"], g), []).append(h)
-    twice = sorted(k for k, v in seen.items() if len(v) > 1)
-    missing = sorted(set(reference) - set(seen))
-    assert not twice and not missing, f"trained twice: {twice[:8]} ({len(twice)}); never: {missing[:8]} ({len(missing)})"
-    wrong = sorted(k for k, v in seen.items() if v[0] != reference[k])
-    assert not wrong, f"graphs whose tensors differ from a one-rank run's: {wrong[:8]} ({len(wrong)})"
-    return rows
 
 
 def test_node_lost_mid_epoch(job, reference):

@@ -1,7 +1,7 @@
 """The deploy recipes of docs/deploy.md that cannot run here whole: the
-Slurm batch script (no Slurm cluster: run with stand-ins for srun and
-scontrol, it must hand each node's torchrun the allocation's nodes, job and
-rendezvous host) and the Kubernetes manifests (no cluster: validated
+Slurm batch script on several nodes (test_slurm.py runs it on a real
+one-node Slurm; here stand-ins for srun and scontrol, and it must hand
+each node's torchrun the allocation's nodes, job and rendezvous host) and the Kubernetes manifests (no cluster: validated
 against Kubernetes 1.33's schemas, and their probes and sidecar checked)."""
 import json
 import os
