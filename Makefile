@@ -203,7 +203,7 @@ wheel: $(WHEEL_VENV)/.stamp
 	rm -f dist/augloader-*.whl
 	@set -e; for a in $(WHEEL_ARCHES); do \
 	  t0=$$(date +%s); \
-	  echo "wheel: linux/$$a: building augloader and shardconv (static) and the wheel; a first build compiles every Go dependency (10-20 minutes on two cores), later ones take seconds"; \
+	  echo "wheel: linux/$$a: building augloader and shardconv (static) and the wheel; a first build compiles every Go dependency (about 3 minutes on two cores), later ones take seconds"; \
 	  rm -rf clients/python/build; \
 	  AUGLOADER_GOARCH=$$a $(WHEEL_VENV)/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w dist clients/python; \
 	  echo "wheel: linux/$$a: done in $$(( $$(date +%s) - t0 )) s"; \
