@@ -482,9 +482,11 @@ func checkEntry(fh *os.File, key string, p []byte) bool {
 		string(head[len(diskCacheMagic)+4:]) != key {
 		return false
 	}
-	crc := crc32c.Update(crc32c.Checksum(head), p)
-	return binary.LittleEndian.Uint32(tail[:]) == crc
+	return binary.LittleEndian.Uint32(tail[:]) == entryCRC(head, p)
 }
+
+// entryCRC is an entry's trailer: the CRC-32C of its header and page.
+func entryCRC(head, p []byte) uint32 { return crc32c.Update(crc32c.Checksum(head), p) }
 
 // put writes p as entry (a temporary file renamed into place) and drops the
 // least recently used entries past the limit.
@@ -497,7 +499,7 @@ func (c *DiskCache) put(entry, key string, p []byte) error {
 	head = append(head, diskCacheMagic...)
 	head = binary.LittleEndian.AppendUint32(head, uint32(len(key)))
 	head = append(head, key...)
-	tail := binary.LittleEndian.AppendUint32(nil, crc32c.Update(crc32c.Checksum(head), p))
+	tail := binary.LittleEndian.AppendUint32(nil, entryCRC(head, p))
 	_, err = tmp.Write(head)
 	if err == nil {
 		_, err = tmp.Write(p)

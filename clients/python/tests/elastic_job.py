@@ -126,6 +126,14 @@ def wait_for_step(out, step, timeout=180, world=None):
     raise AssertionError(f"no step {step} within {timeout} s")
 
 
+def torchrun_tool(folder):
+    """A folder holding `torchrun` for this venv's torch (a script running
+    `python -m torch.distributed.run`), to put first on a PATH."""
+    tools = pathlib.Path(folder) / "tools"
+    tools.mkdir()
+    (tools / "torchrun").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m torch.distributed.run "$@"\n')
+    (tools / "torchrun").chmod(0o755)
+    return tools
 
 
 def one_rank_digests(bins, shards, seed, batch, epochs):
@@ -133,7 +141,8 @@ def one_rank_digests(bins, shards, seed, batch, epochs):
     daemon of the configuration the jobs use."""
     import augloader
     from augloader.torch import AugloaderDataset
-    sys.path.insert(0, str(ROOT / "examples"))
+    if str(ROOT / "examples") not in sys.path:
+        sys.path.insert(0, str(ROOT / "examples"))
     from _distributed import graph_digests
     d = augloader.Daemon(shards, binary=str(pathlib.Path(bins) / "augloader"), policy="nodesam", seed=seed,
                          batch_size=batch)

@@ -19,7 +19,7 @@ import pytest
 from conftest import need_torch
 
 torch = need_torch()
-from elastic_job import ROOT, Node, check_exactly_once, children, free_port, lines, one_rank_digests, wait_for_step  # noqa: E402
+from elastic_job import ROOT, Node, check_exactly_once, children, free_port, lines, one_rank_digests, torchrun_tool, wait_for_step  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "examples"))
 # Debian's torch 1.13 has a torchrun that fails on Python 3.11 (see
@@ -131,10 +131,7 @@ def test_deploy_guide_torchrun_block(tmp_path, bins, shards):
     assert blocks, "docs/deploy.md has no test-torchrun block"
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "collab.shards").symlink_to(shards)
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    (tools / "torchrun").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m torch.distributed.run "$@"\n')
-    (tools / "torchrun").chmod(0o755)
+    tools = torchrun_tool(tmp_path)
     node_tmp = tempfile.mkdtemp(prefix="el-")  # short: the daemon's socket path
     env = dict(os.environ, PATH=f"{tools}:{os.environ['PATH']}", AUGLOADER_BIN=str(bins), TMPDIR=node_tmp,
                OMP_NUM_THREADS="1")

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -19,7 +18,7 @@ import pytest
 from conftest import need_torch
 
 torch = need_torch()
-from elastic_job import ROOT, check_exactly_once, free_port, one_rank_digests  # noqa: E402
+from elastic_job import ROOT, check_exactly_once, free_port, one_rank_digests, torchrun_tool  # noqa: E402
 
 pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
                                 reason="torch 1.13's torchrun fails on Python 3.11; make test runs this in .venv-torch2")
@@ -118,10 +117,7 @@ def test_sbatch_trains_on_a_real_slurm(slurm, tmp_path, bins, shards):
     work = tmp_path / "work"  # laid out as the checkout: sbatch's --chdir
     work.mkdir()
     (work / "examples").symlink_to(ROOT / "examples")
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    (tools / "torchrun").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m torch.distributed.run "$@"\n')
-    (tools / "torchrun").chmod(0o755)
+    tools = torchrun_tool(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     node_tmp = tempfile.mkdtemp(prefix="el-")  # short: the node daemon's socket path

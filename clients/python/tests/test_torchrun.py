@@ -143,9 +143,9 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
         # The daemon notices the agent's end and drains first: under load
         # that took seconds (the socket was still there as torchrun returned).
         deadline = time.monotonic() + 30
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not os.path.exists(f"/proc/{pid}"), "the node's daemon outlived the torchrun agent"
+        assert not alive(pid), "the node's daemon outlived the torchrun agent"
         assert not list(base.glob("*/aug.sock")), "the daemon's socket was left behind"
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -12,8 +12,7 @@ import (
 // readFloors reads docs/map.md's floors table: package → floor.
 func readFloors(t *testing.T) map[string]int {
 	t.Helper()
-	dir, _ := trackedSources(t)
-	b, err := os.ReadFile(filepath.Join(dir, "docs", "map.md"))
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "map.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,13 +25,19 @@ const (
 	maxInitLines = 200
 )
 
-func trackedSources(t *testing.T) (string, []string) {
+// repoRoot is the checkout's top folder (the test skips outside one).
+func repoRoot(t *testing.T) string {
 	t.Helper()
 	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		t.Skipf("not a git checkout: %v", err)
 	}
-	dir := strings.TrimSpace(string(root))
+	return strings.TrimSpace(string(root))
+}
+
+func trackedSources(t *testing.T) (string, []string) {
+	t.Helper()
+	dir := repoRoot(t)
 	out, err := exec.Command("git", "-C", dir, "ls-files", "*.go", "*.py").Output()
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,7 @@ import (
 // was committed once): builds go to ignored folders; nor a stray file
 // (internal/testkit/s3test/*.go.tmp was committed once).
 func TestNoTrackedBinaries(t *testing.T) {
-	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		t.Skipf("not a git checkout: %v", err)
-	}
-	dir := strings.TrimSpace(string(root))
+	dir := repoRoot(t)
 	out, err := exec.Command("git", "-C", dir, "ls-files", "-z").Output()
 	if err != nil {
 		t.Fatal(err)
