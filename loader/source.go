@@ -131,20 +131,6 @@ func NewSourceContext(ctx context.Context, r *shard.Reader, served []int64) (*So
 			release()
 		}
 	}
-	if r.Lazy() {
-		// The indexes of a page's graphs are charged to it and dropped
-		// with it: the cache limit bounds them too.
-		r.OnEvict(func(page int) {
-			idx := ds.index.Load()
-			if idx == nil {
-				return
-			}
-			first, n := r.PageGraphs(page)
-			for pos := first; pos < first+n; pos++ {
-				(*idx)[man.IDAt(pos)].Store(nil)
-			}
-		})
-	}
 	return ds.subset(served)
 }
 
@@ -286,12 +272,30 @@ func (s *Source) Bound(op aug.Op, id int64) aug.Size {
 // their input, and copying the edges cost ~7% of a NodeSam epoch): g must
 // only be read, never be an op's output or a CopyFrom target. Its
 // capacity ends with the graph, so an append copies.
-func (s *Source) Load(id int64, g *aug.Graph) error {
-	sg, release, err := s.ds.r.Pin(id)
-	if err != nil {
-		return err
+func (s *Source) Load(id int64, g *aug.Graph) error { return s.load(nil, -1, id, g) }
+
+// load is Load for batch b of a stream pinning through pages (nil: a pin
+// of the reader's own, as SubMix's partners take). Under a cache limit a
+// graph's NodeSam index built here is charged to its page with the
+// stream's pin, and dropped when the cache forgets it; a pin of the
+// reader's own cannot charge, so it builds none (NodeSam then scans the
+// graph's neighbourhoods; the bytes are the same).
+func (s *Source) load(pages *shard.Schedule, b int, id int64, g *aug.Graph) (err error) {
+	var sg shard.Graph
+	var charge shard.Charge
+	if pages != nil {
+		var pin shard.Pinned
+		if sg, pin, err = pages.Pin(b, id); err != nil {
+			return err
+		}
+		defer func() { pin.Release(charge) }()
+	} else {
+		var release func()
+		if sg, release, err = s.ds.r.Pin(id); err != nil {
+			return err
+		}
+		defer release()
 	}
-	defer release()
 	if err := s.ds.checkSize(id, &sg); err != nil {
 		return err
 	}
@@ -331,13 +335,13 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 	if idx := s.ds.index.Load(); idx != nil && s.ds.indexable(id) {
 		slot := &(*idx)[id]
 		ix := slot.Load()
-		if ix == nil {
+		if ix == nil && (!lazy || pages != nil) {
 			// Two workers may build the same index at once: both results
 			// are equal, the first stored wins.
 			built := aug.BuildIndex(g)
 			built.EnablePPR(s.ds.ppr.Load())
 			if slot.CompareAndSwap(nil, built) && lazy {
-				s.ds.r.Charge(s.ds.r.PageOf(id), built.Bytes())
+				charge = indexCharge{slot, built}
 			}
 			ix = slot.Load()
 		}
@@ -345,6 +349,17 @@ func (s *Source) Load(id int64, g *aug.Graph) error {
 	}
 	return nil
 }
+
+// indexCharge is a graph's NodeSam index charged to its page (under a
+// cache limit the indexes are bounded by the limit too): forgotten, the
+// slot is emptied unless a newer index took it.
+type indexCharge struct {
+	slot *atomic.Pointer[aug.Index]
+	ix   *aug.Index
+}
+
+func (c indexCharge) Bytes() int64 { return c.ix.Bytes() }
+func (c indexCharge) Forget()      { c.slot.CompareAndSwap(c.ix, nil) }
 
 // indexable reports whether graph id's index costs about what the graph
 // itself does: at most 16 times its stored bytes (a graph that declares

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/shard"
 	"golang.org/x/sync/errgroup"
 )
@@ -71,7 +70,7 @@ func (l *Loader) Stream(ctx context.Context, p *Plan, sink func(arrow.RecordBatc
 	g.Go(func() error { return s.send(sink) })
 	err := g.Wait()
 	s.drain()
-	s.pages.done()
+	s.pages.Close()
 	s.st.Elapsed = time.Since(start)
 	s.st.WorkerBusy, s.st.WorkerIdle = time.Duration(s.busy.Load()), time.Duration(s.idle.Load())
 	return s.st, err
@@ -95,8 +94,10 @@ type stream struct {
 	// wake ends a dispatcher's wait for Memory once the stream has nothing
 	// in flight: a stream may then always build its next batch, whatever
 	// other streams' clients hold.
-	wake       atomic.Pointer[context.CancelFunc]
-	pages      *pageSchedule // nil without a cache limit
+	wake atomic.Pointer[context.CancelFunc]
+	// pages is the stream's schedule of the reader's pages: the workers
+	// pin through it, the sender releases each batch sent.
+	pages      *shard.Schedule
 	busy, idle atomic.Int64
 	st         Stats // the sender's
 }
@@ -109,9 +110,17 @@ func newStream(l *Loader, p *Plan, ctx context.Context) *stream {
 	for i := range s.slots {
 		s.slots[i] = make(chan result, 1)
 	}
-	if r := l.src.ds.r; r.Lazy() {
-		s.pages = newPageSchedule(r, p.Batches, 2*window)
-	}
+	// A worker pins each graph of its batch once a twin, so the
+	// schedule's batch b visits them so many times; the first pin of b
+	// reads ahead the pages of b+2·window.
+	k := max(p.Twins, 1)
+	s.pages = l.src.ds.r.Schedule(s.nb, func(b int, visit func(int64)) {
+		for range k {
+			for _, it := range p.Batches[b] {
+				visit(it.Graph)
+			}
+		}
+	}, 2*window)
 	return s
 }
 
@@ -120,7 +129,6 @@ func newStream(l *Loader, p *Plan, ctx context.Context) *stream {
 func (s *stream) dispatch() error {
 	defer close(s.jobs)
 	for b := range s.nb {
-		s.pages.prefetch(b)
 		select {
 		case s.tokens <- struct{}{}:
 		case <-s.ctx.Done():
@@ -162,16 +170,13 @@ func (s *stream) reserve(b int) bool {
 // work is one worker: it builds the batches dispatched to it into their
 // slots.
 func (s *stream) work() error {
-	w := newWorker(s.l, s.p)
+	w := newWorker(s.l, s.p, s.pages)
 	waiting := time.Now()
 	defer func() { s.idle.Add(int64(time.Since(waiting))) }()
 	for b := range s.jobs {
 		t0 := time.Now()
 		s.idle.Add(int64(t0.Sub(waiting)))
 		res := w.batch(s.ctx, b)
-		if res.err == nil {
-			s.pages.built(b)
-		}
 		waiting = time.Now()
 		s.busy.Add(int64(waiting.Sub(t0)))
 		select {
@@ -220,7 +225,7 @@ func (s *stream) send(sink func(arrow.RecordBatch) error) error {
 // its Memory, its place in the window (waking a dispatcher waiting for
 // Memory once nothing else is in flight).
 func (s *stream) retire(b int) {
-	s.pages.sent(b)
+	s.pages.ReleaseBatch(b)
 	s.l.cfg.Memory.release(s.held[b])
 	s.held[b] = 0
 	s.st.Batches++
@@ -246,91 +251,5 @@ func (s *stream) drain() {
 			}
 		default:
 		}
-	}
-}
-
-// pageSchedule, under a cache limit, tells the reader the stream's
-// future (shard.Future: which batches need each page, and the oldest
-// batch not yet sent), so that it drops the page needed farthest ahead;
-// reads the pages of the batch ahead batches on while the workers build
-// this one (shard.Reader.Prefetch: displacing only pages needed later);
-// and cools a page once the last batch needing it is sent. Its methods do
-// nothing on nil.
-type pageSchedule struct {
-	r         *shard.Reader
-	batches   [][]epoch.Item
-	ahead     int
-	lastPage  int     // the page prefetched last (the dispatcher's)
-	coolAt    [][]int // coolAt[b]: the pages whose last batch is b
-	future    *shard.Future
-	unforesee func()
-}
-
-func newPageSchedule(r *shard.Reader, batches [][]epoch.Item, ahead int) *pageSchedule {
-	last := make([]int, r.NumPages())
-	for i := range last {
-		last[i] = -1
-	}
-	for b, items := range batches {
-		for _, it := range items {
-			last[r.PageOf(it.Graph)] = b
-		}
-	}
-	coolAt := make([][]int, len(batches))
-	for pg, b := range last {
-		if b >= 0 {
-			coolAt[b] = append(coolAt[b], pg)
-		}
-	}
-	ps := &pageSchedule{r: r, batches: batches, ahead: ahead, lastPage: -1, coolAt: coolAt}
-	ps.future = r.GraphFuture(len(batches), ps.graphsOf)
-	ps.unforesee = r.Foresee(ps.future)
-	return ps
-}
-
-// graphsOf visits batch b's graphs.
-func (ps *pageSchedule) graphsOf(b int, visit func(int64)) {
-	for _, it := range ps.batches[b] {
-		visit(it.Graph)
-	}
-}
-
-// done ends the stream's say in the cache.
-func (ps *pageSchedule) done() {
-	if ps != nil {
-		ps.unforesee()
-	}
-}
-
-// prefetch asks for the pages of batch b+ahead, as batch b is dispatched.
-func (ps *pageSchedule) prefetch(b int) {
-	if ps == nil || b+ps.ahead >= len(ps.batches) {
-		return
-	}
-	for _, it := range ps.batches[b+ps.ahead] {
-		if pg := ps.r.PageOf(it.Graph); pg != ps.lastPage {
-			ps.r.Prefetch(pg)
-			ps.lastPage = pg
-		}
-	}
-}
-
-// built tells the stream's future that batch b's graphs were read for it.
-func (ps *pageSchedule) built(b int) {
-	if ps == nil {
-		return
-	}
-	ps.future.Built(b, func(visit func(int64)) { ps.graphsOf(b, visit) })
-}
-
-// sent moves the stream's future past batch b, now sent, and lets go of
-// the pages whose last batch it was.
-func (ps *pageSchedule) sent(b int) {
-	if ps == nil {
-		return
-	}
-	ps.future.Advance(b + 1)
-	for _, pg := range ps.coolAt[b] {
-		ps.r.Cool(pg)
 	}
 }

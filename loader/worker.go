@@ -6,7 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/augloader/augloader/aug"
-	"github.com/augloader/augloader/epoch"
+	"github.com/augloader/augloader/shard"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -18,6 +18,7 @@ const retainWork = 16 << 20
 type worker struct {
 	l       *Loader
 	p       *Plan
+	pages   *shard.Schedule // the stream's: graphs are pinned through it
 	scratch aug.Scratch
 	in, out aug.Graph
 	// ops holds the batch's ops, graph-major: graph i's copy t gets
@@ -25,7 +26,9 @@ type worker struct {
 	ops []aug.Op
 }
 
-func newWorker(l *Loader, p *Plan) *worker { return &worker{l: l, p: p} }
+func newWorker(l *Loader, p *Plan, pages *shard.Schedule) *worker {
+	return &worker{l: l, p: p, pages: pages}
+}
 
 // batch builds batch b of the plan into a collator from the loader's pool.
 func (w *worker) batch(ctx context.Context, b int) result {
@@ -33,7 +36,7 @@ func (w *worker) batch(ctx context.Context, b int) result {
 	if col == nil {
 		col = new(collator)
 	}
-	rec, err := w.build(ctx, col, w.p.Batches[b])
+	rec, err := w.build(ctx, col, b)
 	unchanged := w.scratch.TakeUnchanged()
 	if b < len(w.p.Work) && w.p.Work[b] > retainWork {
 		// A large graph's scratch is not kept for the next batch, which is
@@ -49,7 +52,8 @@ func (w *worker) batch(ctx context.Context, b int) result {
 // request and never the daemon. A done ctx stops it between graphs (a
 // graph may wait for its page to be read: a batch of a thrashing cache
 // takes seconds, and a shutdown must not).
-func (w *worker) build(ctx context.Context, col *collator, items []epoch.Item) (rec arrow.RecordBatch, err error) {
+func (w *worker) build(ctx context.Context, col *collator, b int) (rec arrow.RecordBatch, err error) {
+	items := w.p.Batches[b]
 	defer func() {
 		if p := recover(); p != nil {
 			rec, err = nil, fmt.Errorf("loader: batch starting at graph %d: panic: %v", items[0].Graph, p)
@@ -72,7 +76,7 @@ func (w *worker) build(ctx context.Context, col *collator, items []epoch.Item) (
 				return nil, err
 			}
 			op := w.ops[i*k+t]
-			fused, err := w.augment(op, it.Graph, seed, it.Pass, aug.OpID(op)+uint64(t)*aug.TwinStride, col)
+			fused, err := w.augment(op, b, it.Graph, seed, it.Pass, aug.OpID(op)+uint64(t)*aug.TwinStride, col)
 			if err != nil {
 				return nil, err
 			}
@@ -82,16 +86,16 @@ func (w *worker) build(ctx context.Context, col *collator, items []epoch.Item) (
 	return col.record(w.p.Schema, w.l.cfg.Mem), nil
 }
 
-// augment applies op to graph id into w.out, drawing from stream (the
+// augment applies op to graph id of batch b into w.out, drawing from stream (the
 // op's id, offset for a twin). An op that can (aug.CoalescedApplier)
 // writes the edges straight into col's, and augment reports it fused.
-func (w *worker) augment(op aug.Op, id int64, seed, e, stream uint64, col *collator) (fused bool, err error) {
+func (w *worker) augment(op aug.Op, b int, id int64, seed, e, stream uint64, col *collator) (fused bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &GraphError{Graph: id, Policy: op.Spec().Name, Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
-	if err := w.l.src.Load(id, &w.in); err != nil {
+	if err := w.l.src.load(w.pages, b, id, &w.in); err != nil {
 		return false, &GraphError{Graph: id, Policy: op.Spec().Name, Err: err}
 	}
 	r := w.scratch.Rand(seed, e, id, stream)

@@ -58,24 +58,13 @@ func TestCompactionKeepsGraphs(t *testing.T) {
 			}
 			defer r.Close()
 			batches := windowedBatches(r, 4, 5, 1)
-			f := r.GraphFuture(len(batches), func(b int, visit func(int64)) {
-				for _, id := range batches[b] {
-					visit(id)
-				}
-			})
-			done := r.Foresee(f)
+			sched := scheduleOf(r, batches)
 			for b, ids := range batches {
-				f.Advance(b)
 				for _, id := range ids {
-					pinSame(t, eager, r, id)
+					pinSameFor(t, eager, sched, b, id)
 				}
-				f.Built(b, func(visit func(int64)) {
-					for _, id := range ids {
-						visit(id)
-					}
-				})
+				sched.ReleaseBatch(b)
 			}
-			f.Advance(len(batches))
 			st := r.Stats()
 			if st.Compactions == 0 {
 				t.Errorf("no page compacted: %+v", st)
@@ -84,7 +73,7 @@ func TestCompactionKeepsGraphs(t *testing.T) {
 				t.Errorf("%d loads of %d pages: want at most %d", st.Loads, pages, pages+pages/4+1)
 			}
 			// Past its future: pages hold only what was still needed.
-			done()
+			sched.Close()
 			for id := range int64(eager.Manifest().Stats.Graphs) {
 				pinSame(t, eager, r, id)
 			}
@@ -113,6 +102,34 @@ func windowedBatches(r *shard.Reader, w, n int, seed uint64) [][]int64 {
 		}
 	}
 	return batches
+}
+
+// scheduleOf hands r the future of a stream of batches, with no read
+// ahead.
+func scheduleOf(r *shard.Reader, batches [][]int64) *shard.Schedule {
+	return r.Schedule(len(batches), func(b int, visit func(int64)) {
+		for _, id := range batches[b] {
+			visit(id)
+		}
+	}, len(batches))
+}
+
+// pinSameFor pins graph id for batch b of sched and checks it against
+// eager's.
+func pinSameFor(t *testing.T, eager *shard.Reader, sched *shard.Schedule, b int, id int64) {
+	t.Helper()
+	want, err := eager.Graph(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, pin, err := sched.Pin(b, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pin.Release(nil)
+	if w, g := graphText(want), graphText(got); w != g {
+		t.Fatalf("graph %d:\n got %s\nwant %s", id, g, w)
+	}
 }
 
 // pinSame pins graph id in r and checks it against eager's.
@@ -166,12 +183,8 @@ func TestPrivateReadCounted(t *testing.T) {
 	}
 	defer r.Close()
 	batches := windowedBatches(r, 4, 5, 1)
-	f := r.GraphFuture(len(batches), func(b int, visit func(int64)) {
-		for _, id := range batches[b] {
-			visit(id)
-		}
-	})
-	defer r.Foresee(f)()
+	sched := scheduleOf(r, batches)
+	defer sched.Close()
 	pageOf := func(id int64) int {
 		pos := r.Manifest().PositionOf(id)
 		for p := range r.NumPages() {
@@ -183,15 +196,10 @@ func TestPrivateReadCounted(t *testing.T) {
 	}
 	found := false
 	for b, ids := range batches {
-		f.Advance(b)
 		for _, id := range ids {
-			pinSame(t, eager, r, id)
+			pinSameFor(t, eager, sched, b, id)
 		}
-		f.Built(b, func(visit func(int64)) {
-			for _, id := range ids {
-				visit(id)
-			}
-		})
+		sched.ReleaseBatch(b)
 		if found || b+1 >= len(batches) || r.Stats().Compactions == 0 {
 			continue
 		}
@@ -237,8 +245,9 @@ func TestPrivateReadCounted(t *testing.T) {
 	}
 }
 
-// A stream's graph future (4 bytes a graph of the set) counts in the
-// cache's use while registered, and goes with it.
+// A stream's future (4 bytes a graph of the set, and a little more a
+// batch and a page) counts in the cache's use while handed over, and goes
+// with it.
 func TestFutureCounted(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 300, 3, 1<<20)
 	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(64<<20))
@@ -247,22 +256,16 @@ func TestFutureCounted(t *testing.T) {
 	}
 	defer r.Close()
 	batches := windowedBatches(r, 4, 5, 1)
-	f := r.GraphFuture(len(batches), func(b int, visit func(int64)) {
-		for _, id := range batches[b] {
-			visit(id)
-		}
-	})
-	graphs := int64(r.NumGraphs())
-	if f.Bytes() < 4*graphs {
-		t.Fatalf("a graph future of %d graphs: %d bytes", graphs, f.Bytes())
-	}
 	before := r.Stats()
-	done := r.Foresee(f)
-	if st := r.Stats(); st.Futures != f.Bytes() || st.Used != before.Used+f.Bytes() {
-		t.Fatalf("registered: %d future bytes, %d used (%d before), want the future's %d counted", st.Futures, st.Used, before.Used, f.Bytes())
+	sched := scheduleOf(r, batches)
+	graphs := int64(r.NumGraphs())
+	st := r.Stats()
+	if st.Futures < 4*graphs || st.Futures > 4*graphs+16*int64(len(batches)+r.NumPages()) || st.Used != before.Used+st.Futures {
+		t.Fatalf("handed over: %d future bytes (%d graphs, %d batches), %d used (%d before), want the future counted",
+			st.Futures, graphs, len(batches), st.Used, before.Used)
 	}
-	done()
+	sched.Close()
 	if st := r.Stats(); st.Futures != 0 || st.Used != before.Used {
-		t.Fatalf("done: %d future bytes, %d used, want %d", st.Futures, st.Used, before.Used)
+		t.Fatalf("handed back: %d future bytes, %d used, want %d", st.Futures, st.Used, before.Used)
 	}
 }

@@ -14,10 +14,12 @@
 // zero-copy view of one graph.
 //
 // Under a cache limit (WithCacheLimit) Open reads only the manifest and
-// pages are read on demand: Pin holds a graph's page while its slices are
-// read, Charge adds what a user built from a page to its cost, Cool marks a
-// page no later batch needs (dropped first), Prefetch reads a page ahead
-// only into free room. A shard file is read through once, on first need,
+// pages are read on demand into a page cache (shard/internal/pagecache):
+// Pin holds a graph's page while its slices are read. A stream that knows
+// its batches hands their graphs over once (Schedule), then pins for a
+// batch and releases, charging what it built from a graph (Charge); the
+// cache derives reading ahead, eviction by next use, compaction and
+// cooling from that future. A shard file is read through once, on first need,
 // to check its CRC-32C and note each page's; every page read after that
 // checks the page's own CRC-32C, and every page decoded is checked as at
 // Open (check.go: schema, offsets, edges in range, codes in their

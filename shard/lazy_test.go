@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,30 +123,54 @@ func TestCacheLimit(t *testing.T) {
 	}
 }
 
-// Charged bytes count against the limit, and the eviction tells the user
-// which page went (or whose charge was shed).
+// charge is a user's charge that notes when it is forgotten.
+type charge struct {
+	n      int64
+	forgot *int
+}
+
+func (c charge) Bytes() int64 { return c.n }
+func (c charge) Forget()      { *c.forgot++ }
+
+// What a pin's release charges counts against the limit with its page,
+// and is forgotten when the page goes.
 func TestCacheChargeAndEvict(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 400, 3, 128<<10)
-	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1))
+	r, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(64<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var evicted []int
-	r.OnEvict(func(s int) { evicted = append(evicted, s) })
-	_, release, err := r.Pin(0)
+	sched := r.Schedule(2, func(b int, visit func(int64)) { visit(int64(b)) }, 2)
+	defer sched.Close()
+	forgot := 0
+	_, pin, err := sched.Pin(0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Charge(0, 1000)
-	if st := r.Stats(); st.Resident != 1 || st.Used < 1000 {
-		t.Fatalf("a pinned shard was dropped or the charge lost: %+v", st)
+	before := r.Stats().Used
+	pin.Release(charge{1000, &forgot})
+	if st := r.Stats(); st.Resident != 1 || st.Used != before+1000 || forgot != 0 {
+		t.Fatalf("the charge was not counted, or forgotten under the limit: %+v, forgotten %d", st, forgot)
 	}
-	release()
-	// Over the limit, the charge is shed first (told as an eviction of
-	// its page, the page kept while pinned), then the page dropped.
-	if st := r.Stats(); st.Resident != 0 || st.Used != 0 || st.Sheds != 1 || !slices.Equal(evicted, []int{0, 0}) {
-		t.Fatalf("an unpinned shard over the limit stayed: %+v, evicted %v", st, evicted)
+	// Not needed again and cooled, the page goes first when room is
+	// needed: its charge with it.
+	sched.ReleaseBatch(0)
+	sched.ReleaseBatch(1)
+	tight, err := shard.Open(context.Background(), dir, shard.WithCacheLimit(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tight.Close()
+	tsched := tight.Schedule(1, func(b int, visit func(int64)) { visit(0) }, 1)
+	defer tsched.Close()
+	_, pin, err = tsched.Pin(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin.Release(charge{1000, &forgot})
+	if st := tight.Stats(); st.Resident != 0 || st.Used != st.Futures || forgot != 1 {
+		t.Fatalf("an unpinned page over the limit stayed, or its charge was not forgotten: %+v, forgotten %d", st, forgot)
 	}
 }
 

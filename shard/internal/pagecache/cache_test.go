@@ -1,0 +1,311 @@
+package pagecache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// fakeSource's page p holds graphs at positions p·per … p·per+per−1, each
+// of weight 1, and size bytes allocated through the cache's allocator.
+type fakeSource struct {
+	pages, per int
+	size       int
+}
+
+type fakePage struct {
+	pos  []int64 // the positions of the graphs it holds, in order
+	buf  []byte
+	mem  memory.Allocator
+	size int
+}
+
+func (s *fakeSource) NumPages() int                 { return s.pages }
+func (s *fakeSource) Graphs(p int) (first, n int64) { return int64(p * s.per), int64(s.per) }
+func (s *fakeSource) Estimate(int) int64            { return int64(s.size) }
+func (s *fakeSource) Load(p int, mem memory.Allocator) (Page, error) {
+	pg := &fakePage{mem: mem, buf: mem.Allocate(s.size), size: s.size}
+	for i := range s.per {
+		pg.pos = append(pg.pos, int64(p*s.per+i))
+	}
+	return pg, nil
+}
+
+func (p *fakePage) Weight(int) int64 { return 1 }
+func (p *fakePage) Total() int64     { return int64(len(p.pos)) }
+func (p *fakePage) Subset(keep []int) (Page, int64) {
+	n := &fakePage{}
+	for _, i := range keep {
+		n.pos = append(n.pos, p.pos[i])
+	}
+	n.size = p.size * len(keep) / max(len(p.pos), 1)
+	return n, int64(n.size)
+}
+func (p *fakePage) Release() {
+	if p.buf != nil {
+		p.mem.Free(p.buf)
+		p.buf = nil
+	}
+}
+
+// belady counts the page loads of Belady's rule (evict the page needed
+// farthest ahead) over seq with room for k pages: the fewest any cache of
+// k pages can do without reading ahead.
+func belady(seq []int, k int) int {
+	loads := 0
+	held := map[int]bool{}
+	for i, p := range seq {
+		if held[p] {
+			continue
+		}
+		loads++
+		if len(held) == k {
+			victim, far := -1, -1
+			for q := range held {
+				next := len(seq) + q // never again: farthest, ties by page
+				for j := i + 1; j < len(seq); j++ {
+					if seq[j] == q {
+						next = j
+						break
+					}
+				}
+				if next > far {
+					victim, far = q, next
+				}
+			}
+			delete(held, victim)
+		}
+		held[p] = true
+	}
+	return loads
+}
+
+// pageFuture is the future of a stream whose batch b pins graph i of page
+// seq[b] (i = b mod per).
+func pageFuture(src *fakeSource, seq []int) *Future {
+	return NewFuture(src.pages, int64(src.pages*src.per), len(seq), func(b int, visit func(int, int64)) {
+		visit(seq[b], int64(seq[b]*src.per+b%src.per))
+	})
+}
+
+// With a stream's future registered, a cache of k pages whose pages hold
+// one graph each (nothing to compact or trim) loads each page as often as
+// Belady's rule does over the same order: the fewest a cache of that size
+// allows. By recency, the same order over a set just larger than the
+// cache loads at every step.
+func TestForesightLoads(t *testing.T) {
+	var seq []int
+	for i := range 200 {
+		seq = append(seq, i%5)
+	}
+	const size = 1 << 20
+	run := func(foresee bool) int64 {
+		src := &fakeSource{pages: 5, per: 1, size: size}
+		c := New(src, 3*size+size/2, memory.NewGoAllocator())
+		defer c.Close()
+		var st *Stream
+		if foresee {
+			st = c.Foresee(pageFuture(src, seq), len(seq)) // no read ahead
+			defer st.Close()
+		}
+		for b, p := range seq {
+			if foresee {
+				_, _, h, err := st.Pin(b, p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.Release(nil)
+				st.ReleaseBatch(b)
+				continue
+			}
+			_, _, h, err := c.Pin(p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Release()
+		}
+		return c.Stats().Loads
+	}
+	min := belady(seq, 3)
+	if got := run(true); got != int64(min) {
+		t.Errorf("with the future: %d loads, Belady's rule %d", got, min)
+	}
+	if got := run(false); got != int64(len(seq)) {
+		t.Errorf("by recency: %d loads, want the cliff: a load at each of the %d steps", got, len(seq))
+	}
+	if min >= len(seq)*3/5 {
+		t.Errorf("Belady's rule loads %d times in %d steps: the order is not one where foresight helps", min, len(seq))
+	}
+}
+
+// settle waits until the reads ahead started have loaded.
+func settle(t *testing.T, c *Cache) Stats {
+	t.Helper()
+	c.prefetchers.Wait()
+	return c.Stats()
+}
+
+// With a future, the first pin of batch b reads ahead the pages of batch
+// b+ahead; a read ahead displaces only pages needed later than the one it
+// reads, and a page no stream needs is not read ahead.
+func TestForesightPrefetch(t *testing.T) {
+	const size = 1 << 20
+	src := &fakeSource{pages: 4, per: 1, size: size}
+	c := New(src, 2*size+size/2, memory.NewGoAllocator())
+	defer c.Close()
+	seq := []int{0, 1, 0, 1, 2}
+	st := c.Foresee(pageFuture(src, seq), 3)
+	defer st.Close()
+	// Batch 0 reads ahead batch 3's page 1 into the empty cache; batch 1
+	// would read ahead batch 4's page 2, needed after 0 (at 2) and 1 (at
+	// 3): no room.
+	for b := range 2 {
+		_, _, h, err := st.Pin(b, seq[b], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Release(nil)
+		settle(t, c) // a load under way is not yet counted
+	}
+	if s := settle(t, c); s.Prefetches != 1 || s.Loads != 2 || s.Resident != 2 {
+		t.Fatalf("want page 1 read ahead and page 2 not: %+v", s)
+	}
+	c.Prefetch(3) // never needed
+	if s := settle(t, c); s.Prefetches != 1 {
+		t.Fatalf("read ahead a page no stream needs: %+v", s)
+	}
+	for b := range 4 {
+		st.ReleaseBatch(b) // 0 and 1 are past, and cooled
+	}
+	c.Prefetch(2)
+	if s := settle(t, c); s.Prefetches != 2 || s.Loads != 3 || s.Resident != 2 {
+		t.Fatalf("page 2, needed next, was not read ahead once 0 and 1 were past: %+v", s)
+	}
+}
+
+// countCharge counts its Forget calls.
+type countCharge struct {
+	n      int64
+	forgot *int
+}
+
+func (c countCharge) Bytes() int64 { return c.n }
+func (c countCharge) Forget()      { *c.forgot++ }
+
+// A charge counts in the limit with its page; over the limit it is shed
+// first (the page kept while pinned), and forgotten with its page.
+func TestChargeShedAndForget(t *testing.T) {
+	src := &fakeSource{pages: 2, per: 2, size: 1000}
+	c := New(src, 1500, memory.NewGoAllocator())
+	defer c.Close()
+	seq := []int{0, 0}
+	st := c.Foresee(pageFuture(src, seq), 10)
+	defer st.Close()
+	forgot := 0
+	_, _, h, err := st.Pin(0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release(countCharge{400, &forgot})
+	if s := c.Stats(); s.Used < 1400 || forgot != 0 {
+		t.Fatalf("the charge was not counted, or forgotten under the limit: %+v, forgot %d", s, forgot)
+	}
+	_, _, h, err = st.Pin(1, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release(countCharge{400, &forgot}) // 1800 > 1500: one charge shed
+	if s := c.Stats(); s.Sheds != 1 || forgot != 2 || s.Resident != 1 {
+		t.Fatalf("over the limit: %+v, forgot %d; want the page's charges shed, the page kept", s, forgot)
+	}
+}
+
+// A reference model: streams of random batches over pages of several
+// graphs, pinned by several goroutines under random limits with reads
+// ahead, compaction and trims: every pin finds the graph it asked for,
+// nothing pinned is held over the limit, and every charge is forgotten
+// by Close.
+func TestRandomStreams(t *testing.T) {
+	for seed := range uint64(30) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			src := &fakeSource{pages: 3 + rng.IntN(8), per: 1 + rng.IntN(6), size: 1000}
+			limit := int64(500 + rng.IntN(5000))
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			c := New(src, limit, mem)
+			graphs := src.pages * src.per
+			nb := 5 + rng.IntN(40)
+			batches := make([][]int64, nb)
+			for b := range batches {
+				for range 1 + rng.IntN(4) {
+					batches[b] = append(batches[b], int64(rng.IntN(graphs)))
+				}
+			}
+			f := NewFuture(src.pages, int64(graphs), nb, func(b int, visit func(int, int64)) {
+				for _, pos := range batches[b] {
+					visit(int(pos)/src.per, pos)
+				}
+			})
+			st := c.Foresee(f, 1+rng.IntN(3))
+			forgot, charged := 0, 0
+			done := make(chan struct{})
+			next := make(chan int)
+			for range 3 {
+				go func() {
+					for b := range next {
+						for _, pos := range batches[b] {
+							pg, at, h, err := st.Pin(b, int(pos)/src.per, int(pos)%src.per)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if got := pg.(*fakePage).pos[at]; got != pos {
+								t.Errorf("batch %d pinned position %d, got %d", b, pos, got)
+							}
+							h.Release(nil)
+						}
+						done <- struct{}{}
+					}
+				}()
+			}
+			for b := 0; b < nb; b += 2 {
+				k := min(2, nb-b)
+				for i := range k {
+					next <- b + i
+				}
+				for range k {
+					<-done
+				}
+				for i := range k {
+					st.ReleaseBatch(b + i)
+				}
+				// A charge on a page pinned alone, as the loader's index.
+				pos := batches[b][0]
+				_, _, h, err := c.Pin(int(pos)/src.per, int(pos)%src.per)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.Release()
+				// The futures' bytes are never dropped; the rest is.
+				if s := c.Stats(); s.Used > max(limit, s.Futures) {
+					t.Fatalf("after batch %d: %d bytes held, nothing pinned, limit %d: %+v", b, s.Used, limit, s)
+				}
+				charged++
+				_, _, sh, err := st.Pin(-1, int(pos)/src.per, -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sh.Release(countCharge{int64(rng.IntN(300)), &forgot})
+			}
+			close(next)
+			st.Close()
+			c.Close()
+			if forgot != charged {
+				t.Errorf("%d charges, %d forgotten by Close", charged, forgot)
+			}
+			mem.AssertSize(t, 0)
+		})
+	}
+}

@@ -1,0 +1,161 @@
+package pagecache
+
+// Pinning: the one path that loads a page, and the unpin that lets it go.
+
+// Pin pins page p for its graph at index row (row < 0: the page alone)
+// and returns the page and where it now holds that graph. The page stays
+// valid until the handle's Release. A graph compacted away from a page
+// that others pin is served by a private read of the page for this pin
+// alone.
+func (c *Cache) Pin(p, row int) (pg Page, at int, h Handle, err error) {
+	s, err := c.acquire(p, row)
+	if err != nil {
+		return nil, 0, Handle{}, err
+	}
+	if row < 0 {
+		return s.page, -1, Handle{c: c, p: int32(p)}, nil
+	}
+	if at := c.rowOf(s, row); at >= 0 {
+		return s.page, int(at), Handle{c: c, p: int32(p)}, nil
+	}
+	c.unpin(p)
+	return c.pinPrivate(p, row)
+}
+
+// A Handle is one pin; Release lets it go (once).
+type Handle struct {
+	c *Cache
+	p int32
+	// private is a private read's page and bytes (pinPrivate).
+	private Page
+	bytes   int64
+}
+
+// Release ends the pin.
+func (h Handle) Release() {
+	if h.private == nil {
+		h.c.unpin(int(h.p))
+		return
+	}
+	h.private.Release()
+	h.c.mu.Lock()
+	h.c.used -= h.bytes
+	h.c.private--
+	h.c.mu.Unlock()
+}
+
+// acquire pins page p, loading it when absent (one loader at a time per
+// page: the others wait for it). row >= 0 asks for that row too: a page
+// compacted without it and pinned by none is read again whole.
+//
+// A panic anywhere in it (a bug: the page's bytes are checked, and their
+// decoding recovers) leaves mu unlocked and the page's waiters released,
+// so a worker that recovers it does not hang every later reader.
+func (c *Cache) acquire(p, row int) (_ *slot, err error) {
+	c.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			c.mu.Unlock()
+		}
+	}()
+	unlock := func() { locked = false; c.mu.Unlock() }
+	lock := func() { c.mu.Lock(); locked = true }
+	for {
+		s := &c.slots[p]
+		if s.loaded && row >= 0 && s.pins == 0 && c.rowOf(s, row) < 0 {
+			c.drop(p)
+			continue
+		}
+		if s.loaded {
+			c.unlink(p)
+			s.pins++
+			s.cold = false
+			return s, nil
+		}
+		if s.ready != nil { // another goroutine is loading it
+			ch := s.ready
+			unlock()
+			<-ch
+			lock()
+			continue
+		}
+		ch := make(chan struct{})
+		s.ready = ch
+		unlock()
+		pg, bytes, est := c.loadGuarded(p, s, ch, &err)
+		lock()
+		close(ch)
+		if err != nil {
+			s.ready = nil
+			return nil, err
+		}
+		s.page, s.loaded = pg, true
+		s.bytes = bytes
+		c.used += s.bytes
+		c.decoded += s.bytes
+		c.estimated += est
+		c.loads.Add(1)
+		c.resident++
+		s.pins++
+		c.notePeak()
+		c.evictLocked()
+		return s, nil
+	}
+}
+
+// loadGuarded reads page p for acquire, outside mu. Should it panic, it
+// clears the slot's loading mark and releases its waiters (under mu)
+// before the panic goes on.
+func (c *Cache) loadGuarded(p int, s *slot, ch chan struct{}, err *error) (pg Page, bytes, est int64) {
+	done := false
+	defer func() {
+		if !done {
+			c.mu.Lock()
+			s.ready = nil
+			close(ch)
+			c.mu.Unlock()
+		}
+	}()
+	alloc := &countingAlloc{Allocator: c.mem}
+	pg, *err = c.src.Load(p, alloc)
+	est = c.src.Estimate(p) // outside mu: the first call may read an index
+	done = true
+	return pg, alloc.n.Load(), est
+}
+
+func (c *Cache) unpin(p int) {
+	c.mu.Lock()
+	s := &c.slots[p]
+	if s.pins--; s.pins == 0 {
+		if s.cold {
+			c.push(&c.cold, p)
+		} else {
+			c.push(&c.warm, p)
+		}
+	}
+	c.evictLocked()
+	c.mu.Unlock()
+}
+
+// pinPrivate serves row of page p, compacted away from the page while
+// others pin it, by a private read of the page for this pin alone.
+// Waiting for the other pins to go could wait on this worker's own; the
+// read is counted in the cache's use while held instead, so cooler pages
+// make room.
+func (c *Cache) pinPrivate(p, row int) (Page, int, Handle, error) {
+	alloc := &countingAlloc{Allocator: c.mem}
+	pg, err := c.src.Load(p, alloc)
+	if err != nil {
+		return nil, 0, Handle{}, err
+	}
+	n := alloc.n.Load()
+	c.mu.Lock()
+	c.used += n
+	c.private++
+	c.notePeak()
+	c.evictLocked()
+	c.mu.Unlock()
+	c.loads.Add(1)
+	return pg, row, Handle{c: c, p: int32(p), private: pg, bytes: n}, nil
+}
