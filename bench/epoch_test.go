@@ -131,7 +131,7 @@ func benchEpoch(b *testing.B, dataset string) {
 			fresh, _ := loader.NewSource(r, nil)
 			fresh.EnableIndex()
 			for id := range n {
-				if err := fresh.Load(int64(id), &g); err != nil {
+				if err := fresh.Load(context.Background(), int64(id), &g); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -145,7 +145,7 @@ func benchEpoch(b *testing.B, dataset string) {
 	src.EnableIndex()
 	var g aug.Graph
 	for id := range n { // build every index now: the stages measure steady epochs
-		if err := src.Load(int64(id), &g); err != nil {
+		if err := src.Load(context.Background(), int64(id), &g); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -171,7 +171,7 @@ func benchEpoch(b *testing.B, dataset string) {
 							var edges aug.Coalesced // what the loader does: NodeSam writes the batch's edge columns
 							fused, _ := op.(aug.CoalescedApplier)
 							for k, id := 0, int64(w); id < int64(n); k, id = k+1, id+int64(workers) {
-								if err := src.Load(id, &in); err != nil {
+								if err := src.Load(context.Background(), id, &in); err != nil {
 									b.Error(err)
 									return
 								}

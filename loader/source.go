@@ -123,7 +123,7 @@ func NewSourceContext(ctx context.Context, r *shard.Reader, served []int64) (*So
 				return nil, ctx.Err()
 			}
 			id := man.IDAt(pos)
-			g, release, err := r.Pin(id)
+			g, release, err := r.Pin(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -271,8 +271,11 @@ func (s *Source) Bound(op aug.Op, id int64) aug.Size {
 // buffers. g.Edges is the shard's own memory, not a copy (ops never modify
 // their input, and copying the edges cost ~7% of a NodeSam epoch): g must
 // only be read, never be an op's output or a CopyFrom target. Its
-// capacity ends with the graph, so an append copies.
-func (s *Source) Load(id int64, g *aug.Graph) error { return s.load(nil, -1, id, g) }
+// capacity ends with the graph, so an append copies. A read of the
+// graph's page gives up once ctx ends.
+func (s *Source) Load(ctx context.Context, id int64, g *aug.Graph) error {
+	return s.load(ctx, nil, -1, id, g)
+}
 
 // load is Load for batch b of a stream pinning through pages (nil: a pin
 // of the reader's own, as SubMix's partners take). Under a cache limit a
@@ -280,18 +283,18 @@ func (s *Source) Load(id int64, g *aug.Graph) error { return s.load(nil, -1, id,
 // stream's pin, and dropped when the cache forgets it; a pin of the
 // reader's own cannot charge, so it builds none (NodeSam then scans the
 // graph's neighbourhoods; the bytes are the same).
-func (s *Source) load(pages *shard.Schedule, b int, id int64, g *aug.Graph) (err error) {
+func (s *Source) load(ctx context.Context, pages *shard.Schedule, b int, id int64, g *aug.Graph) (err error) {
 	var sg shard.Graph
 	var charge shard.Charge
 	if pages != nil {
 		var pin shard.Pinned
-		if sg, pin, err = pages.Pin(b, id); err != nil {
+		if sg, pin, err = pages.Pin(ctx, b, id); err != nil {
 			return err
 		}
 		defer func() { pin.Release(charge) }()
 	} else {
 		var release func()
-		if sg, release, err = s.ds.r.Pin(id); err != nil {
+		if sg, release, err = s.ds.r.Pin(ctx, id); err != nil {
 			return err
 		}
 		defer release()
@@ -488,7 +491,7 @@ func (p *windowPartners) Partner(target int64, r aug.Rand, into *aug.Graph) erro
 	if len(part) < 2 {
 		return fmt.Errorf("loader: submix needs at least two graphs in a window, graph %d's has %d (use a larger --shuffle window)", target, len(part))
 	}
-	return p.src.Load(otherThan(part, target, r), into)
+	return p.src.Load(partnerCtx, otherThan(part, target, r), into)
 }
 
 // Partner implements aug.Partners: uniform over the whole served set minus
@@ -497,8 +500,13 @@ func (s *Source) Partner(target int64, r aug.Rand, into *aug.Graph) error {
 	if n := len(s.served); n < 2 {
 		return fmt.Errorf("loader: submix needs at least two served graphs, have %d", n)
 	}
-	return s.Load(otherThan(s.served, target, r), into)
+	return s.Load(partnerCtx, otherThan(s.served, target, r), into)
 }
+
+// partnerCtx is the context of a SubMix partner's read: aug.Partners
+// carries none, so it is bounded by the store's own timeouts and its
+// Close, not by the request's end.
+var partnerCtx = context.Background()
 
 // otherThan draws uniformly from ids (at least two) minus target: one
 // draw over all but the last position, the target's position standing

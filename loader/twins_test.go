@@ -2,6 +2,7 @@ package loader_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -133,7 +134,7 @@ func TestTwinsAligned(t *testing.T) {
 		if r.policy != "subgraph" {
 			t.Fatalf("graph %d's twin 1 has policy %q", r.id, r.policy)
 		}
-		if err := l.Source().Load(r.id, &in); err != nil {
+		if err := l.Source().Load(context.Background(), r.id, &in); err != nil {
 			t.Fatal(err)
 		}
 		if err := op.Apply(&in, &out, sc.Rand(7, 2, r.id, aug.OpSubgraph+aug.TwinStride), &sc); err != nil {

@@ -76,7 +76,7 @@ func (w *worker) build(ctx context.Context, col *collator, b int) (rec arrow.Rec
 				return nil, err
 			}
 			op := w.ops[i*k+t]
-			fused, err := w.augment(op, b, it.Graph, seed, it.Pass, aug.OpID(op)+uint64(t)*aug.TwinStride, col)
+			fused, err := w.augment(ctx, op, b, it.Graph, seed, it.Pass, aug.OpID(op)+uint64(t)*aug.TwinStride, col)
 			if err != nil {
 				return nil, err
 			}
@@ -89,13 +89,13 @@ func (w *worker) build(ctx context.Context, col *collator, b int) (rec arrow.Rec
 // augment applies op to graph id of batch b into w.out, drawing from stream (the
 // op's id, offset for a twin). An op that can (aug.CoalescedApplier)
 // writes the edges straight into col's, and augment reports it fused.
-func (w *worker) augment(op aug.Op, b int, id int64, seed, e, stream uint64, col *collator) (fused bool, err error) {
+func (w *worker) augment(ctx context.Context, op aug.Op, b int, id int64, seed, e, stream uint64, col *collator) (fused bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &GraphError{Graph: id, Policy: op.Spec().Name, Err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
-	if err := w.l.src.load(w.pages, b, id, &w.in); err != nil {
+	if err := w.l.src.load(ctx, w.pages, b, id, &w.in); err != nil {
 		return false, &GraphError{Graph: id, Policy: op.Spec().Name, Err: err}
 	}
 	r := w.scratch.Rand(seed, e, id, stream)

@@ -38,6 +38,12 @@ func (l *liar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // bytes of it at 1000, returning the error.
 func readShard(t *testing.T, st *objstore.S3) error {
 	t.Helper()
+	return readShardCtx(t, context.Background(), st)
+}
+
+// readShardCtx is readShard with the read under ctx.
+func readShardCtx(t *testing.T, ctx context.Context, st *objstore.S3) error {
+	t.Helper()
 	man, err := shard.ReadManifestStore(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +53,7 @@ func readShard(t *testing.T, st *objstore.S3) error {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = f.ReadAt(make([]byte, 64), 1000)
+	_, err = f.ReadAt(ctx, make([]byte, 64), 1000)
 	return err
 }
 
@@ -165,6 +171,20 @@ func TestS3Stalls(t *testing.T) {
 		err = readShard(t, st)
 		if !errors.Is(err, objstore.ErrClosed) || time.Since(t0) > 5*time.Second {
 			t.Fatalf("a read of a closed store: want ErrClosed at once, got %v after %s", err, time.Since(t0))
+		}
+	})
+	t.Run("ctx", func(t *testing.T) {
+		st, err := objstore.NewS3(context.Background(), "stalls", "set", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		t0 := time.Now()
+		err = readShardCtx(t, ctx, st)
+		if !errors.Is(err, context.Canceled) || time.Since(t0) > 5*time.Second {
+			t.Fatalf("a read whose ctx ended: want context.Canceled at once, got %v after %s", err, time.Since(t0))
 		}
 	})
 }

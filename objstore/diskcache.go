@@ -378,18 +378,18 @@ type cachedFile struct {
 
 // ReadAt serves a range within the file from its entry, or reads it from
 // the store and writes the entry.
-func (f *cachedFile) ReadAt(p []byte, off int64) (int, error) {
+func (f *cachedFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	c := f.c
 	entry, key, ok := f.entryOf(p, off)
 	if !ok {
-		return f.StoreFile.ReadAt(p, off)
+		return f.StoreFile.ReadAt(ctx, p, off)
 	}
 	if c.get(entry, key, p) {
 		c.stats.Hits.Add(1)
 		return len(p), nil
 	}
 	c.stats.Misses.Add(1)
-	n, err := f.StoreFile.ReadAt(p, off)
+	n, err := f.StoreFile.ReadAt(ctx, p, off)
 	if err != nil {
 		return n, err
 	}
@@ -404,14 +404,14 @@ func (f *cachedFile) ReadAt(p []byte, off int64) (int, error) {
 // failed their check (shard.Rereader). Those bytes may have come damaged
 // from one transfer and been kept; they are not kept again, and the
 // range's next miss writes the entry anew.
-func (f *cachedFile) RereadAt(p []byte, off int64) (int, error) {
+func (f *cachedFile) RereadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if entry, _, ok := f.entryOf(p, off); ok && f.c.drop(entry) {
 		f.c.stats.Bad.Add(1)
 	}
 	if rr, ok := f.StoreFile.(shard.Rereader); ok {
-		return rr.RereadAt(p, off)
+		return rr.RereadAt(ctx, p, off)
 	}
-	return f.StoreFile.ReadAt(p, off)
+	return f.StoreFile.ReadAt(ctx, p, off)
 }
 
 // entryOf names the entry of the range of len(p) bytes at off and its

@@ -372,7 +372,7 @@ func read(tb testing.TB, st shard.Store) []byte {
 	}
 	defer fh.Close()
 	p := make([]byte, fh.Size())
-	if _, err := fh.ReadAt(p, 0); err != nil {
+	if _, err := fh.ReadAt(context.Background(), p, 0); err != nil {
 		tb.Fatal(err)
 	}
 	return p

@@ -364,7 +364,7 @@ func TestS3Faults(t *testing.T) {
 		}
 		// The object replaced by other bytes of the same size.
 		srv.PutDamaged(t, st, dir, name, 0.5, 1)
-		_, err = f.ReadAt(make([]byte, 64), 0)
+		_, err = f.ReadAt(context.Background(), make([]byte, 64), 0)
 		if !errors.Is(err, objstore.ErrChanged) || !strings.Contains(err.Error(), name) {
 			t.Fatalf("want ErrChanged naming %s, got %v", name, err)
 		}
@@ -442,7 +442,7 @@ func TestPutFolderMultipart(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make([]byte, f.Size())
-		if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		if _, err := f.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: %d bytes back, want %d equal (%v)", name, len(got), len(want), err)
 		}
 	}

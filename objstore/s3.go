@@ -240,8 +240,9 @@ func (o *object) Version() string {
 }
 
 // ReadAt reads len(p) bytes at off with ranged GETs, resuming from the
-// byte reached when a body is cut.
-func (o *object) ReadAt(p []byte, off int64) (int, error) {
+// byte reached when a body is cut; it gives up when ctx ends or the store
+// is closed.
+func (o *object) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("objstore: s3://%s/%s: negative offset", o.s.bucket, o.key)
 	}
@@ -250,7 +251,9 @@ func (o *object) ReadAt(p []byte, off int64) (int, error) {
 	}
 	want := min(int64(len(p)), o.size-off)
 	got := int64(0)
-	err := o.s.retry(o.s.life, func(ctx context.Context) error {
+	ctx, stop := o.s.within(ctx)
+	defer stop()
+	err := o.s.retry(ctx, func(ctx context.Context) error {
 		first, last := off+got, off+want-1
 		rng := fmt.Sprintf("bytes=%d-%d", first, last)
 		t0 := time.Now()
@@ -358,9 +361,9 @@ func (r idleReader) Read(p []byte) (int, error) {
 // RereadAt reads a range again (shard.Rereader): bytes that failed the
 // reader's check may have been damaged in one transfer, and are worth
 // one more GET, counted as a retry.
-func (o *object) RereadAt(p []byte, off int64) (int, error) {
+func (o *object) RereadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	o.s.stats.Retries.Add(1)
-	return o.ReadAt(p, off)
+	return o.ReadAt(ctx, p, off)
 }
 
 // errRetry marks an error worth another try.

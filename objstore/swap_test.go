@@ -219,7 +219,7 @@ func splitIn(t *testing.T, st *objstore.S3) string {
 		t.Fatal(err)
 	}
 	b := make([]byte, f.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
+	if _, err := f.ReadAt(context.Background(), b, 0); err != nil {
 		t.Fatal(err)
 	}
 	return string(b)

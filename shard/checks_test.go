@@ -64,7 +64,7 @@ func TestPagesChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		_, _, err = r.Pin(0)
+		_, _, err = r.Pin(context.Background(), 0)
 		var ce *shard.CorruptionError
 		if !errors.As(err, &ce) || ce.File != file || ce.Field != "checksum" {
 			t.Fatalf("pin of a damaged shard: %v", err)
@@ -114,7 +114,7 @@ func TestPagesChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		last, _ := r.PageGraphs(r.NumPages() - 1)
-		if _, _, err := r.Pin(last); !errors.Is(err, shard.ErrCorrupt) {
+		if _, _, err := r.Pin(context.Background(), last); !errors.Is(err, shard.ErrCorrupt) {
 			t.Fatalf("pin past the end of a truncated shard: %v", err)
 		}
 	})
@@ -187,7 +187,7 @@ func TestForgedBufferLengthRefused(t *testing.T) {
 	defer r.Close()
 	var readErr error
 	for id := range int64(r.NumGraphs()) {
-		_, rel, err := r.Pin(id)
+		_, rel, err := r.Pin(context.Background(), id)
 		if err != nil {
 			readErr = err
 			break

@@ -122,7 +122,7 @@ func pinSameFor(t *testing.T, eager *shard.Reader, sched *shard.Schedule, b int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, pin, err := sched.Pin(b, id)
+	got, pin, err := sched.Pin(context.Background(), b, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func pinSame(t *testing.T, eager, r *shard.Reader, id int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, release, err := r.Pin(id)
+	got, release, err := r.Pin(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,11 +211,11 @@ func TestPrivateReadCounted(t *testing.T) {
 					if found || pageOf(y) != pageOf(x) {
 						continue
 					}
-					_, releaseX, err := r.Pin(x)
+					_, releaseX, err := r.Pin(context.Background(), x)
 					if err != nil {
 						t.Fatal(err)
 					}
-					gy, releaseY, err := r.Pin(y)
+					gy, releaseY, err := r.Pin(context.Background(), y)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -55,7 +55,7 @@ func TestGenerationNames(t *testing.T) {
 	}
 	for id := int64(0); id < 80; id++ {
 		w, err1 := want.Graph(id)
-		g, rel, err2 := got.Pin(id)
+		g, rel, err2 := got.Pin(context.Background(), id)
 		if err1 != nil || err2 != nil || !reflect.DeepEqual(w, g) {
 			t.Fatalf("graph %d differs from the folder without a generation (%v, %v)", id, err1, err2)
 		}

@@ -38,18 +38,26 @@ type lazy struct {
 }
 
 type shardScan struct {
-	mu sync.Mutex
-	ix *shardIndex
-	// tries counts the attempts made (read without mu before waiting on
-	// it), err the last one's failure: a caller that waited through an
-	// attempt which failed gets its error rather than a try of its own, so
-	// a store that stalls costs the waiters one timeout, not one each.
-	tries atomic.Uint64
-	err   error
+	// turn is held (one token) by the caller scanning the shard; a caller
+	// waiting for its turn gives up once its ctx ends.
+	turn chan struct{}
+	ix   *shardIndex
+	// tries counts the attempts made (read before waiting for the turn),
+	// err the last one's failure and gaveUp whether its caller had gone
+	// (its ctx ended): a caller that waited through an attempt which
+	// failed gets its error rather than a try of its own, so a store that
+	// stalls costs the waiters one timeout, not one each; but one whose
+	// caller went away fails no other, and the next caller tries.
+	tries  atomic.Uint64
+	err    error
+	gaveUp bool
 }
 
 func (r *Reader) openLazy(cfg readerConfig) {
 	l := &lazy{r: r, index: make([]shardScan, len(r.man.Shards))}
+	for i := range l.index {
+		l.index[i].turn = make(chan struct{}, 1)
+	}
 	l.cache = pagecache.New(l, cfg.cacheLimit, cfg.mem)
 	r.lazy = l
 }
@@ -80,8 +88,8 @@ func (p *page) Release() {
 func (l *lazy) NumPages() int                 { return l.r.NumPages() }
 func (l *lazy) Graphs(p int) (first, n int64) { return l.r.PageGraphs(p) }
 func (l *lazy) Estimate(p int) int64          { return l.r.PageBytes()[p] }
-func (l *lazy) Load(p int, mem memory.Allocator) (pagecache.Page, error) {
-	b, rec, err := l.r.loadPage(p, mem)
+func (l *lazy) Load(ctx context.Context, p int, mem memory.Allocator) (pagecache.Page, error) {
+	b, rec, err := l.r.loadPage(ctx, p, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +107,10 @@ func (r *Reader) ShardOf(id int64) int { return int(r.pages.shard[r.PageOf(id)])
 
 // Pin returns graph id and a release to call once its slices are no
 // longer read; the slices stay valid until then. Without a cache limit the
-// release does nothing and the slices live until Close. A stream that
+// release does nothing and the slices live until Close. A read of its
+// page, or a wait for another's, gives up once ctx ends. A stream that
 // knows its batches pins through a Schedule instead.
-func (r *Reader) Pin(id int64) (Graph, func(), error) {
+func (r *Reader) Pin(ctx context.Context, id int64) (Graph, func(), error) {
 	if r.lazy == nil {
 		g, err := r.Graph(id)
 		return g, func() {}, err
@@ -110,7 +119,7 @@ func (r *Reader) Pin(id int64) (Graph, func(), error) {
 	if err != nil {
 		return Graph{}, nil, err
 	}
-	pg, at, h, err := r.lazy.cache.Pin(p, row)
+	pg, at, h, err := r.lazy.cache.Pin(ctx, p, row)
 	if err != nil {
 		return Graph{}, nil, err
 	}
@@ -142,18 +151,22 @@ func (r *Reader) Stats() CacheStats {
 
 // shardIndex returns shard si's page index, scanning the file the first
 // time (one scan per shard at a time; the others wait for it).
-func (r *Reader) shardIndex(si int) (*shardIndex, error) {
+func (r *Reader) shardIndex(ctx context.Context, si int) (*shardIndex, error) {
 	sc := &r.lazy.index[si]
 	seen := sc.tries.Load()
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.ix == nil && sc.tries.Load() != seen && sc.err != nil {
+	select {
+	case sc.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-sc.turn }()
+	if sc.ix == nil && sc.tries.Load() != seen && sc.err != nil && !sc.gaveUp {
 		return nil, sc.err
 	}
 	if sc.ix == nil {
-		ix, err := r.indexShard(si)
+		ix, err := r.indexShard(ctx, si)
 		sc.tries.Add(1)
-		sc.ix, sc.err = ix, err
+		sc.ix, sc.err, sc.gaveUp = ix, err, ctx.Err() != nil
 		if err != nil {
 			return nil, err
 		}
@@ -162,26 +175,26 @@ func (r *Reader) shardIndex(si int) (*shardIndex, error) {
 }
 
 // indexShard reads shard si's page index: by its page map, or by a scan.
-func (r *Reader) indexShard(si int) (*shardIndex, error) {
+func (r *Reader) indexShard(ctx context.Context, si int) (*shardIndex, error) {
 	if r.man.Shards[si].PageMap != nil {
-		return mapShard(context.Background(), r.store, r.man, si)
+		return mapShard(ctx, r.store, r.man, si)
 	}
-	ix, err := scanShard(context.Background(), r.store, r.man, si)
+	ix, err := scanShard(ctx, r.store, r.man, si)
 	if err == nil {
 		r.lazy.scans.Add(1)
 	}
 	return ix, err
 }
 
-// loadPage reads, checks and decodes page p.
-func (r *Reader) loadPage(p int, mem memory.Allocator) (batch, arrow.RecordBatch, error) {
-	b, rec, err := r.loadPageFrom(p, mem)
+// loadPage reads, checks and decodes page p under ctx.
+func (r *Reader) loadPage(ctx context.Context, p int, mem memory.Allocator) (batch, arrow.RecordBatch, error) {
+	b, rec, err := r.loadPageFrom(ctx, p, mem)
 	return b, rec, located(r.store, err)
 }
 
-func (r *Reader) loadPageFrom(p int, mem memory.Allocator) (batch, arrow.RecordBatch, error) {
+func (r *Reader) loadPageFrom(ctx context.Context, p int, mem memory.Allocator) (batch, arrow.RecordBatch, error) {
 	si := int(r.pages.shard[p])
-	ix, err := r.shardIndex(si)
+	ix, err := r.shardIndex(ctx, si)
 	if err != nil {
 		return batch{}, nil, err
 	}
@@ -192,7 +205,7 @@ func (r *Reader) loadPageFrom(p int, mem memory.Allocator) (batch, arrow.RecordB
 		bp = new([]byte)
 	}
 	defer r.lazy.bufs.Put(bp)
-	*bp, err = readPage(ix.file, info, pi, ix.pages[pi], *bp)
+	*bp, err = readPage(ctx, ix.file, info, pi, ix.pages[pi], *bp)
 	if err != nil {
 		return batch{}, nil, err
 	}
@@ -205,9 +218,9 @@ func (l *lazy) close() {
 	l.cache.Close()
 	for i := range l.index {
 		sc := &l.index[i]
-		sc.mu.Lock()
+		sc.turn <- struct{}{}
 		sc.ix.close()
-		sc.mu.Unlock()
+		<-sc.turn
 	}
 }
 

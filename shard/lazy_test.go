@@ -87,7 +87,7 @@ func TestCacheLimit(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(w), 9))
 			for range 150 {
 				id := r.Int64N(n)
-				g, release, err := lazy.Pin(id)
+				g, release, err := lazy.Pin(context.Background(), id)
 				if err != nil {
 					errs <- err
 					return
@@ -144,7 +144,7 @@ func TestCacheChargeAndEvict(t *testing.T) {
 	sched := r.Schedule(2, func(b int, visit func(int64)) { visit(int64(b)) }, 2)
 	defer sched.Close()
 	forgot := 0
-	_, pin, err := sched.Pin(0, 0)
+	_, pin, err := sched.Pin(context.Background(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestCacheChargeAndEvict(t *testing.T) {
 	defer tight.Close()
 	tsched := tight.Schedule(1, func(b int, visit func(int64)) { visit(0) }, 1)
 	defer tsched.Close()
-	_, pin, err = tsched.Pin(0, 0)
+	_, pin, err = tsched.Pin(context.Background(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestPrefetch(t *testing.T) {
 	}
 	first, n := r.PageGraphs(2)
 	for id := first; id < first+n; id++ {
-		_, release, err := r.Pin(id)
+		_, release, err := r.Pin(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +352,7 @@ func TestCool(t *testing.T) {
 	defer r.Close()
 	for _, p := range []int{0, 1} {
 		first, _ := r.PageGraphs(p)
-		_, rel, err := r.Pin(first)
+		_, rel, err := r.Pin(context.Background(), first)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestCool(t *testing.T) {
 	}
 	// Page 1 is still held: a pin reads nothing.
 	first, _ := r.PageGraphs(1)
-	_, rel, err := r.Pin(first)
+	_, rel, err := r.Pin(context.Background(), first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestDecodedBytesEstimate(t *testing.T) {
 
 // pin pins graph id and releases it at once.
 func pin(r *shard.Reader, id int64) error {
-	_, rel, err := r.Pin(id)
+	_, rel, err := r.Pin(context.Background(), id)
 	if err == nil {
 		rel()
 	}

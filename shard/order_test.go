@@ -67,7 +67,7 @@ func TestRandomOrder(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(g, w) {
 			t.Fatalf("graph %d differs stored in random order (%v)", id, err)
 		}
-		p, rel, err := lazy.Pin(id)
+		p, rel, err := lazy.Pin(context.Background(), id)
 		if err != nil || !reflect.DeepEqual(p, w) {
 			t.Fatalf("graph %d differs read by pages in random order (%v)", id, err)
 		}

@@ -60,7 +60,7 @@ func TestPageMapReadAlone(t *testing.T) {
 	first, n := r.PageGraphs(last)
 	for pos := first; pos < first+n; pos++ {
 		id := man.IDAt(pos)
-		g, rel, err := r.Pin(id)
+		g, rel, err := r.Pin(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

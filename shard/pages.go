@@ -71,7 +71,7 @@ func scanShard(ctx context.Context, st Store, man *Manifest, si int) (ix *shardI
 			f.Close()
 		}
 	}()
-	err = checked(f, func(rd io.ReaderAt) (err error) {
+	err = checked(ctx, f, func(rd io.ReaderAt) (err error) {
 		ix, err = scanFile(rd, man, &info)
 		return err
 	})
@@ -211,7 +211,7 @@ func mapShard(ctx context.Context, st Store, man *Manifest, si int) (_ *shardInd
 		}
 	}()
 	msg := make([]byte, pm.Schema.Length)
-	err = checked(f, func(rd io.ReaderAt) error {
+	err = checked(ctx, f, func(rd io.ReaderAt) error {
 		if _, err := rd.ReadAt(msg, pm.Schema.Offset); err != nil {
 			return fmt.Errorf("shard: %s: schema message: %w", info.File, err)
 		}
@@ -316,13 +316,13 @@ func readSchemaMessage(msg []byte) (s *arrow.Schema, err error) {
 }
 
 // readPage reads page pi of shard si by offset into buf (grown as
-// needed) and checks its CRC-32C.
-func readPage(f io.ReaderAt, info *ShardInfo, pi int, loc pageLoc, buf []byte) ([]byte, error) {
+// needed) under ctx and checks its CRC-32C.
+func readPage(ctx context.Context, f StoreFile, info *ShardInfo, pi int, loc pageLoc, buf []byte) ([]byte, error) {
 	if int64(cap(buf)) < loc.size {
 		buf = make([]byte, loc.size)
 	}
 	buf = buf[:loc.size]
-	return buf, checked(f, func(f io.ReaderAt) error {
+	return buf, checked(ctx, f, func(f io.ReaderAt) error {
 		if _, err := f.ReadAt(buf, loc.off); err != nil {
 			if errors.Is(err, io.EOF) {
 				return corrupt(info.File, "size", "batch %d ends past the file's end (truncated or replaced)", pi)

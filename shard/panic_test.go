@@ -30,11 +30,11 @@ func (s *panicStore) Open(ctx context.Context, name string) (shard.StoreFile, er
 	return panicFile{f, s}, nil
 }
 
-func (f panicFile) ReadAt(p []byte, off int64) (int, error) {
+func (f panicFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if f.s.armed.Add(-1) == 0 {
 		panic("panicStore: the armed read")
 	}
-	return f.StoreFile.ReadAt(p, off)
+	return f.StoreFile.ReadAt(ctx, p, off)
 }
 
 // A panic while a page loads, recovered by the caller (as a worker does),
@@ -56,7 +56,7 @@ func TestPanicDuringLoadLeavesReaderUsable(t *testing.T) {
 				t.Fatal("the armed read did not panic through Pin")
 			}
 		}()
-		_, rel, err := r.Pin(0)
+		_, rel, err := r.Pin(context.Background(), 0)
 		if err == nil {
 			rel()
 		}
@@ -64,7 +64,7 @@ func TestPanicDuringLoadLeavesReaderUsable(t *testing.T) {
 	}()
 	done := make(chan error, 1)
 	go func() {
-		_, rel, err := r.Pin(0)
+		_, rel, err := r.Pin(context.Background(), 0)
 		if err == nil {
 			rel()
 		}

@@ -242,7 +242,7 @@ func loadShard(ctx context.Context, st Store, man *Manifest, i int, mem memory.A
 		return nil, nil, err
 	}
 	data := make([]byte, info.Bytes)
-	err = checked(f, func(rd io.ReaderAt) error {
+	err = checked(ctx, f, func(rd io.ReaderAt) error {
 		if _, err := rd.ReadAt(data, 0); err != nil {
 			return fmt.Errorf("shard: %s: %w", info.File, err)
 		}

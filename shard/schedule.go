@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/augloader/augloader/shard/internal/pagecache"
+import (
+	"context"
+
+	"github.com/augloader/augloader/shard/internal/pagecache"
+)
 
 // A Schedule is one stream's use of a Reader: the graphs each of its
 // batches pins, handed over once. From then on the stream only pins and
@@ -55,8 +59,9 @@ func (p Pinned) Release(ch Charge) {
 }
 
 // Pin pins graph id for batch b: the Graph's slices stay valid until the
-// Pinned's Release.
-func (s *Schedule) Pin(b int, id int64) (Graph, Pinned, error) {
+// Pinned's Release. A read of its page, or a wait for another's, gives
+// up once ctx ends.
+func (s *Schedule) Pin(ctx context.Context, b int, id int64) (Graph, Pinned, error) {
 	if s.stream == nil {
 		g, err := s.r.Graph(id)
 		return g, Pinned{}, err
@@ -65,7 +70,7 @@ func (s *Schedule) Pin(b int, id int64) (Graph, Pinned, error) {
 	if err != nil {
 		return Graph{}, Pinned{}, err
 	}
-	pg, at, h, err := s.stream.Pin(b, p, row)
+	pg, at, h, err := s.stream.Pin(ctx, b, p, row)
 	if err != nil {
 		return Graph{}, Pinned{}, err
 	}

@@ -213,7 +213,7 @@ func FuzzShardReader(f *testing.F) {
 		var paged []shard.Graph
 		var pageErr error
 		for id := range int64(lazy.NumGraphs()) {
-			g, rel, err := lazy.Pin(id)
+			g, rel, err := lazy.Pin(context.Background(), id)
 			if err != nil {
 				paged, pageErr = nil, err
 				break

@@ -147,7 +147,7 @@ func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string)
 		return nil, corrupt(name, "size", "%d bytes, want %d for %d graphs", f.Size(), want, n)
 	}
 	data := make([]byte, want)
-	err = checked(f, func(rd io.ReaderAt) error {
+	err = checked(ctx, f, func(rd io.ReaderAt) error {
 		if _, err := rd.ReadAt(data, 0); err != nil {
 			return fmt.Errorf("shard: %s: %w", name, err)
 		}

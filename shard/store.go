@@ -27,9 +27,12 @@ type Store interface {
 }
 
 // StoreFile is one file of a Store: its size when opened, and reads at
-// offsets (a short read is an error, as io.ReaderAt says).
+// offsets. ReadAt reads len(p) bytes at off (a short read is an error, as
+// io.ReaderAt says) and gives up once ctx ends, with an error wrapping
+// ctx's: shutdown, a client gone and an idle timeout end a read of a
+// stalled store as they end the request that needed it.
 type StoreFile interface {
-	io.ReaderAt
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 	io.Closer
 	Size() int64
 }
@@ -48,21 +51,30 @@ type Versioned interface {
 // kept of it, and drops that copy: what a read whose bytes failed their
 // check is worth once (checked).
 type Rereader interface {
-	RereadAt(p []byte, off int64) (int, error)
+	RereadAt(ctx context.Context, p []byte, off int64) (int, error)
 }
 
-// checked runs read against f and, when what it read fails a check (an
-// error wrapping ErrCorrupt) and f is a Rereader, once more against the
-// source: a transfer damaged once costs one read, never a lasting error,
-// and a kept copy of damaged bytes is dropped, not served again. Bytes
-// that fail twice are the store's own, and the error stands.
-func checked(f io.ReaderAt, read func(io.ReaderAt) error) error {
-	err := read(f)
-	if rr, ok := f.(Rereader); ok && errors.Is(err, ErrCorrupt) {
-		err = read(rereading{rr})
+// checked runs read against f's reads under ctx and, when what it read
+// fails a check (an error wrapping ErrCorrupt) and f is a Rereader, once
+// more against the source: a transfer damaged once costs one read, never
+// a lasting error, and a kept copy of damaged bytes is dropped, not
+// served again. Bytes that fail twice are the store's own, and the error
+// stands.
+func checked(ctx context.Context, f StoreFile, read func(io.ReaderAt) error) error {
+	err := read(readerAt{ctx, f})
+	if rr, ok := f.(Rereader); ok && errors.Is(err, ErrCorrupt) && ctx.Err() == nil {
+		err = read(rereading{ctx, rr})
 	}
 	return err
 }
+
+// readerAt is f's reads under ctx.
+type readerAt struct {
+	ctx context.Context
+	f   StoreFile
+}
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(r.ctx, p, off) }
 
 // located adds to a corruption found in a folder of object storage the
 // file's whole location (s3://BUCKET/PREFIX/FILE): the bare file name a
@@ -75,10 +87,13 @@ func located(st Store, err error) error {
 	return fmt.Errorf("%w (%s/%s)", err, strings.TrimSuffix(st.Location(), "/"), c.File)
 }
 
-// rereading reads every range from a Rereader's source.
-type rereading struct{ r Rereader }
+// rereading reads every range from a Rereader's source, under ctx.
+type rereading struct {
+	ctx context.Context
+	r   Rereader
+}
 
-func (r rereading) ReadAt(p []byte, off int64) (int, error) { return r.r.RereadAt(p, off) }
+func (r rereading) ReadAt(p []byte, off int64) (int, error) { return r.r.RereadAt(r.ctx, p, off) }
 
 // DirStore is the store of a local folder.
 func DirStore(dir string) Store { return dirStore(dir) }
@@ -99,14 +114,25 @@ func (d dirStore) Open(_ context.Context, name string) (StoreFile, error) {
 		f.Close()
 		return nil, err
 	}
-	return &dirFile{File: f, size: st.Size(), version: fmt.Sprintf("%d@%d", st.Size(), st.ModTime().UnixNano())}, nil
+	return &dirFile{f: f, size: st.Size(), version: fmt.Sprintf("%d@%d", st.Size(), st.ModTime().UnixNano())}, nil
 }
 
 type dirFile struct {
-	*os.File
+	f       *os.File
 	size    int64
 	version string
 }
+
+// ReadAt reads from the file unless ctx has ended (a local read does not
+// stall the way a remote one does: it is not interrupted).
+func (f *dirFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return f.f.ReadAt(p, off)
+}
+
+func (f *dirFile) Close() error { return f.f.Close() }
 
 func (f *dirFile) Size() int64 { return f.size }
 
@@ -125,7 +151,7 @@ func readAll(ctx context.Context, st Store, name string, limit int64, check func
 		return nil, corrupt(name, "size", "%d bytes, at most %d expected", f.Size(), limit)
 	}
 	data := make([]byte, f.Size())
-	err = checked(f, func(rd io.ReaderAt) error {
+	err = checked(ctx, f, func(rd io.ReaderAt) error {
 		if _, err := rd.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && len(data) == 0) {
 			return fmt.Errorf("shard: %s: %w", name, err)
 		}

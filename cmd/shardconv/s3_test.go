@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -88,7 +89,7 @@ func TestConvertToS3(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make([]byte, f.Size())
-		if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		if _, err := f.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: uploaded bytes differ from the local conversion's (%v)", e.Name(), err)
 		}
 	}

@@ -1,6 +1,7 @@
 package pagecache
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -27,8 +28,9 @@ type Source interface {
 	Graphs(p int) (first, n int64)
 	// Estimate is page p's decoded bytes, estimated without reading it.
 	Estimate(p int) int64
-	// Load reads, checks and decodes page p with mem.
-	Load(p int, mem memory.Allocator) (Page, error)
+	// Load reads, checks and decodes page p with mem, giving up once ctx
+	// ends (an error wrapping ctx's).
+	Load(ctx context.Context, p int, mem memory.Allocator) (Page, error)
 }
 
 // A Charge is what a user keeps beside a page's graphs, derived from them
@@ -75,14 +77,20 @@ type Cache struct {
 	prefetches         atomic.Int64
 	// The prefetch goroutines running, which Close waits for (a page one
 	// of them loads after Close would stay resident); closed stops new ones.
+	// Their reads run under life, which Close ends: a read ahead of a
+	// stalled store does not hold Close.
 	prefetchers sync.WaitGroup
 	closed      bool
+	life        context.Context
+	end         context.CancelFunc
 }
 
 // New makes a cache of src's pages holding at most limit bytes (over it
 // only while everything resident is pinned), decoding with mem.
 func New(src Source, limit int64, mem memory.Allocator) *Cache {
-	return &Cache{src: src, limit: limit, mem: mem, slots: make([]slot, src.NumPages()), warm: newList(), cold: newList()}
+	life, end := context.WithCancel(context.Background())
+	return &Cache{src: src, limit: limit, mem: mem, slots: make([]slot, src.NumPages()), warm: newList(), cold: newList(),
+		life: life, end: end}
 }
 
 type slot struct {
@@ -238,7 +246,7 @@ func (c *Cache) Prefetch(p int) {
 	c.prefetches.Add(1)
 	go func() {
 		defer c.prefetchers.Done()
-		if _, err := c.acquire(p, -1); err == nil {
+		if _, err := c.acquire(c.life, p, -1); err == nil {
 			c.unpin(p)
 		}
 		c.mu.Lock()
@@ -286,12 +294,13 @@ func (c *Cache) Charge(p int, ch Charge) {
 	c.evictLocked()
 }
 
-// Close waits for the reads ahead under way (each needs mu to finish),
-// then releases every page.
+// Close ends the reads ahead under way and waits for them (each needs mu
+// to finish), then releases every page.
 func (c *Cache) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.end()
 	c.prefetchers.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,12 +1,16 @@
 package pagecache
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
+
+var ctx = context.Background()
 
 // fakeSource's page p holds graphs at positions p·per … p·per+per−1, each
 // of weight 1, and size bytes allocated through the cache's allocator.
@@ -25,7 +29,7 @@ type fakePage struct {
 func (s *fakeSource) NumPages() int                 { return s.pages }
 func (s *fakeSource) Graphs(p int) (first, n int64) { return int64(p * s.per), int64(s.per) }
 func (s *fakeSource) Estimate(int) int64            { return int64(s.size) }
-func (s *fakeSource) Load(p int, mem memory.Allocator) (Page, error) {
+func (s *fakeSource) Load(ctx context.Context, p int, mem memory.Allocator) (Page, error) {
 	pg := &fakePage{mem: mem, buf: mem.Allocate(s.size), size: s.size}
 	for i := range s.per {
 		pg.pos = append(pg.pos, int64(p*s.per+i))
@@ -112,7 +116,7 @@ func TestForesightLoads(t *testing.T) {
 		}
 		for b, p := range seq {
 			if foresee {
-				_, _, h, err := st.Pin(b, p, 0)
+				_, _, h, err := st.Pin(ctx, b, p, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,7 +124,7 @@ func TestForesightLoads(t *testing.T) {
 				st.ReleaseBatch(b)
 				continue
 			}
-			_, _, h, err := c.Pin(p, 0)
+			_, _, h, err := c.Pin(ctx, p, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +166,7 @@ func TestForesightPrefetch(t *testing.T) {
 	// would read ahead batch 4's page 2, needed after 0 (at 2) and 1 (at
 	// 3): no room.
 	for b := range 2 {
-		_, _, h, err := st.Pin(b, seq[b], 0)
+		_, _, h, err := st.Pin(ctx, b, seq[b], 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +208,7 @@ func TestChargeShedAndForget(t *testing.T) {
 	st := c.Foresee(pageFuture(src, seq), 10)
 	defer st.Close()
 	forgot := 0
-	_, _, h, err := st.Pin(0, 0, 0)
+	_, _, h, err := st.Pin(ctx, 0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +216,7 @@ func TestChargeShedAndForget(t *testing.T) {
 	if s := c.Stats(); s.Used < 1400 || forgot != 0 {
 		t.Fatalf("the charge was not counted, or forgotten under the limit: %+v, forgot %d", s, forgot)
 	}
-	_, _, h, err = st.Pin(1, 0, 1)
+	_, _, h, err = st.Pin(ctx, 1, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +260,7 @@ func TestRandomStreams(t *testing.T) {
 				go func() {
 					for b := range next {
 						for _, pos := range batches[b] {
-							pg, at, h, err := st.Pin(b, int(pos)/src.per, int(pos)%src.per)
+							pg, at, h, err := st.Pin(ctx, b, int(pos)/src.per, int(pos)%src.per)
 							if err != nil {
 								t.Error(err)
 								return
@@ -283,7 +287,7 @@ func TestRandomStreams(t *testing.T) {
 				}
 				// A charge on a page pinned alone, as the loader's index.
 				pos := batches[b][0]
-				_, _, h, err := c.Pin(int(pos)/src.per, int(pos)%src.per)
+				_, _, h, err := c.Pin(ctx, int(pos)/src.per, int(pos)%src.per)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -293,7 +297,7 @@ func TestRandomStreams(t *testing.T) {
 					t.Fatalf("after batch %d: %d bytes held, nothing pinned, limit %d: %+v", b, s.Used, limit, s)
 				}
 				charged++
-				_, _, sh, err := st.Pin(-1, int(pos)/src.per, -1)
+				_, _, sh, err := st.Pin(ctx, -1, int(pos)/src.per, -1)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -307,5 +311,84 @@ func TestRandomStreams(t *testing.T) {
 			}
 			mem.AssertSize(t, 0)
 		})
+	}
+}
+
+// gatedSource is a fakeSource whose loads wait for gate (or their ctx),
+// each load announced on started.
+type gatedSource struct {
+	fakeSource
+	gate    chan struct{}
+	started chan struct{}
+}
+
+func (s *gatedSource) Load(ctx context.Context, p int, mem memory.Allocator) (Page, error) {
+	s.started <- struct{}{}
+	select {
+	case <-s.gate:
+		return s.fakeSource.Load(ctx, p, mem)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A load shared by several pins: the loader's caller going away (its ctx
+// ended) fails no waiter, which then loads the page itself; a waiter whose
+// own ctx ends stops waiting at once, while the load goes on.
+func TestSharedLoadContexts(t *testing.T) {
+	src := &gatedSource{fakeSource{pages: 1, per: 1, size: 100}, make(chan struct{}), make(chan struct{}, 4)}
+	c := New(src, 1<<20, memory.NewGoAllocator())
+	defer c.Close()
+	first, cancelFirst := context.WithCancel(ctx)
+	firstErr := make(chan error, 1)
+	go func() {
+		_, _, _, err := c.Pin(first, 0, 0)
+		firstErr <- err
+	}()
+	<-src.started // the first pin is loading
+	impatient, cancelImpatient := context.WithCancel(ctx)
+	impatientErr := make(chan error, 1)
+	go func() {
+		_, _, _, err := c.Pin(impatient, 0, 0)
+		impatientErr <- err
+	}()
+	waiterDone := make(chan error, 1)
+	go func() {
+		_, _, h, err := c.Pin(ctx, 0, 0)
+		if err == nil {
+			h.Release()
+		}
+		waiterDone <- err
+	}()
+	cancelImpatient()
+	if err := <-impatientErr; err != context.Canceled {
+		t.Fatalf("a waiter whose ctx ended: %v, want context.Canceled", err)
+	}
+	cancelFirst()
+	if err := <-firstErr; err != context.Canceled {
+		t.Fatalf("the loader whose ctx ended: %v", err)
+	}
+	<-src.started // the waiter loads the page itself
+	close(src.gate)
+	if err := <-waiterDone; err != nil {
+		t.Fatalf("a waiter failed with the loader's ended ctx: %v", err)
+	}
+	if s := c.Stats(); s.Loads != 1 || s.Resident != 1 {
+		t.Fatalf("%+v: want the waiter's load", s)
+	}
+}
+
+// Close ends a read ahead that waits on a stalled store, at once.
+func TestCloseEndsReadsAhead(t *testing.T) {
+	src := &gatedSource{fakeSource{pages: 1, per: 1, size: 100}, make(chan struct{}), make(chan struct{}, 4)}
+	c := New(src, 1<<20, memory.NewGoAllocator())
+	c.Prefetch(0)
+	<-src.started
+	done := make(chan struct{})
+	go func() { c.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited on a stalled read ahead")
 	}
 }

@@ -1,14 +1,16 @@
 package pagecache
 
+import "context"
+
 // Pinning: the one path that loads a page, and the unpin that lets it go.
 
 // Pin pins page p for its graph at index row (row < 0: the page alone)
 // and returns the page and where it now holds that graph. The page stays
 // valid until the handle's Release. A graph compacted away from a page
 // that others pin is served by a private read of the page for this pin
-// alone.
-func (c *Cache) Pin(p, row int) (pg Page, at int, h Handle, err error) {
-	s, err := c.acquire(p, row)
+// alone. A read or a wait for another's read gives up once ctx ends.
+func (c *Cache) Pin(ctx context.Context, p, row int) (pg Page, at int, h Handle, err error) {
+	s, err := c.acquire(ctx, p, row)
 	if err != nil {
 		return nil, 0, Handle{}, err
 	}
@@ -19,7 +21,7 @@ func (c *Cache) Pin(p, row int) (pg Page, at int, h Handle, err error) {
 		return s.page, int(at), Handle{c: c, p: int32(p)}, nil
 	}
 	c.unpin(p)
-	return c.pinPrivate(p, row)
+	return c.pinPrivate(ctx, p, row)
 }
 
 // A Handle is one pin; Release lets it go (once).
@@ -46,12 +48,15 @@ func (h Handle) Release() {
 
 // acquire pins page p, loading it when absent (one loader at a time per
 // page: the others wait for it). row >= 0 asks for that row too: a page
-// compacted without it and pinned by none is read again whole.
+// compacted without it and pinned by none is read again whole. A load
+// that fails leaves the page absent, and each of its waiters tries in
+// turn under its own ctx: one whose caller went away (its ctx ended)
+// fails no other.
 //
 // A panic anywhere in it (a bug: the page's bytes are checked, and their
 // decoding recovers) leaves mu unlocked and the page's waiters released,
 // so a worker that recovers it does not hang every later reader.
-func (c *Cache) acquire(p, row int) (_ *slot, err error) {
+func (c *Cache) acquire(ctx context.Context, p, row int) (_ *slot, err error) {
 	c.mu.Lock()
 	locked := true
 	defer func() {
@@ -76,14 +81,18 @@ func (c *Cache) acquire(p, row int) (_ *slot, err error) {
 		if s.ready != nil { // another goroutine is loading it
 			ch := s.ready
 			unlock()
-			<-ch
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			lock()
 			continue
 		}
 		ch := make(chan struct{})
 		s.ready = ch
 		unlock()
-		pg, bytes, est := c.loadGuarded(p, s, ch, &err)
+		pg, bytes, est := c.loadGuarded(ctx, p, s, ch, &err)
 		lock()
 		close(ch)
 		if err != nil {
@@ -107,7 +116,7 @@ func (c *Cache) acquire(p, row int) (_ *slot, err error) {
 // loadGuarded reads page p for acquire, outside mu. Should it panic, it
 // clears the slot's loading mark and releases its waiters (under mu)
 // before the panic goes on.
-func (c *Cache) loadGuarded(p int, s *slot, ch chan struct{}, err *error) (pg Page, bytes, est int64) {
+func (c *Cache) loadGuarded(ctx context.Context, p int, s *slot, ch chan struct{}, err *error) (pg Page, bytes, est int64) {
 	done := false
 	defer func() {
 		if !done {
@@ -118,7 +127,7 @@ func (c *Cache) loadGuarded(p int, s *slot, ch chan struct{}, err *error) (pg Pa
 		}
 	}()
 	alloc := &countingAlloc{Allocator: c.mem}
-	pg, *err = c.src.Load(p, alloc)
+	pg, *err = c.src.Load(ctx, p, alloc)
 	est = c.src.Estimate(p) // outside mu: the first call may read an index
 	done = true
 	return pg, alloc.n.Load(), est
@@ -143,9 +152,9 @@ func (c *Cache) unpin(p int) {
 // Waiting for the other pins to go could wait on this worker's own; the
 // read is counted in the cache's use while held instead, so cooler pages
 // make room.
-func (c *Cache) pinPrivate(p, row int) (Page, int, Handle, error) {
+func (c *Cache) pinPrivate(ctx context.Context, p, row int) (Page, int, Handle, error) {
 	alloc := &countingAlloc{Allocator: c.mem}
-	pg, err := c.src.Load(p, alloc)
+	pg, err := c.src.Load(ctx, p, alloc)
 	if err != nil {
 		return nil, 0, Handle{}, err
 	}

@@ -1,5 +1,7 @@
 package pagecache
 
+import "context"
+
 // A Stream is a future registered with the cache: the stream's pins and
 // releases drive reading ahead, the end of graphs' use and cooling.
 type Stream struct {
@@ -28,11 +30,11 @@ func (c *Cache) Foresee(f *Future, ahead int) *Stream {
 
 // Pin pins page p's graph row for batch b (Cache.Pin); the first pin of
 // b reads ahead the pages of b+ahead.
-func (s *Stream) Pin(b, p, row int) (Page, int, StreamHandle, error) {
+func (s *Stream) Pin(ctx context.Context, b, p, row int) (Page, int, StreamHandle, error) {
 	if b >= 0 && b < s.f.batches() && s.f.begin(b) && b+s.ahead < s.f.batches() {
 		s.f.pagesOf(b+s.ahead, s.c.Prefetch)
 	}
-	pg, at, h, err := s.c.Pin(p, row)
+	pg, at, h, err := s.c.Pin(ctx, p, row)
 	return pg, at, StreamHandle{h: h, s: s, b: int32(b)}, err
 }
 
