@@ -113,7 +113,7 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 test-torch2: $(VENV2)/.stamp build
 	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py \
 	  clients/python/tests/test_edge.py clients/python/tests/test_resume_model.py clients/python/tests/test_state_checks.py clients/python/tests/test_venv.py \
-	  clients/python/tests/test_torchrun.py clients/python/tests/test_elastic.py clients/python/tests/test_slurm.py
+	  clients/python/tests/test_torchrun.py clients/python/tests/test_node_jobs.py clients/python/tests/test_elastic.py clients/python/tests/test_slurm.py
 
 # The S3-compatible server the object-storage tests start
 # (internal/testkit/s3test): s3proxy's runnable jar from Maven Central,

@@ -79,13 +79,20 @@ func serveCmd() *cli.Command {
 				}()
 			}
 			if pid := c.Int("exit-with-pid"); pid != 0 {
-				if pid < 0 || !running(pid) {
+				// The process is known by its id and its start time: an id
+				// the kernel gave again to another process after the first
+				// ended is not the process the daemon is tied to.
+				start, ok := processStart(pid)
+				if pid < 0 || !ok {
 					return fmt.Errorf("--exit-with-pid %d: no such process", pid)
 				}
 				ctx, cancel := context.WithCancel(c.Context)
 				defer cancel()
 				go func() {
-					for running(pid) && ctx.Err() == nil {
+					for ctx.Err() == nil {
+						if now, ok := processStart(pid); !ok || now != start {
+							break
+						}
 						time.Sleep(500 * time.Millisecond)
 					}
 					if ctx.Err() == nil {
@@ -299,16 +306,31 @@ func watchInterval() time.Duration {
 	return time.Minute
 }
 
-// running reports whether process pid exists and has not ended (a zombie,
-// ended but not yet reaped by its parent, has).
-func running(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
+// processStart is process pid's start time (clock ticks after boot, the
+// 22nd field of /proc/PID/stat) and whether it runs: it exists and has not
+// ended (a zombie, ended but not yet reaped by its parent, has). Without
+// /proc the start time is 0 and the signal's answer stands.
+func processStart(pid int) (uint64, bool) {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return 0, false
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return true // no /proc: the signal's answer stands
+		return 0, true
 	}
+	// The command name, in parentheses, may hold spaces and ')': the
+	// fields start after the last ')'.
 	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+	if i < 0 {
+		return 0, true
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
+		return 0, false
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return 0, true
+	}
+	return start, true
 }

@@ -12,16 +12,18 @@ from . import _wire
 _MAX_WORKERS = 256  # worker ids past it share slots: a live one is still found
 
 
-def _child_alive(pid: int) -> bool:
-    """Whether pid is a running child of this process (a DataLoader worker
-    not yet ended; a reaped one, or another process that got its id, not)."""
+def _start_time(pid: int) -> int:
+    """Process pid's start time (clock ticks after boot), 0 when it does
+    not run (ended, a zombie): with its id, what names a process, whoever
+    its parent (forkserver's workers are the fork server's children), and
+    an id the kernel gave again to another process is not it."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return False
+        return 0
     fields = stat[stat.rfind(b")") + 2:].split()
-    return len(fields) > 1 and fields[0] not in (b"Z", b"X") and int(fields[1]) == os.getpid()
+    return int(fields[19]) if len(fields) > 19 and fields[0] not in (b"Z", b"X") else 0
 
 
 class _SharedEpoch:
@@ -47,10 +49,16 @@ class _SharedEpoch:
         # The twin weights (JOAO's, set per epoch): a count, then the weights.
         self._w = multiprocessing.RawArray("d", 1 + _wire.MAX_TWIN_SETS)
         self.twin_weights = list(weights)
-        # The process ids of the DataLoader workers that iterated, by worker id.
-        self._pids = multiprocessing.RawArray("q", _MAX_WORKERS)
+        # The DataLoader workers that iterated, by worker id: process id,
+        # then start time.
+        self._pids = multiprocessing.RawArray("q", 2 * _MAX_WORKERS)
         self._it = multiprocessing.RawArray("Q", self._SEEN + 1 + _MAX_WORKERS)
-        self._lock = multiprocessing.Lock()
+        # A spawn context's lock: one of the default (fork) context cannot
+        # be carried into a worker of a spawn or forkserver DataLoader
+        # (multiprocessing_context=; Python 3.14's default is forkserver):
+        # the worker crashed at its first batch. A spawn lock works in
+        # forked workers too.
+        self._lock = multiprocessing.get_context("spawn").Lock()
 
     def __getstate__(self):
         from multiprocessing import context
@@ -96,12 +104,16 @@ class _SharedEpoch:
     def mark_worker(self, worker_id: int) -> None:
         """A DataLoader worker (this process) iterates the dataset."""
         self._a[1] = 1
-        self._pids[worker_id % _MAX_WORKERS] = os.getpid()
+        slot, pid = 2 * (worker_id % _MAX_WORKERS), os.getpid()
+        self._pids[slot], self._pids[slot + 1] = pid, _start_time(pid)
 
     def live_workers(self) -> list:
-        """The workers that iterated and still run, children of this
-        process: persistent ones, which keep their copy of the dataset."""
-        return [pid for pid in self._pids if pid > 0 and _child_alive(pid)]
+        """The workers that iterated and still run (persistent ones, which
+        keep their copy of the dataset), known by process id and start
+        time, under any start method."""
+        me = os.getpid()
+        return [pid for pid, start in zip(self._pids[0::2], self._pids[1::2])
+                if pid > 0 and pid != me and start and _start_time(pid) == start]
 
     @property
     def twin_weights(self) -> list:

@@ -5,13 +5,17 @@
 
 Every local rank calls it with the same arguments. The first to arrive
 starts ``augloader serve`` on a socket in a node-local folder keyed by
-the job (``TORCHELASTIC_RUN_ID``); the others, and the workers of a
-group torchrun restarts, attach to it. The daemon is tied to the torchrun
-agent, the workers' parent (``serve --exit-with-pid``), not to the worker
-that started it: a restart of the group finds it serving (never two: a
-lock decides; never zero: a daemon found dead is started again), and it
-stops when the agent ends, so no job leaves one behind. A call with other
-arguments than the running daemon's is refused, naming the folder.
+the job and by the process the daemon is tied to: under torchrun the
+agent, the workers' parent (``serve --exit-with-pid``), known by its id
+and start time, so two jobs on one node never share a daemon, also
+under plain torchrun, whose every job is ``TORCHELASTIC_RUN_ID=none``.
+The others, and the workers of a group torchrun restarts, attach to it:
+one daemon, never two (a lock decides, and a daemon still loading its
+shards is waited for, not started again); never zero (a daemon found
+dead is started again). It stops when the agent ends, so no job leaves
+one behind; the folders of ended jobs are removed by the next call. A
+call with other arguments than the running daemon's is refused, naming
+both; a dead daemon's arguments bind nothing.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -30,31 +35,50 @@ from typing import Optional, Sequence
 from .daemon import DaemonError, find_binary
 
 
-def _serving(d: pathlib.Path, sock: pathlib.Path) -> bool:
-    """Whether the daemon the folder's pid file names runs, serving sock:
-    its process is alive (not a zombie) and its command line names the
-    socket (a process id reused by another process is not it), and the
-    socket is there. Asked without connecting, so the daemon's log holds
-    no probe."""
+def _proc_start(pid: int) -> Optional[int]:
+    """Process pid's start time (clock ticks after boot), or None when it
+    does not run (no such process, or a zombie): with its id, what names
+    a process (an id is given again once its process ended)."""
     try:
-        pid = int((d / "pid").read_text())
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
         with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, ValueError, IndexError):
-        return False
-    return state not in (b"Z", b"X") and os.fsencode(str(sock)) in argv and sock.is_socket()
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
 
 
-def _folder(run_id: str, base: Optional[str]) -> pathlib.Path:
+def _daemons(sock: pathlib.Path) -> list:
+    """The running ``augloader serve`` processes of this socket, whoever
+    started them and whatever a pid file says: one started by a rank
+    killed before it wrote its pid file is found too."""
+    want = os.fsencode(str(sock))
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:2] == [b"serve"] and want in argv[2:] and \
+                _proc_start(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _base(base: Optional[str]) -> pathlib.Path:
+    return pathlib.Path(base or tempfile.gettempdir())
+
+
+def _folder(key: str, base: Optional[str]) -> pathlib.Path:
     """The job's node-local folder, made private to this user; refused
     when it is not a folder this user owns (a link, another's)."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", run_id):
-        raise DaemonError(f"augloader.node_daemon: job id {run_id!r}: want letters, digits, _ . - (TORCHELASTIC_RUN_ID)")
-    # The job id hashed: a socket's path holds at most 107 bytes, and
-    # torchrun's ids are UUIDs.
-    d = pathlib.Path(base or tempfile.gettempdir()) / f"augloader-node-{os.getuid()}-{hashlib.sha256(run_id.encode()).hexdigest()[:12]}"
+    # Hashed: a socket's path holds at most 107 bytes, and torchrun's ids
+    # are UUIDs.
+    d = _base(base) / f"augloader-node-{os.getuid()}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     try:
         d.mkdir(mode=0o700)
     except FileExistsError:
@@ -65,20 +89,47 @@ def _folder(run_id: str, base: Optional[str]) -> pathlib.Path:
     return d
 
 
+def _sweep(base: Optional[str], keep: pathlib.Path) -> None:
+    """Removes this user's node folders whose owner ended and whose daemon
+    is gone: what the jobs before this one left. A folder whose lock is
+    held, or that says nothing of its owner, is left alone."""
+    for d in _base(base).glob(f"augloader-node-{os.getuid()}-*"):
+        if d == keep:
+            continue
+        try:
+            st = os.lstat(d)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            pid, start = (int(v) for v in (d / "owner").read_text().split())
+            if _proc_start(pid) == start or _daemons(d / "aug.sock"):
+                continue
+            with open(d / "lock", "a+") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(d)
+        except (OSError, ValueError):
+            continue
+
+
 def node_daemon(shards, *, policy: Optional[str] = None, seed: int = 0, workers: Optional[int] = None,
                 batch_size: Optional[int] = None, args: Sequence[str] = (), run_id: Optional[str] = None,
                 folder: Optional[str] = None, owner_pid: Optional[int] = None, binary: Optional[str] = None,
                 ready_timeout: float = 120.0) -> str:
     """The URL (unix://) of this node's daemon for the job, started by the
     first caller: see the module. run_id: the job (default
-    ``TORCHELASTIC_RUN_ID``, else one per owner); folder: where the job's
-    folders go (default the system's temporary folder); owner_pid: the
-    process the daemon ends with (default the torchrun agent, this
-    process's parent, under torchrun; else this process)."""
+    ``TORCHELASTIC_RUN_ID``); folder: where the job's folders go (default
+    the system's temporary folder); owner_pid: the process the daemon
+    ends with (default the torchrun agent, this process's parent, under
+    torchrun; else this process). ready_timeout: how long a call waits
+    for the daemon's shards to load, its own start or another rank's."""
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
     owner = owner_pid or (os.getppid() if under_torchrun else os.getpid())
-    run_id = run_id or os.environ.get("TORCHELASTIC_RUN_ID") or f"pid{owner}"
-    d = _folder(run_id, folder)
+    owner_start = _proc_start(owner)
+    if owner_start is None:
+        raise DaemonError(f"augloader.node_daemon: owner process {owner} does not run")
+    run_id = run_id or os.environ.get("TORCHELASTIC_RUN_ID") or "job"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", run_id):
+        raise DaemonError(f"augloader.node_daemon: job id {run_id!r}: want letters, digits, _ . - (TORCHELASTIC_RUN_ID)")
+    d = _folder(f"{run_id}\0{owner}\0{owner_start}", folder)
     sock = d / "aug.sock"
     if len(os.fsencode(str(sock))) > 107:
         raise DaemonError(f"augloader.node_daemon: {sock}: over the 107 bytes a Unix socket's path may take; give a "
@@ -88,18 +139,47 @@ def node_daemon(shards, *, policy: Optional[str] = None, seed: int = 0, workers:
         if v is not None:
             cmd += [flag, str(v)]
     cmd += [str(a) for a in args]
-    config = hashlib.sha256(json.dumps(cmd[1:]).encode()).hexdigest()
+    cmd += ["--exit-with-pid", str(owner)]
     with open(d / "lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        have = (d / "config").read_text() if (d / "config").exists() else None
-        if have is not None and have != config:
-            raise DaemonError(f"augloader.node_daemon: this node's daemon in {d} was started with other arguments "
-                              f"than this call's: every local rank must ask for the same daemon")
-        if _serving(d, sock):
-            return "unix://" + str(sock)
-        _start(cmd + ["--exit-with-pid", str(owner)], d, ready_timeout)
-        (d / "config").write_text(config)
+        (d / "owner").write_text(f"{owner} {owner_start}\n")
+        running = _daemons(sock)
+        if running:
+            # A live daemon: its arguments bind this call. It may still be
+            # loading its shards (the rank that started it was stopped
+            # while it waited): wait for it, never start a second one.
+            try:
+                have = json.loads((d / "config").read_text())
+            except (OSError, ValueError):
+                have = None
+            if have is not None and have != cmd[1:]:
+                raise DaemonError(f"augloader.node_daemon: this node's daemon in {d} (pid {running[0]}) was started "
+                                  f"with other arguments than this call's: it runs `{_shown(have)}`, this call asks "
+                                  f"for `{_shown(cmd[1:])}`: every local rank must ask for the same daemon")
+            _wait_ready(d, running[0], ready_timeout)
+        else:
+            # The arguments go first: a rank that arrives while this
+            # daemon loads compares with them.
+            tmp = d / "config.tmp"
+            tmp.write_text(json.dumps(cmd[1:]))
+            os.replace(tmp, d / "config")
+            _start(cmd, d, ready_timeout)
+    _sweep(folder, d)
     return "unix://" + str(sock)
+
+
+def _shown(args: list) -> str:
+    """A daemon's arguments as a message shows them: the socket and the
+    owner, the same for every caller, left out."""
+    out, skip = [], 0
+    for a in args:
+        if skip:
+            skip -= 1
+        elif a in ("--socket", "--exit-with-pid"):
+            skip = 1
+        else:
+            out.append(a)
+    return "augloader " + " ".join(out)
 
 
 def _start(cmd: list, d: pathlib.Path, ready_timeout: float) -> None:
@@ -110,20 +190,42 @@ def _start(cmd: list, d: pathlib.Path, ready_timeout: float) -> None:
     with open(ready, "w") as out, open(d / "serve.log", "a") as log:
         proc = subprocess.Popen(cmd, stdout=out, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     (d / "pid").write_text(f"{proc.pid}\n")
+    try:
+        _wait_ready(d, proc.pid, ready_timeout, proc)
+    except DaemonError:
+        if proc.poll() is None:
+            proc.kill()
+        raise
+
+
+def _wait_ready(d: pathlib.Path, pid: int, ready_timeout: float, proc: Optional[subprocess.Popen] = None) -> None:
+    """Waits for daemon pid's readiness line in the folder's ready.json
+    (its standard output, whoever started it)."""
+    ready, start = d / "ready.json", _proc_start(pid)
     deadline = time.monotonic() + ready_timeout
     while True:
-        line = ready.read_text().splitlines()[:1]
+        try:
+            line = ready.read_text().splitlines()[:1]
+        except OSError:
+            line = []
         if line:
             try:
                 if json.loads(line[0]).get("ready") is True:
                     return
             except ValueError:
                 pass
-            raise DaemonError(f"augloader serve printed {line[0]!r} instead of its readiness line", (d / "serve.log").read_text())
-        if proc.poll() is not None:
-            raise DaemonError(f"augloader serve exited with status {proc.returncode} before it was ready",
-                              (d / "serve.log").read_text())
+            raise DaemonError(f"augloader serve printed {line[0]!r} instead of its readiness line", _log(d))
+        gone = proc.poll() is not None if proc is not None else _proc_start(pid) != start
+        if gone:
+            status = f" with status {proc.returncode}" if proc is not None else ""
+            raise DaemonError(f"augloader serve (pid {pid}) exited{status} before it was ready", _log(d))
         if time.monotonic() > deadline:
-            proc.kill()
-            raise DaemonError(f"augloader serve did not get ready within {ready_timeout:.0f} s", (d / "serve.log").read_text())
+            raise DaemonError(f"augloader serve (pid {pid}) did not get ready within {ready_timeout:.0f} s", _log(d))
         time.sleep(0.05)
+
+
+def _log(d: pathlib.Path) -> str:
+    try:
+        return (d / "serve.log").read_text()
+    except OSError:
+        return ""

@@ -2,6 +2,7 @@
 Unix socket and an Arrow Flight port, stop it with SIGTERM at the end."""
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -142,3 +143,115 @@ def kill_at_line(cmd, env, prefix: str, timeout: float = 60) -> None:
             break
     p.wait(timeout=timeout)
     assert p.returncode == -signal.SIGKILL, f"the run ended (status {p.returncode}) before it printed {prefix!r}"
+
+
+class S3Store:
+    """A real S3-compatible server (s3proxy, `make s3proxy`; java), on a
+    loopback port, objects in tmp. env(endpoint) is the AWS environment a
+    process needs to reach it (or a proxy before it)."""
+
+    def __init__(self, tmp: pathlib.Path):
+        jar = pathlib.Path(os.environ.get("AUGLOADER_S3PROXY_JAR") or ROOT / ".cache" / "s3proxy-2.7.0.jar")
+        if not jar.exists() or shutil.which("java") is None:
+            msg = f"the S3 test server is not installed ({jar}, java): `make s3proxy` fetches it"
+            if os.environ.get("CI") == "true":
+                pytest.fail(msg)
+            pytest.skip(msg)
+        self.data, port = tmp / "data", free_port()
+        self.data.mkdir()
+        conf = tmp / "s3proxy.conf"
+        conf.write_text(f"s3proxy.endpoint=http://127.0.0.1:{port}\ns3proxy.authorization=aws-v2-or-v4\n"
+                        f"s3proxy.identity=augloader\ns3proxy.credential=augloader-secret\n"
+                        f"jclouds.provider=filesystem\njclouds.filesystem.basedir={self.data}\n")
+        self.log = open(tmp / "s3proxy.log", "w")
+        self.proc = subprocess.Popen(["java", "-Xmx256m", "-jar", str(jar), "--properties", str(conf)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.endpoint = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    pytest.fail(f"s3proxy did not listen: {(tmp / 's3proxy.log').read_text()[-2000:]}")
+                time.sleep(0.1)
+
+    def env(self, endpoint: str = None) -> dict:
+        return dict(os.environ, AWS_ENDPOINT_URL=endpoint or self.endpoint, AWS_ACCESS_KEY_ID="augloader",
+                    AWS_SECRET_ACCESS_KEY="augloader-secret", AWS_REGION="us-east-1", AWS_PROFILE="",
+                    AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+                    AWS_EC2_METADATA_DISABLED="true")
+
+    def bucket(self, name: str) -> None:
+        (self.data / name).mkdir(exist_ok=True)  # the filesystem provider's bucket is a folder
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory):
+    s = S3Store(tmp_path_factory.mktemp("s3"))
+    yield s
+    s.stop()
+
+
+class SlowProxy:
+    """A TCP proxy on a loopback port that holds every chunk a client
+    sends for delay seconds before it forwards it: each request to the
+    server behind it (an S3 GET) costs at least delay. stop() closes it."""
+
+    def __init__(self, target: str, delay: float):
+        import threading
+
+        host, port = target.rsplit("//", 1)[-1].rsplit(":", 1)
+        self.target, self.delay = (host, int(port)), delay
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                s = socket.create_connection(self.target)
+            except OSError:
+                c.close()
+                continue
+            threading.Thread(target=self._pipe, args=(c, s, self.delay), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(s, c, 0), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst, delay):
+        try:
+            while True:
+                b = src.recv(1 << 16)
+                if not b:
+                    break
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(b)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.closed = True
+        self.sock.close()
