@@ -455,6 +455,11 @@ func NewFlightServer(f *Flight, o FlightOptions) *grpc.Server {
 	}
 	gs := grpc.NewServer(
 		grpc.Creds(peerCreds{creds}),
+		// Stop waits for the handlers to return (grpc-go's default does
+		// not): the daemon closes its reader and page cache after the
+		// Flight server stops, and a stream still pinning pages then
+		// landed a page in the closed cache and read a closed shard file.
+		grpc.WaitForHandlers(true),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := check(ctx); err != nil {

@@ -43,8 +43,14 @@ type daemon struct {
 
 func startDaemon(t *testing.T, shell string, args ...string) *daemon {
 	t.Helper()
+	return startDaemonOf(t, bin, shell, args...)
+}
+
+// startDaemonOf is startDaemon of another build of the daemon (-race).
+func startDaemonOf(t *testing.T, binary, shell string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{logs: &testutil.SyncBuffer{}, sock: filepath.Join(t.TempDir(), "aug.sock")}
-	quoted := []string{bin, "serve", "--socket", d.sock}
+	quoted := []string{binary, "serve", "--socket", d.sock}
 	for _, a := range args {
 		quoted = append(quoted, "'"+a+"'")
 	}

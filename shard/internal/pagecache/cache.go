@@ -80,9 +80,12 @@ type Cache struct {
 	// Their reads run under life, which Close ends: a read ahead of a
 	// stalled store does not hold Close.
 	prefetchers sync.WaitGroup
-	closed      bool
-	life        context.Context
-	end         context.CancelFunc
+	// loading counts the pins' loads under way, which Close waits for
+	// (one that lands after it would leave its bytes held).
+	loading sync.WaitGroup
+	closed  bool
+	life    context.Context
+	end     context.CancelFunc
 }
 
 // New makes a cache of src's pages holding at most limit bytes (over it
@@ -94,7 +97,7 @@ func New(src Source, limit int64, mem memory.Allocator) *Cache {
 }
 
 type slot struct {
-	ready   chan struct{} // set while loading or loaded; closed once loaded
+	ready   *loading // the load under way, if any
 	loaded  bool
 	page    Page
 	bytes   int64    // decoded bytes
@@ -294,14 +297,16 @@ func (c *Cache) Charge(p int, ch Charge) {
 	c.evictLocked()
 }
 
-// Close ends the reads ahead under way and waits for them (each needs mu
-// to finish), then releases every page.
+// Close ends the reads ahead and the pins' loads under way and waits for
+// them (each needs mu to finish), then releases every page; a pin after it
+// is refused (ErrClosed).
 func (c *Cache) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	c.end()
 	c.prefetchers.Wait()
+	c.loading.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.slots {

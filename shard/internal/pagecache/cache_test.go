@@ -2,8 +2,10 @@ package pagecache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -390,5 +392,87 @@ func TestCloseEndsReadsAhead(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close waited on a stalled read ahead")
+	}
+}
+
+// failingSource is a gatedSource whose loads fail with errStore once let
+// through, counting them.
+type failingSource struct {
+	gatedSource
+	loads atomic.Int64
+}
+
+var errStore = errors.New("the store answered 500")
+
+func (s *failingSource) Load(ctx context.Context, p int, mem memory.Allocator) (Page, error) {
+	s.loads.Add(1)
+	if _, err := s.gatedSource.Load(ctx, p, mem); err != nil {
+		return nil, err
+	}
+	return nil, errStore
+}
+
+// A load that fails, not by its context, fails its waiters with it: one
+// read of the store, not one per waiter in turn (on fa5e656 three waiters
+// of a stalled store waited three request timeouts).
+func TestFailedLoadShared(t *testing.T) {
+	src := &failingSource{gatedSource: gatedSource{fakeSource{pages: 1, per: 1, size: 100}, make(chan struct{}), make(chan struct{}, 8)}}
+	c := New(src, 1<<20, memory.NewGoAllocator())
+	defer c.Close()
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, _, _, err := c.Pin(ctx, 0, 0)
+			errs <- err
+		}()
+	}
+	<-src.started
+	time.Sleep(50 * time.Millisecond) // the others wait for this load
+	close(src.gate)
+	for range 3 {
+		if err := <-errs; !errors.Is(err, errStore) {
+			t.Fatalf("a pin: %v, want the load's failure", err)
+		}
+	}
+	if n := src.loads.Load(); n != 1 {
+		t.Fatalf("%d loads of one failing page by three pins at once, want 1", n)
+	}
+	// The failure is not kept: a later pin reads again.
+	if _, _, _, err := c.Pin(ctx, 0, 0); !errors.Is(err, errStore) || src.loads.Load() != 2 {
+		t.Fatalf("a later pin: %v after %d loads", err, src.loads.Load())
+	}
+}
+
+// Close ends a pin's load under way and waits for it: nothing it read is
+// held after Close (on fa5e656 the page landed in the closed cache,
+// Resident 1), and a pin after Close is refused.
+func TestCloseEndsPinsLoads(t *testing.T) {
+	src := &gatedSource{fakeSource{pages: 2, per: 1, size: 100}, make(chan struct{}), make(chan struct{}, 4)}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	c := New(src, 1<<20, mem)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, _, err := c.Pin(ctx, 0, 0)
+		errc <- err
+	}()
+	<-src.started
+	done := make(chan struct{})
+	go func() { c.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited on a stalled pin's load")
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("a pin whose load Close ended succeeded")
+	}
+	if s := c.Stats(); s.Resident != 0 || s.Used != 0 {
+		t.Fatalf("after Close: %+v", s)
+	}
+	if _, _, _, err := c.Pin(ctx, 1, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a pin after Close: %v, want ErrClosed", err)
+	}
+	if n := mem.CurrentAlloc(); n != 0 {
+		t.Fatalf("%d bytes still allocated after Close", n)
 	}
 }

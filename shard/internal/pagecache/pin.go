@@ -1,6 +1,14 @@
 package pagecache
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is a pin asked of a closed cache (a stream still running as
+// its daemon stops).
+var ErrClosed = errors.New("pagecache: closed")
 
 // Pinning: the one path that loads a page, and the unpin that lets it go.
 
@@ -49,9 +57,11 @@ func (h Handle) Release() {
 // acquire pins page p, loading it when absent (one loader at a time per
 // page: the others wait for it). row >= 0 asks for that row too: a page
 // compacted without it and pinned by none is read again whole. A load
-// that fails leaves the page absent, and each of its waiters tries in
-// turn under its own ctx: one whose caller went away (its ctx ended)
-// fails no other.
+// that fails leaves the page absent; its waiters share its failure,
+// unless it ended by its own context (its caller went away, which fails
+// no other): then each tries in turn under its own ctx. A closed cache
+// refuses (ErrClosed), and a load under way as it closes ends with it:
+// Close waits for it, and its page is not kept.
 //
 // A panic anywhere in it (a bug: the page's bytes are checked, and their
 // decoding recovers) leaves mu unlocked and the page's waiters released,
@@ -67,6 +77,9 @@ func (c *Cache) acquire(ctx context.Context, p, row int) (_ *slot, err error) {
 	unlock := func() { locked = false; c.mu.Unlock() }
 	lock := func() { c.mu.Lock(); locked = true }
 	for {
+		if c.closed {
+			return nil, ErrClosed
+		}
 		s := &c.slots[p]
 		if s.loaded && row >= 0 && s.pins == 0 && c.rowOf(s, row) < 0 {
 			c.drop(p)
@@ -78,27 +91,38 @@ func (c *Cache) acquire(ctx context.Context, p, row int) (_ *slot, err error) {
 			s.cold = false
 			return s, nil
 		}
-		if s.ready != nil { // another goroutine is loading it
-			ch := s.ready
+		if ld := s.ready; ld != nil { // another goroutine is loading it
 			unlock()
 			select {
-			case <-ch:
+			case <-ld.done:
 			case <-ctx.Done():
 				return nil, ctx.Err()
+			}
+			if ld.err != nil && !ld.byContext {
+				return nil, ld.err
 			}
 			lock()
 			continue
 		}
-		ch := make(chan struct{})
-		s.ready = ch
+		ld := &loading{done: make(chan struct{})}
+		s.ready = ld
+		c.loading.Add(1)
 		unlock()
-		pg, bytes, est := c.loadGuarded(ctx, p, s, ch, &err)
+		pg, bytes, est := c.loadGuarded(ctx, p, s, ld, &err)
 		lock()
-		close(ch)
+		c.loading.Done()
+		if err == nil && c.closed {
+			pg.Release()
+			err = ErrClosed
+		}
 		if err != nil {
+			ld.err = err
+			ld.byContext = ctx.Err() != nil && !errors.Is(err, ErrClosed)
 			s.ready = nil
+			close(ld.done)
 			return nil, err
 		}
+		close(ld.done)
 		s.page, s.loaded = pg, true
 		s.bytes = bytes
 		c.used += s.bytes
@@ -113,21 +137,37 @@ func (c *Cache) acquire(ctx context.Context, p, row int) (_ *slot, err error) {
 	}
 }
 
+// loading is a page's load under way: done closes once it ended, then err
+// is its failure (nil once loaded), byContext whether it ended by its
+// loader's own context.
+type loading struct {
+	done      chan struct{}
+	err       error
+	byContext bool
+}
+
 // loadGuarded reads page p for acquire, outside mu. Should it panic, it
 // clears the slot's loading mark and releases its waiters (under mu)
 // before the panic goes on.
-func (c *Cache) loadGuarded(ctx context.Context, p int, s *slot, ch chan struct{}, err *error) (pg Page, bytes, est int64) {
+//
+// The read ends with ctx or with the cache's Close, whichever first.
+func (c *Cache) loadGuarded(ctx context.Context, p int, s *slot, ld *loading, err *error) (pg Page, bytes, est int64) {
 	done := false
 	defer func() {
 		if !done {
 			c.mu.Lock()
 			s.ready = nil
-			close(ch)
+			ld.err, ld.byContext = fmt.Errorf("pagecache: page %d: the load panicked", p), true
+			close(ld.done)
+			c.loading.Done()
 			c.mu.Unlock()
 		}
 	}()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
 	alloc := &countingAlloc{Allocator: c.mem}
-	pg, *err = c.src.Load(ctx, p, alloc)
+	pg, *err = c.src.Load(rctx, p, alloc)
 	est = c.src.Estimate(p) // outside mu: the first call may read an index
 	done = true
 	return pg, alloc.n.Load(), est
@@ -152,14 +192,35 @@ func (c *Cache) unpin(p int) {
 // Waiting for the other pins to go could wait on this worker's own; the
 // read is counted in the cache's use while held instead, so cooler pages
 // make room.
+//
+// Like acquire's, the read is refused by a closed cache, ends with its
+// Close, and is waited for by it.
 func (c *Cache) pinPrivate(ctx context.Context, p, row int) (Page, int, Handle, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, 0, Handle{}, ErrClosed
+	}
+	c.loading.Add(1)
+	c.mu.Unlock()
+	rctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.life, cancel)
 	alloc := &countingAlloc{Allocator: c.mem}
-	pg, err := c.src.Load(ctx, p, alloc)
+	pg, err := c.src.Load(rctx, p, alloc)
+	stop()
+	cancel()
+	c.mu.Lock()
+	if err == nil && c.closed {
+		pg.Release()
+		err = ErrClosed
+	}
 	if err != nil {
+		c.loading.Done()
+		c.mu.Unlock()
 		return nil, 0, Handle{}, err
 	}
+	c.loading.Done()
 	n := alloc.n.Load()
-	c.mu.Lock()
 	c.used += n
 	c.private++
 	c.notePeak()
