@@ -81,7 +81,8 @@ test: venv s3proxy
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(GOTEST) -count=1 -run 'TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded' ./ingest/convert/ ./aug/ ./server/ ./loader/ ./cmd/shardconv/
 	$(GO) build -o $(BIN)/ ./cmd/...
-	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_VENV_TORCH=$(VENV_TORCH) $(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers
+	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_VENV_TORCH=$(VENV_TORCH) $(PY) -m pytest -q -rs tests/interop clients/python/tests bench/peers \
+	  $(if $(filter torch2,$(VENV_TORCH)),$(addprefix --ignore=,$(filter-out %/test_venv.py,$(TORCH2_TESTS))))
 	$(MAKE) --no-print-directory test-torch2
 
 # The checkpoint tests that need torch 2.x (StatefulDataLoader, Lightning,
@@ -110,10 +111,15 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 
 # Both pytest runs take the binaries built once ($(BIN)); without
 # AUGLOADER_BIN each session built them again into a temporary folder.
+#
+# Where .venv's torch is .venv-torch2's (no Debian torch: VENV_TORCH=torch2)
+# make test's .venv run leaves these files to this one, the same torch and
+# Python: they ran twice (test_venv.py, which checks each venv's choice,
+# runs in both).
+TORCH2_TESTS := $(addprefix clients/python/tests/,test_resume_torch2.py test_tensors.py test_edge.py test_resume_model.py \
+	test_state_checks.py test_venv.py test_torchrun.py test_node_jobs.py test_elastic.py test_slurm.py)
 test-torch2: $(VENV2)/.stamp build
-	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs clients/python/tests/test_resume_torch2.py clients/python/tests/test_tensors.py \
-	  clients/python/tests/test_edge.py clients/python/tests/test_resume_model.py clients/python/tests/test_state_checks.py clients/python/tests/test_venv.py \
-	  clients/python/tests/test_torchrun.py clients/python/tests/test_node_jobs.py clients/python/tests/test_elastic.py clients/python/tests/test_slurm.py
+	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs $(TORCH2_TESTS)
 
 # The S3-compatible server the object-storage tests start
 # (internal/testkit/s3test): s3proxy's runnable jar from Maven Central,
