@@ -559,13 +559,28 @@ def main(argv=None):
         if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
             t.error(f"--device {args.device}: this torch sees no CUDA device (use --device cpu)")
     try:
-        if args.mode == "train":
-            return cmd_train(args)
-        return cmd_cv(args)
+        try:
+            if args.mode == "train":
+                return cmd_train(args)
+            return cmd_cv(args)
+        except RuntimeError:
+            # A Ctrl-C inside torch's own code (a checkpoint's write: torch
+            # turns the KeyboardInterrupt into "[enforce fail at
+            # inline_container.cc]"): the stop asked for, not a failure.
+            # The old checkpoint stands; the write's temporary file is gone.
+            if _STOP_ASKED:
+                raise _interrupt(_STOP_ASKED[0]) from None
+            raise
     except KeyboardInterrupt as e:
         why = str(e) or "interrupted"
         if args.mode == "train":
-            print(f"train_gin: stopped ({why}); the daemon is yours and still runs"
+            if args.shards is None:
+                left = "the daemon is yours and still runs"
+            elif _distributed.under_torchrun():
+                left = "the node's daemon stops with the torchrun agent"
+            else:
+                left = "the daemon it started is stopped"
+            print(f"train_gin: stopped ({why}); {left}"
                   + (f"; --resume continues from {args.checkpoint}" if args.checkpoint else ""), file=sys.stderr)
         else:
             print(f"train_gin: stopped ({why}): the daemon and the training processes are stopped", file=sys.stderr)

@@ -4,6 +4,7 @@ run learns (the loss falls, the training accuracy beats the majority class),
 and a 2-fold, 3-policy cross-validation reads exactly each fold's split."""
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -305,3 +306,83 @@ def test_examples_say_what_they_need(script, blocked):
             f"sys.argv = [{str(path)!r}, '--help']; runpy.run_path({str(path)!r}, run_name='__main__')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and f"{script} needs {blocked} (" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_train_ctrl_c_with_shards_says_the_daemon_stopped(bins, make_synth_shards):
+    """Issue #65: with --shards (the run's own daemon, node_daemon outside
+    torchrun) Ctrl-C said 'the daemon is yours and still runs' after the
+    example had stopped it. The message says what is true, and the daemon
+    is gone."""
+    import signal
+    import tempfile
+    import time
+
+    tmp = tempfile.mkdtemp(prefix="aug-gin-")  # the node folder's socket path stays short
+    try:
+        proc = subprocess.Popen([sys.executable, EXAMPLE, "train", "--shards", str(make_synth_shards(80, 3)), "--epochs",
+                                 "100000", "--device", "cpu", "--batch-size", "16"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": tmp,
+                                     "AUGLOADER_BIN": str(bins)})
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if line.startswith("epoch") or not line:
+                break
+        assert line.startswith("epoch"), proc.stderr.read()
+        pid = int(next(pathlib.Path(tmp).glob("augloader-node-*/pid")).read_text())
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(60)
+        err = proc.stderr.read()
+        assert rc == 130 and "train_gin: stopped (interrupted); the daemon it started is stopped" in err, err
+        assert "still runs" not in err and "Traceback" not in err, err
+        deadline = time.time() + 30
+        while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{pid}"), "the daemon the example started outlived it"
+    finally:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_ctrl_c_inside_torch_is_the_interrupt(capsys):
+    """Issue #65: a Ctrl-C during a checkpoint's write ended with torch's
+    'RuntimeError: [enforce fail at inline_container.cc:664]' traceback and
+    exit 1 (3 of 7 tries): torch turns the KeyboardInterrupt raised inside
+    its writer into that error. A RuntimeError once a stop was asked for is
+    the stop: exit 130 and the interrupt's message; without a stop it
+    stays the error it is."""
+    import runpy
+    import signal
+
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        mod = runpy.run_path(str(EXAMPLE))
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    g = mod["main"].__globals__
+    old_train, old_sig = g["cmd_train"], signal.getsignal(signal.SIGINT)
+
+    def save_interrupted(args):
+        g["_STOP_ASKED"].append(signal.SIGINT)  # the handler ran inside torch.save's writer
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 4352 vs 4240")
+
+    def fails(args):
+        raise RuntimeError("a real failure")
+
+    try:
+        g["cmd_train"] = save_interrupted
+        with pytest.raises(SystemExit) as e:
+            g["main"](["train", "--url", "unix:///nonexistent/aug.sock", "--device", "cpu", "--checkpoint", "ck.pt"])
+        assert e.value.code == 130
+        err = capsys.readouterr().err
+        assert "train_gin: stopped (interrupted); the daemon is yours and still runs; --resume continues from ck.pt" in err
+        g["_STOP_ASKED"].clear()
+        g["cmd_train"] = fails
+        with pytest.raises(RuntimeError, match="a real failure"):
+            g["main"](["train", "--url", "unix:///nonexistent/aug.sock", "--device", "cpu"])
+    finally:
+        g["cmd_train"] = old_train
+        g["_STOP_ASKED"].clear()
+        signal.signal(signal.SIGINT, old_sig)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
