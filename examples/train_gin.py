@@ -564,22 +564,17 @@ def main(argv=None):
                 return cmd_train(args)
             return cmd_cv(args)
         except RuntimeError:
-            # A Ctrl-C inside torch's own code (a checkpoint's write: torch
-            # turns the KeyboardInterrupt into "[enforce fail at
-            # inline_container.cc]"): the stop asked for, not a failure.
-            # The old checkpoint stands; the write's temporary file is gone.
+            # A Ctrl-C inside torch's checkpoint writer comes out as "[enforce fail
+            # at inline_container.cc]": the stop asked for (the old checkpoint stands).
             if _STOP_ASKED:
                 raise _interrupt(_STOP_ASKED[0]) from None
             raise
     except KeyboardInterrupt as e:
         why = str(e) or "interrupted"
         if args.mode == "train":
-            if args.shards is None:
-                left = "the daemon is yours and still runs"
-            elif _distributed.under_torchrun():
-                left = "the node's daemon stops with the torchrun agent"
-            else:
-                left = "the daemon it started is stopped"
+            left = ("the daemon is yours and still runs" if args.shards is None else
+                    "the node's daemon stops with the torchrun agent" if _distributed.under_torchrun() else
+                    "the daemon it started is stopped")
             print(f"train_gin: stopped ({why}); {left}"
                   + (f"; --resume continues from {args.checkpoint}" if args.checkpoint else ""), file=sys.stderr)
         else:
