@@ -83,7 +83,7 @@ func serveCmd() *cli.Command {
 				// the kernel gave again to another process after the first
 				// ended is not the process the daemon is tied to.
 				start, ok := processStart(pid)
-				if pid < 0 || !ok {
+				if !ok {
 					return fmt.Errorf("--exit-with-pid %d: no such process", pid)
 				}
 				ctx, cancel := context.WithCancel(c.Context)

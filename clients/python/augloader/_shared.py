@@ -7,23 +7,10 @@ from __future__ import annotations
 import os
 
 from . import _wire
+from ._proc import start_time
 
 
 _MAX_WORKERS = 256  # worker ids past it share slots: a live one is still found
-
-
-def _start_time(pid: int) -> int:
-    """Process pid's start time (clock ticks after boot), 0 when it does
-    not run (ended, a zombie): with its id, what names a process, whoever
-    its parent (forkserver's workers are the fork server's children), and
-    an id the kernel gave again to another process is not it."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return 0
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return int(fields[19]) if len(fields) > 19 and fields[0] not in (b"Z", b"X") else 0
 
 
 class _SharedEpoch:
@@ -105,15 +92,16 @@ class _SharedEpoch:
         """A DataLoader worker (this process) iterates the dataset."""
         self._a[1] = 1
         slot, pid = 2 * (worker_id % _MAX_WORKERS), os.getpid()
-        self._pids[slot], self._pids[slot + 1] = pid, _start_time(pid)
+        self._pids[slot], self._pids[slot + 1] = pid, start_time(pid) or 0
 
     def live_workers(self) -> list:
         """The workers that iterated and still run (persistent ones, which
         keep their copy of the dataset), known by process id and start
-        time, under any start method."""
+        time, whoever their parent (forkserver's workers are the fork
+        server's children)."""
         me = os.getpid()
         return [pid for pid, start in zip(self._pids[0::2], self._pids[1::2])
-                if pid > 0 and pid != me and start and _start_time(pid) == start]
+                if pid > 0 and pid != me and start and start_time(pid) == start]
 
     @property
     def twin_weights(self) -> list:

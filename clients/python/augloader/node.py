@@ -32,29 +32,16 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
+from ._proc import start_time
 from .daemon import DaemonError, find_binary
 
 
-def _proc_start(pid: int) -> Optional[int]:
-    """Process pid's start time (clock ticks after boot), or None when it
-    does not run (no such process, or a zombie): with its id, what names
-    a process (an id is given again once its process ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])
-
-
-def _daemons(sock: pathlib.Path) -> list:
-    """The running ``augloader serve`` processes of this socket, whoever
-    started them and whatever a pid file says: one started by a rank
-    killed before it wrote its pid file is found too."""
-    want = os.fsencode(str(sock))
-    found = []
+def _serve_processes() -> dict:
+    """The running ``augloader serve`` processes by their socket (the path
+    as bytes: their pids), whoever started them and whatever a pid file
+    says: one started by a rank killed before it wrote its pid file is
+    found too. One pass over /proc."""
+    found = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -63,10 +50,16 @@ def _daemons(sock: pathlib.Path) -> list:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if argv[1:2] == [b"serve"] and want in argv[2:] and \
-                _proc_start(int(entry.name)) is not None:
-            found.append(int(entry.name))
-    return sorted(found)
+        if argv[1:2] != [b"serve"] or b"--socket" not in argv[2:-1]:
+            continue
+        if start_time(int(entry.name)) is not None:
+            found.setdefault(argv[argv.index(b"--socket", 2) + 1], []).append(int(entry.name))
+    return found
+
+
+def _daemons(sock: pathlib.Path, procs: dict) -> list:
+    """The running daemons of sock, from _serve_processes."""
+    return sorted(procs.get(os.fsencode(str(sock)), []))
 
 
 def _base(base: Optional[str]) -> pathlib.Path:
@@ -83,25 +76,33 @@ def _folder(key: str, base: Optional[str]) -> pathlib.Path:
         d.mkdir(mode=0o700)
     except FileExistsError:
         pass
-    st = os.lstat(d)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+    if not _owned(d):
         raise DaemonError(f"augloader.node_daemon: {d} is not a folder of this user's: remove it, or give folder=")
     return d
+
+
+def _owned(d: pathlib.Path) -> bool:
+    """Whether d is a folder (not a link) of this user's."""
+    st = os.lstat(d)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
 
 
 def _sweep(base: Optional[str], keep: pathlib.Path) -> None:
     """Removes this user's node folders whose owner ended and whose daemon
     is gone: what the jobs before this one left. A folder whose lock is
     held, or that says nothing of its owner, is left alone."""
+    procs = None
     for d in _base(base).glob(f"augloader-node-{os.getuid()}-*"):
         if d == keep:
             continue
         try:
-            st = os.lstat(d)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            if not _owned(d):
                 continue
             pid, start = (int(v) for v in (d / "owner").read_text().split())
-            if _proc_start(pid) == start or _daemons(d / "aug.sock"):
+            if start_time(pid) == start:
+                continue
+            procs = _serve_processes() if procs is None else procs
+            if _daemons(d / "aug.sock", procs):
                 continue
             with open(d / "lock", "a+") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -123,7 +124,7 @@ def node_daemon(shards, *, policy: Optional[str] = None, seed: int = 0, workers:
     for the daemon's shards to load, its own start or another rank's."""
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
     owner = owner_pid or (os.getppid() if under_torchrun else os.getpid())
-    owner_start = _proc_start(owner)
+    owner_start = start_time(owner)
     if owner_start is None:
         raise DaemonError(f"augloader.node_daemon: owner process {owner} does not run")
     run_id = run_id or os.environ.get("TORCHELASTIC_RUN_ID") or "job"
@@ -143,7 +144,7 @@ def node_daemon(shards, *, policy: Optional[str] = None, seed: int = 0, workers:
     with open(d / "lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         (d / "owner").write_text(f"{owner} {owner_start}\n")
-        running = _daemons(sock)
+        running = _daemons(sock, _serve_processes())
         if running:
             # A live daemon: its arguments bind this call. It may still be
             # loading its shards (the rank that started it was stopped
@@ -201,7 +202,7 @@ def _start(cmd: list, d: pathlib.Path, ready_timeout: float) -> None:
 def _wait_ready(d: pathlib.Path, pid: int, ready_timeout: float, proc: Optional[subprocess.Popen] = None) -> None:
     """Waits for daemon pid's readiness line in the folder's ready.json
     (its standard output, whoever started it)."""
-    ready, start = d / "ready.json", _proc_start(pid)
+    ready, start = d / "ready.json", start_time(pid)
     deadline = time.monotonic() + ready_timeout
     while True:
         try:
@@ -215,7 +216,7 @@ def _wait_ready(d: pathlib.Path, pid: int, ready_timeout: float, proc: Optional[
             except ValueError:
                 pass
             raise DaemonError(f"augloader serve printed {line[0]!r} instead of its readiness line", _log(d))
-        gone = proc.poll() is not None if proc is not None else _proc_start(pid) != start
+        gone = proc.poll() is not None if proc is not None else start_time(pid) != start
         if gone:
             status = f" with status {proc.returncode}" if proc is not None else ""
             raise DaemonError(f"augloader serve (pid {pid}) exited{status} before it was ready", _log(d))

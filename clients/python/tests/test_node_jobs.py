@@ -16,11 +16,10 @@ import time
 
 import pytest
 
-from conftest import SlowProxy, need_torch
+from conftest import SlowProxy, free_port, need_torch
 from elastic_job import alive
 
 torch = need_torch()
-import augloader  # noqa: E402
 
 TORCHRUN_WORKS = int(torch.__version__.split(".")[0]) >= 2
 pytestmark = pytest.mark.skipif(not TORCHRUN_WORKS, reason="torch 1.13's torchrun fails on Python 3.11; make test "
@@ -65,7 +64,6 @@ def job(bins, tmp_path):
         out = tmp_path / name
         out.mkdir()
         (out / "tmp").mkdir()
-        from conftest import free_port
         env = dict(env or os.environ, TMPDIR=str(out / "tmp"))
         p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
                               "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts",

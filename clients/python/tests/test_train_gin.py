@@ -239,18 +239,12 @@ def test_train_ctrl_c_says_what_stopped(bins, make_synth_shards):
     is left (it printed "stopped ()" and claimed to stop a daemon it never
     started)."""
     import signal
-    import time
 
     with augloader.Daemon(make_synth_shards(80, 3), binary=str(bins / "augloader"), policy="nodesam", batch_size=16) as d:
         proc = subprocess.Popen([sys.executable, EXAMPLE, "train", "--url", d.url, "--epochs", "100000", "--device", "cpu"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            if line.startswith("epoch") or not line:
-                break
-        assert line.startswith("epoch"), proc.stderr.read()
+        first_epoch_line(proc)
         proc.send_signal(signal.SIGINT)
         try:
             rc = proc.wait(60)
@@ -263,6 +257,19 @@ def test_train_ctrl_c_says_what_stopped(bins, make_synth_shards):
         assert "Traceback" not in err, err
         # The daemon it did not start is still serving.
         assert sum(1 for _ in augloader.connect(d.url).epoch(0)) > 0
+
+
+def first_epoch_line(proc, timeout: float = 300) -> None:
+    """Reads the example's output until its first epoch line (training
+    runs); fails with its stderr if it ended first."""
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("epoch") or not line:
+            break
+    assert line.startswith("epoch"), proc.stderr.read()
 
 
 def test_ctrl_c_in_a_finalizer_is_not_lost():
@@ -324,12 +331,7 @@ def test_train_ctrl_c_with_shards_says_the_daemon_stopped(bins, make_synth_shard
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": tmp,
                                      "AUGLOADER_BIN": str(bins)})
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            if line.startswith("epoch") or not line:
-                break
-        assert line.startswith("epoch"), proc.stderr.read()
+        first_epoch_line(proc)
         pid = int(next(pathlib.Path(tmp).glob("augloader-node-*/pid")).read_text())
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(60)

@@ -386,12 +386,19 @@ func TestCloseEndsReadsAhead(t *testing.T) {
 	c := New(src, 1<<20, memory.NewGoAllocator())
 	c.Prefetch(0)
 	<-src.started
+	closeWithin(t, c, "a stalled read ahead")
+}
+
+// closeWithin closes c, failing the test when that takes over 10 s (it
+// waits on what).
+func closeWithin(t *testing.T, c *Cache, what string) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() { c.Close(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Close waited on a stalled read ahead")
+		t.Fatalf("Close waited on %s", what)
 	}
 }
 
@@ -427,7 +434,18 @@ func TestFailedLoadShared(t *testing.T) {
 		}()
 	}
 	<-src.started
-	time.Sleep(50 * time.Millisecond) // the others wait for this load
+	for deadline := time.Now().Add(10 * time.Second); ; { // the other two wait for this load
+		c.mu.Lock()
+		waiting := c.slots[0].ready.waiting
+		c.mu.Unlock()
+		if waiting == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pins wait for the load, want 2", waiting)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	close(src.gate)
 	for range 3 {
 		if err := <-errs; !errors.Is(err, errStore) {
@@ -456,13 +474,7 @@ func TestCloseEndsPinsLoads(t *testing.T) {
 		errc <- err
 	}()
 	<-src.started
-	done := make(chan struct{})
-	go func() { c.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close waited on a stalled pin's load")
-	}
+	closeWithin(t, c, "a stalled pin's load")
 	if err := <-errc; err == nil {
 		t.Fatal("a pin whose load Close ended succeeded")
 	}

@@ -92,6 +92,7 @@ func (c *Cache) acquire(ctx context.Context, p, row int) (_ *slot, err error) {
 			return s, nil
 		}
 		if ld := s.ready; ld != nil { // another goroutine is loading it
+			ld.waiting++
 			unlock()
 			select {
 			case <-ld.done:
@@ -111,11 +112,7 @@ func (c *Cache) acquire(ctx context.Context, p, row int) (_ *slot, err error) {
 		pg, bytes, est := c.loadGuarded(ctx, p, s, ld, &err)
 		lock()
 		c.loading.Done()
-		if err == nil && c.closed {
-			pg.Release()
-			err = ErrClosed
-		}
-		if err != nil {
+		if err = c.closedAfter(pg, err); err != nil {
 			ld.err = err
 			ld.byContext = ctx.Err() != nil && !errors.Is(err, ErrClosed)
 			s.ready = nil
@@ -139,11 +136,13 @@ func (c *Cache) acquire(ctx context.Context, p, row int) (_ *slot, err error) {
 
 // loading is a page's load under way: done closes once it ended, then err
 // is its failure (nil once loaded), byContext whether it ended by its
-// loader's own context.
+// loader's own context. waiting counts the pins that waited for it (under
+// mu; the tests read it to know a failure is shared, not raced).
 type loading struct {
 	done      chan struct{}
 	err       error
 	byContext bool
+	waiting   int
 }
 
 // loadGuarded reads page p for acquire, outside mu. Should it panic, it
@@ -163,14 +162,36 @@ func (c *Cache) loadGuarded(ctx context.Context, p int, s *slot, ld *loading, er
 			c.mu.Unlock()
 		}
 	}()
+	var n int64
+	pg, n, *err = c.read(ctx, p)
+	est = c.src.Estimate(p) // outside mu: the first call may read an index
+	done = true
+	return pg, n, est
+}
+
+// read loads page p from the source, outside mu, under ctx and the
+// cache's life: the read ends with ctx or with Close, whichever first. n
+// is the page's decoded bytes.
+func (c *Cache) read(ctx context.Context, p int) (pg Page, n int64, err error) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
 	alloc := &countingAlloc{Allocator: c.mem}
-	pg, *err = c.src.Load(rctx, p, alloc)
-	est = c.src.Estimate(p) // outside mu: the first call may read an index
-	done = true
-	return pg, alloc.n.Load(), est
+	pg, err = c.src.Load(rctx, p, alloc)
+	return pg, alloc.n.Load(), err
+}
+
+// closedAfter is a load's outcome once it is back under mu: a cache
+// closed meanwhile keeps nothing it read (the page is released) and
+// refuses with ErrClosed, whatever the read's own end (Close cancels it).
+func (c *Cache) closedAfter(pg Page, err error) error {
+	if !c.closed {
+		return err
+	}
+	if err == nil {
+		pg.Release()
+	}
+	return ErrClosed
 }
 
 func (c *Cache) unpin(p int) {
@@ -203,24 +224,13 @@ func (c *Cache) pinPrivate(ctx context.Context, p, row int) (Page, int, Handle, 
 	}
 	c.loading.Add(1)
 	c.mu.Unlock()
-	rctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.life, cancel)
-	alloc := &countingAlloc{Allocator: c.mem}
-	pg, err := c.src.Load(rctx, p, alloc)
-	stop()
-	cancel()
+	pg, n, err := c.read(ctx, p)
 	c.mu.Lock()
-	if err == nil && c.closed {
-		pg.Release()
-		err = ErrClosed
-	}
-	if err != nil {
-		c.loading.Done()
+	c.loading.Done()
+	if err = c.closedAfter(pg, err); err != nil {
 		c.mu.Unlock()
 		return nil, 0, Handle{}, err
 	}
-	c.loading.Done()
-	n := alloc.n.Load()
 	c.used += n
 	c.private++
 	c.notePeak()
