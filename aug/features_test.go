@@ -229,7 +229,7 @@ func edgeOf(g *aug.Graph, u, v int32) int {
 
 type poolPartners struct{ graphs []aug.Graph }
 
-func (p poolPartners) Partner(target int64, r aug.Rand, into *aug.Graph) error {
+func (p poolPartners) Partner(_ context.Context, target int64, r aug.Rand, into *aug.Graph) error {
 	i := r.IntN(len(p.graphs) - 1)
 	if int64(i) >= target {
 		i++

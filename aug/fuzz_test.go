@@ -1,6 +1,7 @@
 package aug_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/augloader/augloader/aug"
@@ -38,7 +39,7 @@ func graphFromBytes(id int64, data []byte) aug.Graph {
 
 type onePartner struct{ g aug.Graph }
 
-func (p onePartner) Partner(_ int64, _ aug.Rand, into *aug.Graph) error {
+func (p onePartner) Partner(_ context.Context, _ int64, _ aug.Rand, into *aug.Graph) error {
 	into.CopyFrom(&p.g)
 	return nil
 }

@@ -1,6 +1,7 @@
 package aug_test
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
@@ -250,7 +251,7 @@ func TestHandCases(t *testing.T) {
 // fixed is a Partners that always returns one graph.
 type fixed struct{ g *aug.Graph }
 
-func (f fixed) Partner(_ int64, _ aug.Rand, into *aug.Graph) error {
+func (f fixed) Partner(_ context.Context, _ int64, _ aug.Rand, into *aug.Graph) error {
 	into.CopyFrom(f.g)
 	return nil
 }

@@ -2,6 +2,7 @@ package aug_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -183,7 +184,7 @@ func TestIndexMismatchIgnored(t *testing.T) {
 // loader's Source.Load gives it.
 type indexedPartners struct{ graphs []aug.Graph }
 
-func (u indexedPartners) Partner(target int64, r aug.Rand, into *aug.Graph) error {
+func (u indexedPartners) Partner(_ context.Context, target int64, r aug.Rand, into *aug.Graph) error {
 	if len(u.graphs) < 2 {
 		return fmt.Errorf("need two graphs")
 	}

@@ -71,7 +71,7 @@ func components(g *aug.Graph) int { return testutil.Components(g.N, g.Edges) }
 // uniformPartners draws the partner uniformly from the dataset minus the target.
 type uniformPartners struct{ graphs []aug.Graph }
 
-func (u uniformPartners) Partner(target int64, r aug.Rand, into *aug.Graph) error {
+func (u uniformPartners) Partner(_ context.Context, target int64, r aug.Rand, into *aug.Graph) error {
 	if len(u.graphs) < 2 {
 		return fmt.Errorf("need two graphs")
 	}

@@ -1,6 +1,9 @@
 package aug
 
-import "math/rand/v2"
+import (
+	"context"
+	"math/rand/v2"
+)
 
 // Scratch holds the buffers an op reuses between calls. Not safe for
 // concurrent use: give each worker its own.
@@ -34,7 +37,10 @@ type Scratch struct {
 	pos                     []int32 // position in S or S' (valid where stamped)
 	e1, e2                  []int32 // SubMix's kept and mapped edges
 	partner                 Graph
-	unchanged               int // SubMix draws that left their graph unchanged (Ē empty)
+	// ctx is what a partner's read stops with (SetContext): the request
+	// the graph is built for.
+	ctx       context.Context
+	unchanged int // SubMix draws that left their graph unchanged (Ē empty)
 }
 
 // TakeUnchanged returns how many SubMix draws with this scratch left their
@@ -115,4 +121,16 @@ func (s *Scratch) sortPairs(n int32, e []int32) {
 	}
 	pass(e, s.tmp, 1)
 	pass(s.tmp, e, 0)
+}
+
+// SetContext sets the context of the reads an op makes through s (SubMix's
+// partner, Partners.Partner): the request the graph is built for, so a
+// client that goes away stops them. Until set, context.Background().
+func (s *Scratch) SetContext(ctx context.Context) { s.ctx = ctx }
+
+func (s *Scratch) context() context.Context {
+	if s.ctx == nil {
+		return context.Background()
+	}
+	return s.ctx
 }

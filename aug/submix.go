@@ -1,6 +1,7 @@
 package aug
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -12,8 +13,9 @@ import (
 // partner is drawn uniformly from the whole served set minus the target,
 // using r, so the choice is part of the same deterministic stream.
 type Partners interface {
-	// Partner writes a graph other than target into into.
-	Partner(target int64, r Rand, into *Graph) error
+	// Partner writes a graph other than target into into; a read it
+	// makes stops when ctx is done (Scratch.SetContext).
+	Partner(ctx context.Context, target int64, r Rand, into *Graph) error
 }
 
 // PPR parameters. Part of the determinism contract.
@@ -67,7 +69,7 @@ func (m SubMix) Apply(in, out *Graph, r Rand, s *Scratch) error {
 		return errors.New("aug: submix needs a partner source")
 	}
 	g2 := &s.partner
-	if err := m.Partners.Partner(in.ID, r, g2); err != nil {
+	if err := m.Partners.Partner(s.context(), in.ID, r, g2); err != nil {
 		return err
 	}
 	if g2.ID == in.ID {

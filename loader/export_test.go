@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"context"
+
 	"github.com/augloader/augloader/aug"
 	"github.com/augloader/augloader/epoch"
 )
@@ -8,5 +10,5 @@ import (
 // WindowPartner draws graph target's SubMix partner as a windowed pass
 // does (for the tests).
 func WindowPartner(s *Source, win *epoch.Windowed, target int64, r aug.Rand, into *aug.Graph) error {
-	return s.windowPartners(win).Partner(target, r, into)
+	return s.windowPartners(win).Partner(context.Background(), target, r, into)
 }

@@ -2,6 +2,7 @@ package loader
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,8 +57,9 @@ type policies struct {
 }
 
 type passPolicy struct {
-	pass uint64
-	pol  *policies
+	pass     uint64
+	pol      *policies
+	partners *windowPartners // the pass's windows, SubMix's partners
 }
 
 // policiesOf returns the policies of the items drawn in pass: a windowed
@@ -69,6 +71,34 @@ func (p *Plan) policiesOf(pass uint64) (*epoch.Policy, [][]*epoch.Policy) {
 		}
 	}
 	return p.Policy, p.pols.twins
+}
+
+// partnerPages visits the pages batch b's SubMix partners may come from:
+// under a windowed shuffle, each window of a graph of b that an op mixes
+// (its partner is any graph of that window), each window once.
+func (p *Plan) partnerPages(seed uint64, b int, visit func(page int)) {
+	var buf [wire.MaxTwins]aug.Op
+	var last *windowPartners
+	lastWin := int32(-1)
+	for _, it := range p.Batches[b] {
+		var wp *windowPartners
+		for _, pp := range p.passPolicies {
+			if pp.pass == it.Pass {
+				wp = pp.partners
+			}
+		}
+		if wp == nil || !slices.ContainsFunc(p.ops(seed, it, &buf), func(op aug.Op) bool { return op.Spec().Mixes }) {
+			continue
+		}
+		w := wp.windows()[it.Graph]
+		if w < 0 || (wp == last && w == lastWin) {
+			continue
+		}
+		last, lastWin = wp, w
+		for _, pg := range wp.pagesOf(w) {
+			visit(int(pg))
+		}
+	}
 }
 
 // ops returns the op of each copy of it into buf (drawOps with the
@@ -340,11 +370,12 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pols *policies, twinCum 
 			return nil, nil, nil, err
 		}
 		perm = win.Perm
-		wpol, err := l.resolve(req, req.Epoch, l.src.windowPartners(win))
+		partners := l.src.windowPartners(win)
+		wpol, err := l.resolve(req, req.Epoch, partners)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		pp = &passPolicy{pass: pass, pol: wpol}
+		pp = &passPolicy{pass: pass, pol: wpol, partners: partners}
 		pols = wpol
 	} else {
 		perm = epoch.Permutation(l.cfg.Seed, pass, l.src.served)

@@ -458,6 +458,9 @@ type windowPartners struct {
 	// built on the first draw: a schedule without SubMix never needs it.
 	once sync.Once
 	of   []int32
+	// pages[w] is window w's pages, in order (pagesOf), built once.
+	pagesOnce sync.Once
+	pages     [][]int32
 }
 
 func (s *Source) windowPartners(win *epoch.Windowed) *windowPartners {
@@ -479,9 +482,26 @@ func (p *windowPartners) windows() []int32 {
 	return p.of
 }
 
+// pagesOf returns the pages holding window w's graphs.
+func (p *windowPartners) pagesOf(w int32) []int32 {
+	p.pagesOnce.Do(func() {
+		r := p.src.ds.r
+		p.pages = make([][]int32, max(len(p.win.Starts)-1, 0))
+		for w := range p.pages {
+			var pages []int32
+			for _, id := range p.win.Perm[p.win.Starts[w]:p.win.Starts[w+1]] {
+				pages = append(pages, int32(r.PageOf(id)))
+			}
+			slices.Sort(pages)
+			p.pages[w] = slices.Compact(pages)
+		}
+	})
+	return p.pages[w]
+}
+
 // Partner implements aug.Partners: uniform over the target's window minus
 // the target, drawn from the target's own stream.
-func (p *windowPartners) Partner(target int64, r aug.Rand, into *aug.Graph) error {
+func (p *windowPartners) Partner(ctx context.Context, target int64, r aug.Rand, into *aug.Graph) error {
 	of := p.windows()
 	if target < 0 || target >= int64(len(of)) || of[target] < 0 {
 		return fmt.Errorf("loader: submix partner of graph %d, which this pass does not serve", target)
@@ -491,22 +511,17 @@ func (p *windowPartners) Partner(target int64, r aug.Rand, into *aug.Graph) erro
 	if len(part) < 2 {
 		return fmt.Errorf("loader: submix needs at least two graphs in a window, graph %d's has %d (use a larger --shuffle window)", target, len(part))
 	}
-	return p.src.Load(partnerCtx, otherThan(part, target, r), into)
+	return p.src.Load(ctx, otherThan(part, target, r), into)
 }
 
 // Partner implements aug.Partners: uniform over the whole served set minus
 // the target (not one rank's part), drawn from the target's own stream.
-func (s *Source) Partner(target int64, r aug.Rand, into *aug.Graph) error {
+func (s *Source) Partner(ctx context.Context, target int64, r aug.Rand, into *aug.Graph) error {
 	if n := len(s.served); n < 2 {
 		return fmt.Errorf("loader: submix needs at least two served graphs, have %d", n)
 	}
-	return s.Load(partnerCtx, otherThan(s.served, target, r), into)
+	return s.Load(ctx, otherThan(s.served, target, r), into)
 }
-
-// partnerCtx is the context of a SubMix partner's read: aug.Partners
-// carries none, so it is bounded by the store's own timeouts and its
-// Close, not by the request's end.
-var partnerCtx = context.Background()
 
 // otherThan draws uniformly from ids (at least two) minus target: one
 // draw over all but the last position, the target's position standing

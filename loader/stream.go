@@ -3,10 +3,12 @@ package loader
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/augloader/augloader/epoch"
 	"github.com/augloader/augloader/shard"
 	"golang.org/x/sync/errgroup"
 )
@@ -113,14 +115,20 @@ func newStream(l *Loader, p *Plan, ctx context.Context) *stream {
 	// A worker pins each graph of its batch once a twin, so the
 	// schedule's batch b visits them so many times; the first pin of b
 	// reads ahead the pages of b+2·window.
+	// A SubMix partner is pinned outside the plan, from its target's
+	// window: the window's pages are held while it is open.
 	k := max(p.Twins, 1)
+	var mayPin func(b int, visit func(page int))
+	if len(p.passPolicies) > 0 && slices.ContainsFunc(l.cfg.schedules(), (*epoch.Schedule).Mixes) {
+		mayPin = func(b int, visit func(int)) { p.partnerPages(l.cfg.Seed, b, visit) }
+	}
 	s.pages = l.src.ds.r.Schedule(s.nb, func(b int, visit func(int64)) {
 		for range k {
 			for _, it := range p.Batches[b] {
 				visit(it.Graph)
 			}
 		}
-	}, 2*window)
+	}, mayPin, 2*window)
 	return s
 }
 

@@ -99,6 +99,7 @@ func (w *worker) augment(ctx context.Context, op aug.Op, b int, id int64, seed, 
 		return false, &GraphError{Graph: id, Policy: op.Spec().Name, Err: err}
 	}
 	r := w.scratch.Rand(seed, e, id, stream)
+	w.scratch.SetContext(ctx) // SubMix's partner is read for this request
 	if ca, ok := op.(aug.CoalescedApplier); ok && !w.in.HasEdgeFeatures() {
 		// Edge features follow out.Edges: such a graph is collated from
 		// them with its edges' ids.

@@ -64,7 +64,7 @@ func readShardCtx(t *testing.T, ctx context.Context, st *objstore.S3) error {
 // request's signature never reaches where it points.
 func TestS3Answers(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 60, 1, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	srv.Upload(t, "answers", "set", dir)
 	target, _ := url.Parse(srv.Endpoint)
 
@@ -128,7 +128,7 @@ func TestS3Answers(t *testing.T) {
 // error that says so; and Close ends a read waiting on it at once.
 func TestS3Stalls(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 60, 1, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	srv.Upload(t, "stalls", "set", dir)
 	target, _ := url.Parse(srv.Endpoint)
 	stall := &liar{target: target, lie: func(w http.ResponseWriter, r *http.Request, p *httputil.ReverseProxy) bool {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/augloader/augloader/internal/crc32c"
 	"github.com/augloader/augloader/shard"
+	"golang.org/x/sys/unix"
 )
 
 // ErrDiskCache is a disk cache folder that cannot be used: not a folder,
@@ -455,8 +456,10 @@ func (c *DiskCache) get(entry, key string, p []byte) bool {
 		c.lru.MoveToFront(e)
 	}
 	c.mu.Unlock()
-	now := time.Now()
-	os.Chtimes(path, now, now) // the use outlives the process
+	// The use outlives the process; the entry's own times, never those of
+	// what a symbolic link put in its place would point to.
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
 	return true
 }
 

@@ -69,7 +69,7 @@ func entries(t testing.TB, dir string) []string {
 // each file's version) and is served every range from disk.
 func TestDiskCacheRestart(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "shards", "collab/v1", dir)
 	want := epochBytes(t, dir, windowed, pageLimit, 0)
 	cacheDir := t.TempDir()
@@ -101,7 +101,7 @@ func TestDiskCacheRestart(t *testing.T) {
 // are damaged, so the read fails naming the object's whole location.
 func TestDiskCacheKeysByVersion(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "shards", "collab/v1", dir)
 	cacheDir := t.TempDir()
 	c := openCache(t, openS3(t, loc), cacheDir, 1<<30)
@@ -393,7 +393,7 @@ func flipFirstShardGet(flipped *atomic.Int64) func(int64, *http.Request) bool {
 // store reads every range from disk without an error.
 func TestDamagedTransferCostsOneRead(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "shards", "collab/v1", dir)
 	target, _ := url.Parse(srv.Endpoint)
 	want := epochBytes(t, dir, windowed, pageLimit, 0)

@@ -93,7 +93,7 @@ func storeStream(t *testing.T, st shard.Store, sh epoch.Shuffle, limit int64, st
 // in each shuffle, with and without a cache limit, and resumed midway.
 func TestS3SameBytes(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "shards", "collab/v1", dir)
 	for _, sh := range []epoch.Shuffle{{}, {Window: 4}} {
 		for _, limit := range []int64{0, 1 << 20} {
@@ -208,7 +208,7 @@ func (c *cutBody) Read(p []byte) (int, error) {
 // under a reader is refused, naming it.
 func TestS3Faults(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 120, 4, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Start(t) // its own: the test restarts it
 	loc := srv.Upload(t, "faults", "set", dir)
 	target, _ := url.Parse(srv.Endpoint)
 	want := epochBytes(t, dir, epoch.Shuffle{}, 1<<20, 0)
@@ -423,7 +423,7 @@ func TestPutFolderMultipart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	srv.Upload(t, "multipart", "seed", src) // makes the bucket
 	st, err := objstore.NewS3(context.Background(), "multipart", "set", objstore.S3Options{})
 	if err != nil {
@@ -462,7 +462,7 @@ func TestPutFolderReplaces(t *testing.T) {
 	plain := fixture.SynthShardsSized(t, "COLLAB", 90, 5, 128<<10)
 	const gen = "00c0ffee00c0ffee"
 	next := fixture.SynthShardsWith(t, "COLLAB", 90, 5, convert.Options{ShardBytes: 128 << 10, Generation: gen})
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "replace", "set", old)
 	st, err := objstore.NewS3(ctx, "replace", "set", objstore.S3Options{})
 	if err != nil {

@@ -16,7 +16,8 @@ import (
 )
 
 // Leftover is a file under the prefix that no folder uses: a shard or
-// graph-size index of another generation than the manifest's.
+// graph-size index of another generation than the manifest's, or named
+// without one (Generation "") under a manifest that has one.
 type Leftover struct {
 	Name       string
 	Generation string
@@ -28,17 +29,25 @@ type Leftover struct {
 // shards and graph-size index (shard.Manifest.ShardFile, GraphSizesFile).
 var generationFile = regexp.MustCompile(`^(?:shard-[0-9]{5,}|graph-sizes)\.([0-9a-f]{16})\.(?:arrow|bin)$`)
 
+// plainFile matches the names a folder without a generation gives its
+// shards and graph-size index: a first upload's, which a replacement
+// stopped after its swap (or overtaken) leaves beside the new folder.
+var plainFile = regexp.MustCompile(`^(?:shard-[0-9]{5,}\.arrow|graph-sizes\.bin)$`)
+
 // Leftovers lists the files directly under the prefix that a replacement
 // stopped before its manifest's swap left (objstore.S3.PutFolder): shards
 // and graph-size indexes named by a generation that is not the manifest's
-// (every one when no manifest is there). Other files are never listed:
-// the current folder's, a split file, what the user keeps there.
+// (every one when no manifest is there), and those named without a
+// generation when the manifest has one (a replaced first upload's, the
+// replacement stopped between its swap and its deletes). Other files are
+// never listed: the current folder's, a split file, what the user keeps
+// there.
 func (s *S3) Leftovers(ctx context.Context) ([]Leftover, error) {
-	current := ""
+	current, manifest := "", false
 	man, err := shard.ReadManifestStore(ctx, s)
 	switch {
 	case err == nil:
-		current = man.Generation
+		current, manifest = man.Generation, true
 	case errors.Is(err, os.ErrNotExist):
 	default:
 		return nil, fmt.Errorf("objstore: %s: the manifest, which names the files in use: %w", s.Location(), err)
@@ -53,11 +62,18 @@ func (s *S3) Leftovers(ctx context.Context) ([]Leftover, error) {
 		}
 		for _, o := range page.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
-			m := generationFile.FindStringSubmatch(name)
-			if m == nil || m[1] == current {
+			gen := ""
+			if m := generationFile.FindStringSubmatch(name); m != nil {
+				gen = m[1]
+			} else if !plainFile.MatchString(name) || !manifest || current == "" {
+				// Not a folder's file, or the current folder's own (or, with
+				// no manifest there, a first upload's under way).
 				continue
 			}
-			out = append(out, Leftover{Name: name, Generation: m[1], Bytes: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+			if gen == current {
+				continue
+			}
+			out = append(out, Leftover{Name: name, Generation: gen, Bytes: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
 		}
 	}
 	return out, nil

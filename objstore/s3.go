@@ -213,6 +213,25 @@ func (s *S3) Open(ctx context.Context, name string) (shard.StoreFile, error) {
 	return o, nil
 }
 
+// get is the ranged GET of the object as opened: If-Match its ETag, or,
+// from a store that gave none, If-Unmodified-Since its Last-Modified
+// (an empty If-Match names no version: a store may refuse it, or match
+// any). Neither when the HEAD gave neither.
+func (o *object) get(rng string) *s3.GetObjectInput {
+	in := &s3.GetObjectInput{Bucket: &o.s.bucket, Key: &o.key, Range: &rng}
+	switch {
+	case o.etag != "":
+		in.IfMatch = aws.String(o.etag)
+	case o.modified != 0:
+		// HTTP dates are whole seconds and Last-Modified is truncated to
+		// one: a store that keeps finer times (s3proxy's filesystem) finds
+		// the object modified since its own Last-Modified. The next second;
+		// a replacement within the one it names is seen by no date.
+		in.IfUnmodifiedSince = aws.Time(time.Unix(0, o.modified).Truncate(time.Second).Add(time.Second))
+	}
+	return in
+}
+
 // object is one opened object: reads name the ETag it had when opened.
 type object struct {
 	s        *S3
@@ -260,7 +279,7 @@ func (o *object) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		o.s.stats.Gets.Add(1)
 		idle := newIdle(ctx, o.s.opts.IdleTimeout)
 		defer idle.stop()
-		out, err := o.s.client.GetObject(idle.ctx, &s3.GetObjectInput{Bucket: &o.s.bucket, Key: &o.key, Range: &rng, IfMatch: &o.etag})
+		out, err := o.s.client.GetObject(idle.ctx, o.get(rng))
 		if err != nil {
 			return idle.why(err)
 		}
@@ -278,6 +297,9 @@ func (o *object) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		if tag := aws.ToString(out.ETag); tag != "" && tag != o.etag {
 			return fmt.Errorf("%w: ETag %s, %s when opened", ErrChanged, tag, o.etag)
+		}
+		if t := out.LastModified; o.etag == "" && o.modified != 0 && t != nil && t.UnixNano() != o.modified {
+			return fmt.Errorf("%w: modified %s, %s when opened", ErrChanged, t.UTC().Format(time.RFC3339), time.Unix(0, o.modified).UTC().Format(time.RFC3339))
 		}
 		return nil
 	}, func(err error) error {

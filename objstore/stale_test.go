@@ -15,7 +15,7 @@ import (
 // limit, never read again); the new version's pages are the new bytes.
 func TestDiskCacheDropsReplacedVersions(t *testing.T) {
 	old := fixture.SynthShardsSized(t, "COLLAB", 240, 2, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "shards", "collab/v1", old)
 	cacheDir := t.TempDir()
 	c := openCache(t, openS3(t, loc), cacheDir, 1<<30)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -28,6 +29,10 @@ type putHook struct {
 	target *url.URL
 	before func(key string)
 	after  func(key string) (lose bool)
+	// refuse (when set) answers a PUT it returns true for with 501
+	// NotImplemented, not passing it on: a store without conditional
+	// writes.
+	refuse func(r *http.Request) bool
 }
 
 func (h *putHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,6 +43,12 @@ func (h *putHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.before != nil {
 		h.before(r.URL.Path)
+	}
+	if h.refuse != nil && h.refuse(r) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusNotImplemented)
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>conditional writes are not implemented</Message></Error>`)
+		return
 	}
 	rec := &recorded{header: http.Header{}}
 	p.ServeHTTP(rec, r)
@@ -75,7 +86,7 @@ func TestSwapIsSafe(t *testing.T) {
 	old := fixture.SynthShardsSized(t, "COLLAB", 120, 4, 128<<10)
 	genA := fixture.SynthShardsWith(t, "COLLAB", 90, 5, convert.Options{ShardBytes: 128 << 10, Generation: "aaaaaaaaaaaaaaaa"})
 	genB := fixture.SynthShardsWith(t, "COLLAB", 60, 6, convert.Options{ShardBytes: 128 << 10, Generation: "bbbbbbbbbbbbbbbb"})
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	target, _ := url.Parse(srv.Endpoint)
 	wantOld := epochBytes(t, old, epoch.Shuffle{}, 0, 0)
 	wantA := epochBytes(t, genA, epoch.Shuffle{}, 0, 0)
@@ -134,6 +145,88 @@ func TestSwapIsSafe(t *testing.T) {
 			t.Fatalf("A, overtaken by B: want ErrReplaced, got %v", err)
 		}
 		served(t, loc, wantB, "B's folder, whole")
+	})
+
+	// A store without conditional writes (501 NotImplemented to If-Match):
+	// the unconditional PUT comes only after a read of the manifest in
+	// place, so a replacement overtaken meanwhile stops with ErrReplaced
+	// instead of overwriting the other's swap (and reporting success).
+	t.Run("not-implemented-overtaken", func(t *testing.T) {
+		loc := srv.Upload(t, "swap", "noncond", old)
+		direct, err := objstore.NewS3(ctx, "swap", "noncond", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bErr error
+		var once atomic.Bool
+		var conditional, unconditional atomic.Int64
+		srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target, refuse: func(r *http.Request) bool {
+			if !isManifest(r.URL.Path) {
+				return false
+			}
+			if r.Header.Get("If-Match") == "" && r.Header.Get("If-None-Match") == "" {
+				unconditional.Add(1)
+				return false
+			}
+			conditional.Add(1)
+			if once.CompareAndSwap(false, true) {
+				bErr = direct.PutFolder(ctx, genB, true, nil) // B, straight to the store, meanwhile
+			}
+			return true
+		}}))
+		a, err := objstore.NewS3(ctx, "swap", "noncond", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.PutFolder(ctx, genA, true, nil)
+		if bErr != nil {
+			t.Fatalf("B's replacement: %v", bErr)
+		}
+		if !errors.Is(err, objstore.ErrReplaced) {
+			t.Fatalf("A, overtaken by B at a store without conditional writes: want ErrReplaced, got %v (%d conditional, %d unconditional manifest PUTs)", err, conditional.Load(), unconditional.Load())
+		}
+		if n := unconditional.Load(); n != 0 {
+			t.Errorf("%d unconditional manifest PUTs after B's swap", n)
+		}
+		served(t, loc, wantB, "B's folder, whole")
+	})
+
+	t.Run("not-implemented", func(t *testing.T) {
+		loc := srv.Upload(t, "swap", "noncond2", old)
+		srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target, refuse: func(r *http.Request) bool {
+			return isManifest(r.URL.Path) && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "")
+		}}))
+		a, err := objstore.NewS3(ctx, "swap", "noncond2", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.PutFolder(ctx, genA, true, nil); err != nil {
+			t.Fatalf("a replacement at a store without conditional writes: %v", err)
+		}
+		served(t, loc, wantA, "the new folder")
+	})
+
+	// Stopped after the swap, at the split's PUT: the error says the new
+	// folder is in place (ErrSwapped), so the command's message does not
+	// claim the old one is.
+	t.Run("stopped-after-swap", func(t *testing.T) {
+		old, genA := withSplit(t, old, "old"), withSplit(t, genA, "new")
+		srv.Upload(t, "swap", "after", old)
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target, before: func(key string) {
+			if strings.Contains(key, "split-") {
+				stop()
+			}
+		}}))
+		a, err := objstore.NewS3(ctx, "swap", "after", objstore.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.PutFolder(sctx, genA, true, nil)
+		if !errors.Is(err, objstore.ErrSwapped) || !strings.Contains(err.Error(), "split-x.json") {
+			t.Fatalf("stopped at the split's PUT after the swap: want ErrSwapped naming the split, got %v", err)
+		}
 	})
 
 	t.Run("incomplete", func(t *testing.T) {

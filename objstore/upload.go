@@ -45,6 +45,11 @@ var ErrReplaced = errors.New("objstore: another replacement swapped its folder i
 // manifest is not swapped, so the prefix keeps the folder it had.
 var ErrIncomplete = errors.New("objstore: the new folder is not whole in the store")
 
+// ErrSwapped wraps a failure (or a stop) after the swap: the prefix holds
+// the new folder, but the files put after the swap (a split) or the old
+// folder's deletes may not be done.
+var ErrSwapped = errors.New("objstore: the new folder is in place")
+
 // NewGeneration is a fresh folder generation (shard.Manifest.Generation):
 // 16 random hex digits.
 func NewGeneration() string {
@@ -156,7 +161,7 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 	for _, name := range after {
 		n, err := s.PutFile(ctx, name, filepath.Join(dir, name))
 		if err != nil {
-			return fmt.Errorf("objstore: %s holds the new folder, but not yet its %s (run again to finish): %w", s.Location(), name, err)
+			return fmt.Errorf("%w: %s holds the new folder, but its %s may still be the old folder's (replace it again to finish): %w", ErrSwapped, s.Location(), name, err)
 		}
 		if progress != nil {
 			progress(name, n)
@@ -167,7 +172,7 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 		// place: one that overtook this replacement may use them.
 		now, err := s.manifestNow(ctx)
 		if err != nil {
-			return fmt.Errorf("objstore: %s: the old folder's files kept (the manifest could not be read again: %w)", s.Location(), err)
+			return fmt.Errorf("%w: %s: the old folder's files kept (the manifest could not be read again: %w)", ErrSwapped, s.Location(), err)
 		}
 		if now.digest != digestOf(ours) {
 			return fmt.Errorf("%w: %s holds another folder than this one since the swap; the old files are kept", ErrReplaced, s.Location())
@@ -175,7 +180,7 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 	}
 	for _, name := range stale {
 		if err := s.Delete(ctx, name); err != nil {
-			return fmt.Errorf("objstore: %s now holds the new folder; the old one's files: %w", s.Location(), err)
+			return fmt.Errorf("%w: %s now holds the new folder; the old one's files: %w", ErrSwapped, s.Location(), err)
 		}
 	}
 	return nil
@@ -247,13 +252,8 @@ func (s *S3) swapManifest(ctx context.Context, ours []byte, before manifestSeen)
 			return nil
 		}
 		last = classify(err)
-		if conditional && strings.Contains(last.Error(), "NotImplemented") {
-			// A store that does not take conditional writes: the reads
-			// around the swap guard it alone.
-			conditional = false
-			continue
-		}
-		if !errors.As(last, new(errRetry)) && !errors.Is(last, ErrChanged) {
+		notImplemented := conditional && strings.Contains(last.Error(), "NotImplemented")
+		if !notImplemented && !errors.As(last, new(errRetry)) && !errors.Is(last, ErrChanged) {
 			return fmt.Errorf("objstore: swapping in s3://%s/%s: %w", s.bucket, key, last)
 		}
 		now, err := s.manifestNow(ctx)
@@ -265,6 +265,13 @@ func (s *S3) swapManifest(ctx context.Context, ours []byte, before manifestSeen)
 		case now.digest != before.digest:
 			return fmt.Errorf("%w: s3://%s/%s is another folder's since this replacement began (the swap's answer: %v); "+
 				"this one's files stay beside it, unused (shardconv prune deletes them)", ErrReplaced, s.bucket, key, last)
+		}
+		if notImplemented {
+			// A store that does not take conditional writes: the read just
+			// made guards the unconditional PUT alone (the manifest in place
+			// is still the one this replacement began from).
+			conditional = false
+			continue
 		}
 		s.stats.Retries.Add(1)
 		select {

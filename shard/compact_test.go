@@ -111,7 +111,7 @@ func scheduleOf(r *shard.Reader, batches [][]int64) *shard.Schedule {
 		for _, id := range batches[b] {
 			visit(id)
 		}
-	}, len(batches))
+	}, nil, len(batches))
 }
 
 // pinSameFor pins graph id for batch b of sched and checks it against

@@ -141,7 +141,7 @@ func TestCacheChargeAndEvict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sched := r.Schedule(2, func(b int, visit func(int64)) { visit(int64(b)) }, 2)
+	sched := r.Schedule(2, func(b int, visit func(int64)) { visit(int64(b)) }, nil, 2)
 	defer sched.Close()
 	forgot := 0
 	_, pin, err := sched.Pin(context.Background(), 0, 0)
@@ -162,7 +162,7 @@ func TestCacheChargeAndEvict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tight.Close()
-	tsched := tight.Schedule(1, func(b int, visit func(int64)) { visit(0) }, 1)
+	tsched := tight.Schedule(1, func(b int, visit func(int64)) { visit(0) }, nil, 1)
 	defer tsched.Close()
 	_, pin, err = tsched.Pin(context.Background(), 0, 0)
 	if err != nil {

@@ -456,7 +456,7 @@ func (r *Reader) PageBytes() []int64 {
 func (r *Reader) estimatePages() []int64 {
 	perNode, perEdge, perGraph := r.man.decodedPer()
 	out := make([]int64, r.NumPages())
-	gs, err := readGraphSizes(context.Background(), r.store, r.man, r.digest) // by position
+	gs, err := r.sizes, r.sizesErr // by position
 	for p := range out {
 		first, n := r.PageGraphs(p)
 		if err == nil {

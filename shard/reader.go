@@ -32,6 +32,14 @@ type Reader struct {
 	lazy    *lazy // set under a cache limit (WithCacheLimit): pages on demand
 	pages   pageTable
 
+	// The graph-size index (by storage position), read once by Open
+	// under its context: a store that stalls it stops a start that is
+	// cancelled (SIGTERM), and is waited on once, not by each of its users.
+	// sizesErr is ErrNoSizes for a folder without one, or why it cannot
+	// be used.
+	sizes    *GraphSizes
+	sizesErr error
+
 	pageBytesOnce sync.Once
 	pageBytes     []int64 // PageBytes, computed once
 }
@@ -106,8 +114,12 @@ func openStore(ctx context.Context, st Store, opts ...Option) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	sizes, sizesErr := readGraphSizes(ctx, st, man, digest)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if cfg.cacheLimit > 0 {
-		r := &Reader{store: st, man: man, digest: digest, pages: newPageTable(man)}
+		r := &Reader{store: st, man: man, digest: digest, pages: newPageTable(man), sizes: sizes, sizesErr: sizesErr}
 		r.openLazy(cfg)
 		return r, nil
 	}
@@ -126,7 +138,7 @@ func openStore(ctx context.Context, st Store, opts ...Option) (*Reader, error) {
 		})
 	}
 	err = g.Wait()
-	r := &Reader{store: st, man: man, digest: digest, pages: newPageTable(man)}
+	r := &Reader{store: st, man: man, digest: digest, pages: newPageTable(man), sizes: sizes, sizesErr: sizesErr}
 	for i := range perShard {
 		r.recs = append(r.recs, perRecs[i]...)
 		for _, b := range perShard[i] {

@@ -21,8 +21,10 @@ type Schedule struct {
 // Schedule hands over the future of a stream of batches batches whose
 // batch b pins the graphs graphsOf(b) visits, once per pin (a graph
 // pinned twice by a batch is visited twice). graphsOf is called again as
-// batches are built. Close hands it back.
-func (r *Reader) Schedule(batches int, graphsOf func(b int, visit func(id int64)), ahead int) *Schedule {
+// batches are built. mayPin (nil: none) visits the pages batch b may
+// pin beyond those (pagecache.NewFuture: SubMix's partners, drawn from the
+// batch's window). Close hands it back.
+func (r *Reader) Schedule(batches int, graphsOf func(b int, visit func(id int64)), mayPin func(b int, visit func(page int)), ahead int) *Schedule {
 	s := &Schedule{r: r}
 	if r.lazy == nil {
 		return s
@@ -32,7 +34,7 @@ func (r *Reader) Schedule(batches int, graphsOf func(b int, visit func(id int64)
 			pos := r.man.PositionOf(id)
 			visit(r.pages.pageOf(pos), pos)
 		})
-	})
+	}, mayPin)
 	s.stream = r.lazy.cache.Foresee(f, ahead)
 	return s
 }

@@ -114,12 +114,16 @@ func (s *sizesWriter) finish(manifest [32]byte, graphs int64) error {
 
 func (s *sizesWriter) abort() { s.f.Close() }
 
-// GraphSizes reads the folder's graph-size index, checked: its trailer
-// names this folder's manifest, its CRC-32C holds, and its totals and
-// maxima are the manifest's. ErrNoSizes when the folder has none. The
-// entries are by graph id (the file holds them by storage position).
+// GraphSizes returns the folder's graph-size index, read by Open and
+// checked: its trailer names this folder's manifest, its CRC-32C holds,
+// and its totals and maxima are the manifest's. ErrNoSizes when the
+// folder has none. The entries are by graph id (the file holds them by
+// storage position); the result is the caller's.
 func (r *Reader) GraphSizes() (*GraphSizes, error) {
-	gs, err := readGraphSizes(context.Background(), r.store, r.man, r.digest)
+	gs, err := r.sizes, r.sizesErr
+	if err == nil {
+		gs = &GraphSizes{Nodes: slices.Clone(gs.Nodes), Edges: slices.Clone(gs.Edges), MaxDegree: slices.Clone(gs.MaxDegree)}
+	}
 	order := r.man.graphOrder()
 	if err != nil || order == nil {
 		return gs, located(r.store, err)

@@ -24,7 +24,7 @@ import (
 func TestServeReplacedFolder(t *testing.T) {
 	old := fixture.SynthShardsSized(t, "COLLAB", 600, 5, 1<<20)
 	next := fixture.SynthShardsWith(t, "COLLAB", 400, 6, convert.Options{ShardBytes: 1 << 20, Generation: "0123456789abcdef"})
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "replaced", "set", old)
 	const watch = "AUGLOADER_S3_WATCH=200ms"
 	holds := startDaemon(t, watch, "--shards", loc, "--policy", "nodesam", "--seed", "7")                           // every shard read at start

@@ -19,7 +19,7 @@ import (
 // without --cache-limit, resumed midway; /metrics counts the GETs.
 func TestServeFromS3(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 1000, 5, 1<<20)
-	srv := s3test.Start(t) // this process's AWS environment: the daemons inherit it
+	srv := s3test.Shared(t) // this process's AWS environment: the daemons inherit it
 	loc := srv.Upload(t, "data", "collab", dir)
 	for _, args := range [][]string{
 		{"--shuffle", "global"},
@@ -65,7 +65,7 @@ func scrape(t *testing.T, d *daemon) string {
 // daemon on DIR while the first runs is refused, naming it.
 func TestServeDiskCache(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 600, 5, 1<<20)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "data", "collab", dir)
 	cache := filepath.Join(t.TempDir(), "pages")
 	args := []string{"--shards", loc, "--metrics", "127.0.0.1:0", "--policy", "nodesam", "--seed", "7",

@@ -166,6 +166,12 @@ func serveCmd() *cli.Command {
 				}
 				lo.Twins = c.StringSlice("twins")
 				b, err := app.BuildViews(c.Context, lo)
+				if err != nil && c.Context.Err() != nil {
+					// SIGTERM or SIGINT before the daemon was ready: every read at
+					// start takes its context, so it ends at once, and cleanly.
+					log.Info("stopped before it was ready (signalled while opening the shards)", "shards", c.String("shards"))
+					return nil
+				}
 				if err != nil {
 					return err
 				}

@@ -235,6 +235,11 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 	})
 	if err != nil {
 		if c.Context.Err() != nil {
+			if errors.Is(err, objstore.ErrSwapped) {
+				return nil, fmt.Errorf("stopped by a signal after the swap: %s holds the new folder, but the files put after it "+
+					"(a split beside the shards) may still be the old folder's, and the old folder's files may be there; run again "+
+					"to replace the folder with all its files, then `shardconv prune %s` deletes what is left", out, out)
+			}
 			if exists {
 				return nil, fmt.Errorf("stopped by a signal: %s still holds the folder that was there; the files this run put "+
 					"beside it stay until `shardconv prune %s` deletes them (or run again to replace the folder)", out, out)

@@ -60,10 +60,14 @@ func pruneCmd() *cli.Command {
 			var bytes int64
 			for _, l := range left {
 				age := time.Since(l.Modified).Round(time.Second)
+				gen := l.Generation
+				if gen == "" {
+					gen = "none, a replaced first upload's"
+				}
 				if young := time.Since(newest[l.Generation]).Round(time.Second); young < minAge {
 					kept++
 					fmt.Fprintf(os.Stderr, "kept %s (generation %s, modified %s ago): its generation's newest file is %s old, under --older-than %s\n",
-						l.Name, l.Generation, age, young, minAge)
+						l.Name, gen, age, young, minAge)
 					continue
 				}
 				verb := "would delete"
@@ -75,7 +79,7 @@ func pruneCmd() *cli.Command {
 				}
 				deleted++
 				bytes += l.Bytes
-				fmt.Fprintf(os.Stderr, "%s %s (generation %s, %s, modified %s ago)\n", verb, l.Name, l.Generation, cliutil.FormatSize(l.Bytes), age)
+				fmt.Fprintf(os.Stderr, "%s %s (generation %s, %s, modified %s ago)\n", verb, l.Name, gen, cliutil.FormatSize(l.Bytes), age)
 			}
 			verb := "deleted"
 			if c.Bool("dry-run") {

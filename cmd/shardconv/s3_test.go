@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/augloader/augloader/ingest/convert"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/s3test"
 	"github.com/augloader/augloader/objstore"
@@ -23,7 +24,7 @@ import (
 // folder's figures; convert -o s3:// is refused, saying how to upload.
 func TestVerifyStatsS3(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 200, 6, 256<<10)
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	loc := srv.Upload(t, "verify", "set", dir)
 	out, errOut, code := run(t, "verify", loc)
 	if code != 0 || !strings.Contains(out, "ok (") {
@@ -50,7 +51,7 @@ func TestVerifyStatsS3(t *testing.T) {
 // on it; a second convert to the same place is refused without --force
 // and replaces the folder with it.
 func TestConvertToS3(t *testing.T) {
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	tu := filepath.Join(t.TempDir(), "tu")
 	if out, errOut, code := run(t, "synth", "--like", "COLLAB", "--graphs", "150", "--seed", "2", "--out", tu); code != 0 {
 		t.Fatalf("synth: %s%s", out, errOut)
@@ -134,7 +135,7 @@ func TestConvertToS3(t *testing.T) {
 // and never the folder's own files, a split file or a stranger's; the
 // folder still verifies.
 func TestPrune(t *testing.T) {
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	const gen = "0123456789abcdef"
 	dir := fixture.SynthShardsSized(t, "COLLAB", 150, 3, 256<<10)
 	loc := srv.Upload(t, "prune", "set", dir)
@@ -195,5 +196,40 @@ func TestPrune(t *testing.T) {
 	}
 	if _, errOut, code := run(t, "prune", dir); code == 0 || !strings.Contains(errOut, "local folder") {
 		t.Fatalf("prune of a local folder: exit %d\n%s", code, errOut)
+	}
+}
+
+// A first upload's files (named without a generation) that a replacement
+// stopped after its swap left beside the new folder are leftovers: prune
+// deletes them, and keeps those of a current folder without a generation.
+func TestPrunePlainLeftovers(t *testing.T) {
+	srv := s3test.Shared(t)
+	first := fixture.SynthShardsSized(t, "COLLAB", 60, 3, 256<<10)
+	next := fixture.SynthShardsWith(t, "COLLAB", 50, 4, convert.Options{ShardBytes: 256 << 10, Generation: "0123456789abcdef"})
+	loc := srv.Upload(t, "prune", "plain", first)
+	st, err := objstore.NewS3(t.Context(), "prune", "plain", objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run(t, "prune", loc, "--older-than", "0s"); code != 0 || !strings.Contains(errOut, "0 files of stopped replacements deleted") {
+		t.Fatalf("prune of a first upload: exit %d, want nothing deleted\n%s", code, errOut)
+	}
+	// The replacement's swap, then a stop before its deletes: the first
+	// upload's files stay (PutFolder deletes them after the swap; putting
+	// the manifest alone is that stop).
+	for _, name := range []string{"shard-00000.0123456789abcdef.arrow", "graph-sizes.0123456789abcdef.bin", "manifest.json"} {
+		srv.Put(t, st, name, filepath.Join(next, name))
+	}
+	_, errOut, code := run(t, "prune", loc, "--older-than", "0s")
+	if code != 0 || !strings.Contains(errOut, "deleted shard-00000.arrow (generation none") || !strings.Contains(errOut, "deleted graph-sizes.bin") {
+		t.Fatalf("prune after a stopped replacement of a first upload: exit %d\n%s", code, errOut)
+	}
+	for _, name := range []string{"shard-00000.arrow", "graph-sizes.bin"} {
+		if _, err := st.Open(t.Context(), name); err == nil {
+			t.Errorf("%s is still there", name)
+		}
+	}
+	if out, errOut, code := run(t, "verify", loc); code != 0 {
+		t.Fatalf("verify after prune: %s%s", out, errOut)
 	}
 }

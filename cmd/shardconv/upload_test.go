@@ -21,7 +21,7 @@ import (
 // upload); an upload stopped at once (two signals) leaves no temporary
 // copy in $TMPDIR (the second signal's exit skipped its removal).
 func TestConvertToS3FailsEarly(t *testing.T) {
-	srv := s3test.Start(t)
+	srv := s3test.Shared(t)
 	tu := filepath.Join(t.TempDir(), "tu")
 	if out, errOut, code := run(t, "synth", "--like", "COLLAB", "--graphs", "400", "--seed", "2", "--out", tu); code != 0 {
 		t.Fatalf("synth: %s%s", out, errOut)

@@ -87,6 +87,15 @@ func InNamespace(t testing.TB, ns string, port int, objects map[string]string) *
 
 // writeConf writes s3proxy's properties for addr and data.
 func writeConf(t testing.TB, dir, addr, data string) string {
+	conf, err := writeConfig(dir, addr, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conf
+}
+
+// writeConfig writes s3proxy's properties for addr and data into dir.
+func writeConfig(dir, addr, data string) (string, error) {
 	conf := filepath.Join(dir, "s3proxy.conf")
 	props := fmt.Sprintf(`s3proxy.endpoint=http://%s
 s3proxy.authorization=aws-v2-or-v4
@@ -96,10 +105,7 @@ s3proxy.v4-max-non-chunked-request-size=4294967296
 jclouds.provider=filesystem
 jclouds.filesystem.basedir=%s
 `, addr, AccessKey, SecretKey, data)
-	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return conf
+	return conf, os.WriteFile(conf, []byte(props), 0o644)
 }
 
 // Jar returns the s3proxy jar's path, or fails (CI) or skips the test.
@@ -130,33 +136,100 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	jar := Jar(t)
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := newServer(dir, filepath.Join(dir, "data"), jar)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	data := filepath.Join(dir, "data")
-	if err := os.Mkdir(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	conf := writeConf(t, dir, addr, data)
-	s := &Server{Endpoint: "http://" + addr, log: new(testutil.SyncBuffer), jar: jar, conf: conf, addr: addr}
 	s.start(t)
 	t.Cleanup(s.stop)
 	s.Env(t, s.Endpoint)
 	return s
 }
 
+// Shared is a server for the tests of one test binary that neither stop
+// nor restart it: one JVM started by the first test that asks (each
+// start costs seconds, more under load; a package started a dozen), each
+// test given an empty store (every bucket removed when it ends; the tests
+// of a package run one at a time) and this process's AWS configuration
+// pointed at it as Start does. It is stopped and its folder removed by
+// fixture.Cleanup (the packages' TestMain), or dies with the process.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	jar := Jar(t)
+	shared.once.Do(func() {
+		dir, err := os.MkdirTemp("", "s3test-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		testutil.AtCleanup(func() {
+			if shared.s != nil {
+				shared.s.stop()
+			}
+			os.RemoveAll(dir)
+		})
+		data := filepath.Join(dir, "data")
+		s, err := newServer(dir, data, jar)
+		if err == nil {
+			err = s.launch()
+		}
+		shared.s, shared.data, shared.err = s, data, err
+	})
+	if shared.err != nil {
+		t.Fatalf("the shared S3 test server: %v", shared.err)
+	}
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(shared.data)
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(shared.data, e.Name()))
+		}
+	})
+	shared.s.Env(t, shared.s.Endpoint)
+	return shared.s
+}
+
+var shared struct {
+	once sync.Once
+	s    *Server
+	data string
+	err  error
+}
+
+// newServer is a loopback server's configuration in dir, its objects
+// under data (created).
+func newServer(dir, data, jar string) (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if err := os.Mkdir(data, 0o755); err != nil {
+		return nil, err
+	}
+	conf, err := writeConfig(dir, addr, data)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Endpoint: "http://" + addr, log: new(testutil.SyncBuffer), jar: jar, conf: conf, addr: addr}, nil
+}
+
 // start runs the server and waits until it listens.
 func (s *Server) start(t testing.TB) {
+	if err := s.launch(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launch runs the server and waits until it listens.
+func (s *Server) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	argv := append(append([]string(nil), s.wrap...), "java", "-Xmx512m", "-jar", s.jar, "--properties", s.conf)
 	cmd := testutil.DieWithTest(exec.Command(argv[0], argv[1:]...))
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -166,18 +239,19 @@ func (s *Server) start(t testing.TB) {
 		if s.wrap == nil {
 			if c, err := net.Dial("tcp", s.addr); err == nil {
 				c.Close()
-				return
+				return nil
 			}
 		} else if strings.Contains(s.log.String(), "Started Server@") {
-			return
+			return nil
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("s3proxy exited at start (%v):\n%s", err, s.log)
+			s.cmd = nil
+			return fmt.Errorf("s3proxy exited at start (%v):\n%s", err, s.log)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("s3proxy did not listen on %s within 60 s:\n%s", s.addr, s.log)
+			return fmt.Errorf("s3proxy did not listen on %s within 60 s:\n%s", s.addr, s.log)
 		}
 	}
 }

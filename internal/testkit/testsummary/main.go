@@ -5,8 +5,9 @@
 // shown with why, at the end where a person reads: each failed test's own
 // output (its t.Fatal lines, a panic), and for a package that failed with
 // no test failed (go test's timeout, a crash) its last lines, which name
-// the tests that were running. It exits 1 when a test or a package
-// failed, so a pipe keeps go test's verdict.
+// the tests that were running. The ten slowest tests are named with their
+// times. It exits 1 when a test or a package failed, so a pipe keeps go
+// test's verdict.
 package main
 
 import (
@@ -24,6 +25,16 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on a test's or package's end
+}
+
+// slowest is how many of the slowest tests the summary names.
+const slowest = 10
+
+// timed is one top-level test's time.
+type timed struct {
+	key     string // "pkg Test"
+	seconds float64
 }
 
 func main() {
@@ -59,6 +70,7 @@ func run(in io.Reader, out io.Writer) int {
 	running := map[string]bool{}    // "pkg Test" started and not ended: what a timeout or crash cut
 	panics := map[string][]string{} // "pkg Test" → its panic line and the few after it (a timeout's running tests)
 	panicLeft := map[string]int{}
+	var times []timed
 	failed := false
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -112,12 +124,14 @@ func run(in io.Reader, out io.Writer) int {
 			delete(running, key)
 			if e.Test != "" && !strings.Contains(e.Test, "/") {
 				c.pass++
+				times = append(times, timed{key, e.Elapsed})
 			}
 		case "fail":
 			delete(running, key)
 			failed = true
 			if e.Test != "" && !strings.Contains(e.Test, "/") {
 				c.fail++
+				times = append(times, timed{key, e.Elapsed})
 			}
 			if e.Test != "" {
 				failedTests = append(failedTests, key)
@@ -173,11 +187,27 @@ func run(in io.Reader, out io.Writer) int {
 	for _, k := range keys {
 		fmt.Fprintf(out, "  skipped %s: %s\n", k, skips[k])
 	}
+	writeSlowest(out, times)
 	writeFailures(out, failedTests, failedPkgs, kept)
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// writeSlowest names the slowest top-level tests that ended, with their
+// times (a package's tests run one at a time unless they call t.Parallel;
+// packages run side by side).
+func writeSlowest(out io.Writer, times []timed) {
+	if len(times) == 0 {
+		return
+	}
+	sort.SliceStable(times, func(i, j int) bool { return times[i].seconds > times[j].seconds })
+	times = times[:min(len(times), slowest)]
+	fmt.Fprintf(out, "the %d slowest tests:\n", len(times))
+	for _, t := range times {
+		fmt.Fprintf(out, "  %7.1f s  %s\n", t.seconds, t.key)
+	}
 }
 
 // writeFailures shows why each test failed (a parent whose subtest failed

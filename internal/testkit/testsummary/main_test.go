@@ -15,7 +15,7 @@ func TestSummary(t *testing.T) {
 	in := strings.Join([]string{
 		`{"Action":"run","Package":"p/a","Test":"TestOne"}`,
 		`{"Action":"output","Package":"p/a","Test":"TestOne","Output":"=== RUN   TestOne\n"}`,
-		`{"Action":"pass","Package":"p/a","Test":"TestOne"}`,
+		`{"Action":"pass","Package":"p/a","Test":"TestOne","Elapsed":12.5}`,
 		`{"Action":"output","Package":"p/a","Output":"ok  \tp/a\t0.1s\n"}`,
 		`{"Action":"run","Package":"p/b","Test":"TestReal"}`,
 		`{"Action":"output","Package":"p/b","Test":"TestReal","Output":"    real_test.go:9: ../shared/datasets absent: put it beside the repository\n"}`,
@@ -27,7 +27,7 @@ func TestSummary(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out.String())
 	}
 	for _, want := range []string{"ok  \tp/a", "2 tests ran: 1 passed, 0 failed, 1 skipped", "every test skipped (their \"ok\" tested nothing): p/b",
-		"skipped p/b TestReal: real_test.go:9: ../shared/datasets absent"} {
+		"skipped p/b TestReal: real_test.go:9: ../shared/datasets absent", "the 1 slowest tests:\n     12.5 s  p/a TestOne"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}

@@ -215,3 +215,28 @@ func ServeHTTP(t testing.TB, h http.Handler) string {
 	t.Cleanup(func() { hs.Close() })
 	return "http://" + l.Addr().String()
 }
+
+// AtCleanup registers f to run at the test binary's end, when its TestMain
+// calls RunCleanups (fixture.Cleanup does): what outlives one test, a
+// server the package's tests share.
+func AtCleanup(f func()) {
+	cleanups.Lock()
+	defer cleanups.Unlock()
+	cleanups.fs = append(cleanups.fs, f)
+}
+
+// RunCleanups runs what AtCleanup registered, the latest first, once.
+func RunCleanups() {
+	cleanups.Lock()
+	fs := cleanups.fs
+	cleanups.fs = nil
+	cleanups.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
+var cleanups struct {
+	sync.Mutex
+	fs []func()
+}

@@ -229,7 +229,13 @@ const maxPrefetch = 2
 // neither held nor being read and the cache has room for it without
 // dropping anything a stream needs sooner (its decoded size estimated).
 // Errors are left to the Pin that needs the page.
-func (c *Cache) Prefetch(p int) {
+func (c *Cache) Prefetch(p int) { c.prefetch(c.life, p) }
+
+// prefetch is Prefetch for a reader whose context is ctx (a stream's
+// request): the read ends with it, or with Close, whichever is first. A
+// stream whose client went away leaves no read ahead waiting on a
+// stalled store for its timeouts.
+func (c *Cache) prefetch(ctx context.Context, p int) {
 	if p < 0 || p >= len(c.slots) {
 		return
 	}
@@ -249,7 +255,13 @@ func (c *Cache) Prefetch(p int) {
 	c.prefetches.Add(1)
 	go func() {
 		defer c.prefetchers.Done()
-		if _, err := c.acquire(c.life, p, -1); err == nil {
+		if ctx != c.life {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer context.AfterFunc(c.life, cancel)()
+			defer cancel()
+		}
+		if _, err := c.acquire(ctx, p, -1); err == nil {
 			c.unpin(p)
 		}
 		c.mu.Lock()

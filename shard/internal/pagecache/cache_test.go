@@ -93,7 +93,7 @@ func belady(seq []int, k int) int {
 func pageFuture(src *fakeSource, seq []int) *Future {
 	return NewFuture(src.pages, int64(src.pages*src.per), len(seq), func(b int, visit func(int, int64)) {
 		visit(seq[b], int64(seq[b]*src.per+b%src.per))
-	})
+	}, nil)
 }
 
 // With a stream's future registered, a cache of k pages whose pages hold
@@ -253,7 +253,7 @@ func TestRandomStreams(t *testing.T) {
 				for _, pos := range batches[b] {
 					visit(int(pos)/src.per, pos)
 				}
-			})
+			}, nil)
 			st := c.Foresee(f, 1+rng.IntN(3))
 			forgot, charged := 0, 0
 			done := make(chan struct{})

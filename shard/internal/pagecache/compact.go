@@ -29,7 +29,7 @@ func (c *Cache) compactOne() bool {
 	if victim < 0 {
 		return false
 	}
-	c.compact(victim, c.needed)
+	c.compact(victim, func(pos int64) bool { return c.needed(victim, pos) })
 	return true
 }
 
@@ -55,7 +55,7 @@ func (c *Cache) trim(p int, need int64) bool {
 	uses := make([]use, 0, n)
 	for row := range int(n) {
 		if at := c.rowOf(s, row); at >= 0 {
-			uses = append(uses, use{c.lastUse(first + int64(row)), row})
+			uses = append(uses, use{c.lastUse(p, first+int64(row)), row})
 		}
 	}
 	slices.SortFunc(uses, func(a, b use) int { return cmp.Compare(b.last, a.last) })
@@ -74,17 +74,17 @@ func (c *Cache) trim(p int, need int64) bool {
 	if dropped == 0 {
 		return false
 	}
-	c.compact(p, func(pos int64) bool { return !drop[pos-first] && c.needed(pos) })
+	c.compact(p, func(pos int64) bool { return !drop[pos-first] && c.needed(p, pos) })
 	c.trims.Add(1)
 	return true
 }
 
 // lastUse is the latest batch, over the registered streams, that needs
 // the graph at pos (-1: none).
-func (c *Cache) lastUse(pos int64) int32 {
+func (c *Cache) lastUse(p int, pos int64) int32 {
 	last := int32(-1)
 	for _, f := range c.futures {
-		if u := f.lastUse[pos].Load(); int64(u) >= f.now.Load() {
+		if u := f.last(p, pos); int64(u) >= f.now.Load() {
 			last = max(last, u)
 		}
 	}
@@ -136,7 +136,7 @@ func (c *Cache) garbage(p int) int64 {
 	var gone int64
 	for row := range int(n) {
 		at := c.rowOf(s, row)
-		if at >= 0 && !c.needed(first+int64(row)) {
+		if at >= 0 && !c.needed(p, first+int64(row)) {
 			gone += s.page.Weight(int(at))
 		}
 	}

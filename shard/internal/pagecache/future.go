@@ -19,16 +19,30 @@ type Future struct {
 	// left[b] counts b's planned pins not yet released, with begun set by
 	// b's first pin.
 	left []atomic.Int32
+	// hold[p] is the last batch that may pin page p outside its plan
+	// (mayPin: SubMix's partners, drawn from the batch's window while it
+	// is built); every graph of p is needed until it is sent. nil: none.
+	hold []int32
 	uses func(b int, visit func(page int, pos int64))
 }
 
 // NewFuture builds the future of a stream of batches batches over a
 // source of numPages pages and numGraphs graph positions, whose batch b
 // pins the graphs uses(b) visits, once per pin (repeats allowed). uses is
-// called again as batches are read ahead, built and sent. 4 bytes a
-// page, a (batch, page) pair, a graph and a batch.
-func NewFuture(numPages int, numGraphs int64, batches int, uses func(b int, visit func(page int, pos int64))) *Future {
+// called again as batches are read ahead, built and sent. mayPin (nil:
+// none) visits the pages batch b may also pin while it is built, beyond
+// its plan and not read ahead: a SubMix partner is any graph of the
+// target's window, so the window's pages stay needed, whole, until the
+// window's last batch is sent. 4 bytes a page (8 with mayPin), a
+// (batch, page) pair, a graph and a batch.
+func NewFuture(numPages int, numGraphs int64, batches int, uses func(b int, visit func(page int, pos int64)), mayPin func(b int, visit func(page int))) *Future {
 	f := &Future{uses: uses, lastUse: make([]atomic.Int32, numGraphs), left: make([]atomic.Int32, batches)}
+	if mayPin != nil {
+		f.hold = make([]int32, numPages)
+		for i := range f.hold {
+			f.hold[i] = -1
+		}
+	}
 	count := make([]int32, numPages+1)
 	last := make([]int32, numPages)
 	for i := range last {
@@ -48,6 +62,15 @@ func NewFuture(numPages int, numGraphs int64, batches int, uses func(b int, visi
 			}
 		})
 		f.left[b].Store(n)
+		if mayPin != nil {
+			mayPin(b, func(p int) {
+				f.hold[p] = int32(b)
+				if last[p] != int32(b) {
+					last[p] = int32(b)
+					count[p+1]++
+				}
+			})
+		}
 	}
 	for p := range numPages {
 		count[p+1] += count[p]
@@ -58,20 +81,24 @@ func NewFuture(numPages int, numGraphs int64, batches int, uses func(b int, visi
 		last[i] = -1
 	}
 	for b := range batches {
-		uses(b, func(p int, _ int64) {
+		add := func(p int) {
 			if last[p] != int32(b) {
 				last[p] = int32(b)
 				f.at[fill[p]] = int32(b)
 				fill[p]++
 			}
-		})
+		}
+		uses(b, func(p int, _ int64) { add(p) })
+		if mayPin != nil {
+			mayPin(b, add)
+		}
 	}
 	return f
 }
 
 // Bytes is what the future holds.
 func (f *Future) Bytes() int64 {
-	return 4 * int64(len(f.start)+len(f.at)+len(f.lastUse)+len(f.left))
+	return 4 * int64(len(f.start)+len(f.at)+len(f.lastUse)+len(f.left)+len(f.hold))
 }
 
 // batches is the future's batch count.
@@ -124,10 +151,20 @@ func (f *Future) built(b int) {
 	f.uses(b, func(_ int, pos int64) { f.lastUse[pos].CompareAndSwap(int32(b), -1) })
 }
 
-// needs reports whether the stream needs the graph at position pos at
-// its oldest unsent batch or after.
-func (f *Future) needs(pos int64) bool {
-	return int64(f.lastUse[pos].Load()) >= f.now.Load()
+// needs reports whether the stream needs the graph at position pos of
+// page p at its oldest unsent batch or after.
+func (f *Future) needs(p int, pos int64) bool {
+	return int64(f.last(p, pos)) >= f.now.Load()
+}
+
+// last is the last batch that may pin the graph at position pos of page
+// p: its own last use, or its page's hold.
+func (f *Future) last(p int, pos int64) int32 {
+	u := f.lastUse[pos].Load()
+	if f.hold != nil {
+		u = max(u, f.hold[p])
+	}
+	return u
 }
 
 // distance is how many batches ahead of the stream's position page p is

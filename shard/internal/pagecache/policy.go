@@ -183,13 +183,13 @@ func (c *Cache) farthest() (victim int, dist int64) {
 }
 
 // needed reports whether a registered stream needs the graph at position
-// pos again (true without futures).
-func (c *Cache) needed(pos int64) bool {
+// pos of page p again (true without futures).
+func (c *Cache) needed(p int, pos int64) bool {
 	if len(c.futures) == 0 {
 		return true
 	}
 	for _, f := range c.futures {
-		if f.needs(pos) {
+		if f.needs(p, pos) {
 			return true
 		}
 	}

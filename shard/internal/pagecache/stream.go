@@ -29,10 +29,10 @@ func (c *Cache) Foresee(f *Future, ahead int) *Stream {
 }
 
 // Pin pins page p's graph row for batch b (Cache.Pin); the first pin of
-// b reads ahead the pages of b+ahead.
+// b reads ahead the pages of b+ahead, reads that end with ctx.
 func (s *Stream) Pin(ctx context.Context, b, p, row int) (Page, int, StreamHandle, error) {
 	if b >= 0 && b < s.f.batches() && s.f.begin(b) && b+s.ahead < s.f.batches() {
-		s.f.pagesOf(b+s.ahead, s.c.Prefetch)
+		s.f.pagesOf(b+s.ahead, func(p int) { s.c.prefetch(ctx, p) })
 	}
 	pg, at, h, err := s.c.Pin(ctx, p, row)
 	return pg, at, StreamHandle{h: h, s: s, b: int32(b)}, err
