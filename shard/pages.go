@@ -127,6 +127,9 @@ func scanFile(f io.ReaderAt, man *Manifest, infop *ShardInfo) (*shardIndex, erro
 	var whole uint32
 	buf := make([]byte, 1<<20)
 	var schema bytes.Buffer
+	// The footer and tail as summed: compared below with those parsed.
+	endAt := n - 10 - flen
+	summedEnd := make([]byte, 0, flen+10)
 	var pos int64
 	next := 0 // the page being summed
 	for pos < n {
@@ -137,6 +140,9 @@ func scanFile(f io.ReaderAt, man *Manifest, infop *ShardInfo) (*shardIndex, erro
 		}
 		chunk := buf[:k]
 		whole = crc32c.Update(whole, chunk)
+		if pos+int64(k) > endAt {
+			summedEnd = append(summedEnd, chunk[max(endAt-pos, 0):]...)
+		}
 		if len(locs) > 0 && pos < locs[0].off {
 			schema.Write(chunk[:min(int64(k), locs[0].off-pos)])
 		}
@@ -158,9 +164,11 @@ func scanFile(f io.ReaderAt, man *Manifest, infop *ShardInfo) (*shardIndex, erro
 	if got := fmt.Sprintf("%08x", whole); got != info.CRC32C {
 		return nil, corrupt(info.File, "checksum", "crc32c %s, manifest says %s", got, info.CRC32C)
 	}
-	// The footer parsed above is the one summed (not a later write).
-	var again = make([]byte, len(footer))
-	if _, err := f.ReadAt(again, n-10-flen); err != nil || !bytes.Equal(again, footer) {
+	// The footer parsed above is the one summed (not a later write). The
+	// bytes of the summing pass, not a read of the footer again: through
+	// a disk cache that read was answered by the entry the first one just
+	// wrote, the cache compared with itself.
+	if !bytes.Equal(summedEnd, append(footer, tail[:]...)) {
 		return nil, corrupt(info.File, "arrow", "the file changed while it was read")
 	}
 	if len(locs) > 0 {
