@@ -47,6 +47,12 @@ type Request struct {
 	// selects a per-fold view's fold.
 	View string `json:"view,omitempty"`
 	Fold int    `json:"fold,omitempty"`
+	// Job names the group of ranks the request's rank belongs to (the
+	// Python client sends torchrun's run id, restart count and agent): a
+	// daemon refuses a rank of a job that asks for an epoch older than
+	// one another rank of that job, view, fold and world already asked
+	// (docs/protocol.md, "Epochs of one job"). "": not checked.
+	Job string `json:"job,omitempty"`
 	// Digest asks the server for the SHA-256 of the Arrow IPC stream it
 	// sent, in the trailer (a Flight client, which does not see the
 	// stream's bytes, can check it against another daemon's).
@@ -96,6 +102,9 @@ const (
 
 // MaxViewName caps a view's name.
 const MaxViewName = 64
+
+// MaxJob bounds a request's job name (Request.Job).
+const MaxJob = 256
 
 // Config identifies a stream configuration: every setting that changes
 // the bytes a request gets (not the workers, the index or the transport).
@@ -348,6 +357,9 @@ func DecodeRequest(body []byte) (Request, error) {
 	}
 	if len(req.View) > MaxViewName {
 		return req, fmt.Errorf("%w: view name of %d bytes (at most %d)", ErrProtocol, len(req.View), MaxViewName)
+	}
+	if len(req.Job) > MaxJob {
+		return req, fmt.Errorf("%w: job name of %d bytes (at most %d)", ErrProtocol, len(req.Job), MaxJob)
 	}
 	if err := CheckResume(req.Resume); err != nil {
 		return req, err

@@ -255,7 +255,10 @@ func serveCmd() *cli.Command {
 				}
 			}
 			return server.Run(c.Context, server.DaemonOptions{
-				Source: src, Logger: log, Memory: memory, ShmRingLimit: ringLimit,
+				// The ranks of one job (a request's job) must ask for the
+				// same epochs: one a peek ahead is refused, not served
+				// another epoch's partition.
+				Source: server.RankChecked{Source: src, Ranks: server.NewRankEpochs()}, Logger: log, Memory: memory, ShmRingLimit: ringLimit,
 				Socket: c.String("socket"), SocketMode: os.FileMode(mode),
 				Flight: fo,
 				Probes: probes, Counters: metrics,

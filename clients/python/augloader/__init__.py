@@ -139,7 +139,7 @@ class Client:
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0,
               start_batch: int = 0, digest: bool = False, *, stride: int = 1, count: int = 0,
               batches_per_epoch: int = 0, drop_last: bool = False, view: str = "", fold: int = 0,
-              server_digest: bool = False, resume=None, twins: int = 0, twin_weights=None) -> Stream:
+              server_digest: bool = False, resume=None, twins: int = 0, twin_weights=None, job: str = "") -> Stream:
         """One epoch of one rank: batches start_batch, start_batch+stride, …
         (at most count; 0: all) of view's fold. batches_per_epoch makes an
         epoch that many batches drawn from consecutive passes; drop_last
@@ -152,10 +152,14 @@ class Client:
         then split what they left. twins=k: k aligned, differently
         augmented copies of every graph in each batch (``Batch.twin(t)``),
         from one of the daemon's --twins sets, drawn per graph by
-        twin_weights (one a set; default equal; docs/contrastive.md)."""
+        twin_weights (one a set; default equal; docs/contrastive.md).
+        job names the group of ranks this one trains with: the daemon
+        refuses a rank of a job that asks for an older epoch than another
+        of its ranks already did (docs/protocol.md, "Epochs of one job";
+        the torch dataset names torchrun's job)."""
         req = request(epoch, rank, world, batch_size, start_batch, stride=stride, count=count,
                       batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume,
-                      twins=twins, twin_weights=twin_weights)
+                      twins=twins, twin_weights=twin_weights, job=job)
         if self._transport == "unix":
             if server_digest:
                 req["digest"] = True

@@ -15,6 +15,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from . import ServerError, _state, _wire, connect
 from ._ahead import _Ahead
+from ._proc import start_time
 from ._shared import _SharedEpoch
 from ._tensors import LAYOUTS, to_tensors, twin_tensors
 
@@ -83,6 +84,27 @@ def _rank_world() -> tuple:
     return rank, world
 
 
+def _torchrun_job(request: tuple) -> str:
+    """The group of ranks this process trains with, as torchrun names it:
+    its run id, its restart (a restarted group is another one, its ranks
+    at other epochs) and its agent, the ranks' parent (the run id is
+    "none" for every job of a static rendezvous); then which dataset of
+    this request (url, view, fold, world, rank) the process built, in
+    order: a probe dataset built to read one batch (the model's
+    dimensions) has epochs of its own, as it has a counter of its own,
+    and the ranks build theirs alike. "" outside torchrun."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run is None:
+        return ""
+    n = _built.get(request, 0)
+    _built[request] = n + 1
+    agent = os.getppid()
+    return f"{run}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{agent}:{start_time(agent) or 0}/{n}"[:_wire.MAX_JOB]
+
+
+_built: dict = {}  # (url, view, fold, world, rank) -> datasets built in this process
+
+
 def _worker(info) -> Optional[tuple]:
     """(id, num_workers) of a DataLoader worker's get_worker_info(), or None."""
     return (info.id, info.num_workers) if info is not None else None
@@ -136,6 +158,10 @@ class AugloaderDataset(IterableDataset):
         if rank is None or world is None:
             rank, world = _rank_world()
         self.rank, self.world = rank, world
+        # The daemon refuses this rank asking for an older epoch than
+        # another rank of its job did (a peek on one rank moves its
+        # epochs on alone): named here, in the rank's own process.
+        self.job = _torchrun_job((url, view, fold, world, rank)) if world > 1 else ""
         self._shared = _SharedEpoch(weights=twin_weights or ())
         self.pyg = (PyGBatch is not None) if pyg is None else pyg
         self.last_stream = None
@@ -208,7 +234,7 @@ class AugloaderDataset(IterableDataset):
         widths, the served set's size), asked once with a one-batch
         request and kept."""
         if self._shape_info is None:
-            stream = connect(self.url, token=self.token).epoch(self.epoch, count=1, **self._kw())
+            stream = connect(self.url, token=self.token).epoch(self.epoch, count=1, **self._probe_kw())
             try:
                 b = next(iter(stream), None)
             finally:
@@ -231,7 +257,7 @@ class AugloaderDataset(IterableDataset):
         with the epoch's order."""
         e = self.epoch
         if e not in self._lens:
-            stream = connect(self.url, token=self.token).epoch(e, count=1, **self._kw())
+            stream = connect(self.url, token=self.token).epoch(e, count=1, **self._probe_kw())
             stream.close()
             self._lens[e] = stream.info.get("total_batches")
         return int(self._lens[e])
@@ -317,7 +343,7 @@ class AugloaderDataset(IterableDataset):
 
     def _identity(self) -> dict:
         """The daemon's identity, asked for with a one-batch request."""
-        stream = connect(self.url, token=self.token).epoch(self.epoch, count=1, **self._kw())
+        stream = connect(self.url, token=self.token).epoch(self.epoch, count=1, **self._probe_kw())
         try:
             return _state.check_identity(stream.info.get("config"), f"the daemon at {self.url}")
         finally:
@@ -397,7 +423,25 @@ class AugloaderDataset(IterableDataset):
     def _kw(self) -> dict:
         return dict(rank=self.rank, world=self.world, batch_size=self.batch_size, view=self.view, fold=self.fold,
                     batches_per_epoch=self.batches_per_epoch, drop_last=self.drop_last, twins=self.twins,
-                    twin_weights=self._shared.twin_weights or None)
+                    twin_weights=self._shared.twin_weights or None, job=self.job)
+
+    def _probe_kw(self) -> dict:
+        """_kw for a one-batch probe (len, shapes, the identity): no job, so
+        a probe of an epoch the rank's iteration has not moved past yet is
+        not taken for a rank out of step."""
+        return dict(self._kw(), job="")
+
+    def _epoch(self, client, epoch: int, **kw):
+        """client.epoch with this dataset's request; a daemon older than
+        the job field (it refuses unknown fields) is asked again without
+        it, and not sent it again."""
+        try:
+            return client.epoch(epoch, **kw, **self._kw())
+        except ServerError as e:
+            if not self.job or e.code != "bad_request" or '"job"' not in str(e):
+                raise
+            self.job = ""
+            return client.epoch(epoch, **kw, **self._kw())
 
     def _open(self, epoch: int, pl: "_state.Plan", start: Optional["_state.Progress"]):
         """The stream of this iteration, checked: a loaded identity against
@@ -407,20 +451,20 @@ class AugloaderDataset(IterableDataset):
         client = connect(self.url, token=self.token)
         expect = self._expect
         try:
-            stream = client.epoch(epoch, start_batch=pl.start, stride=pl.stride, resume=pl.phases or None,
-                                  digest=self.digest, **self._kw())
+            stream = self._epoch(client, epoch, start_batch=pl.start, stride=pl.stride, resume=pl.phases or None,
+                                 digest=self.digest)
         except ServerError as e:
             if start is None or e.code != "out_of_range":
                 raise
             # Past the rank's last batch: a worker whose next batch is past
             # it has none left; anything else is another daemon's state.
-            probe = client.epoch(epoch, start_batch=0, count=1, resume=pl.phases or None, **self._kw())
+            probe = self._epoch(client, epoch, start_batch=0, count=1, resume=pl.phases or None)
             probe.close()
             if expect is not None:
                 _state.check_config(expect, probe.info.get("config"))
             total = probe.info.get("total_batches")
             if isinstance(total, int) and pl.base[0] <= total < pl.start:
-                stream = client.epoch(epoch, start_batch=total, resume=pl.phases or None, digest=self.digest, **self._kw())
+                stream = self._epoch(client, epoch, start_batch=total, resume=pl.phases or None, digest=self.digest)
             else:
                 raise _state.StateError(f"augloader: the daemon cannot resume epoch {epoch} where the state says "
                                         f"(start batch {pl.start}, resume {pl.phases}): {e}") from e

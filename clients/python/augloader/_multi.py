@@ -113,12 +113,12 @@ class MultiClient:
     def epoch(self, epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0,
               digest: bool = False, *, stride: int = 1, count: int = 0, batches_per_epoch: int = 0,
               drop_last: bool = False, view: str = "", fold: int = 0, resume=None, server_digest: bool = False,
-              twins: int = 0, twin_weights=None):
+              twins: int = 0, twin_weights=None, job: str = ""):
         """Client.epoch's request, its batches read from every daemon
         at once (the same arguments, the same batches in the same order)."""
         base = dict(epoch=epoch, rank=rank, world=world, batch_size=batch_size, digest=digest,
                     batches_per_epoch=batches_per_epoch, drop_last=drop_last, view=view, fold=fold, resume=resume,
-                    server_digest=server_digest, twins=twins, twin_weights=twin_weights)
+                    server_digest=server_digest, twins=twins, twin_weights=twin_weights, job=job)
         return _Epoch(self, base, start_batch, max(int(stride), 1), count, digest).stream()
 
 

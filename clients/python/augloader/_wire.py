@@ -50,7 +50,7 @@ METADATA_KEYS = METADATA_KEYS_V1 + METADATA_KEYS_V2 + (METADATA_TWINS,)
 TASKS = ("class", "binary", "regression")
 
 REQUEST_FIELDS = ("epoch", "rank", "world", "batch_size", "start_batch", "stride", "count",
-                  "batches_per_epoch", "drop_last", "view", "fold", "digest", "shm", "resume", "twins",
+                  "batches_per_epoch", "drop_last", "view", "fold", "job", "digest", "shm", "resume", "twins",
                   "twin_weights")
 # An elastic resume's earlier phases (request field resume): the ranks of
 # all phases together, and the phases.
@@ -72,6 +72,7 @@ SHM_READ = 1 << 63
 MIN_SHM_RING = 64 << 10
 MAX_SHM_RING = 1 << 30
 MAX_VIEW_NAME = 64
+MAX_JOB = 256  # bytes of a request's job name (wire.MaxJob)
 
 _I32, _I64, _F32 = pa.int32(), pa.int64(), pa.float32()
 
@@ -232,6 +233,9 @@ def request_body(req: dict) -> bytes:
         elif k == "view":
             if not isinstance(v, str) or len(v.encode()) > MAX_VIEW_NAME:
                 raise RequestError(f"augloader: request field view={v!r} is not a name of at most {MAX_VIEW_NAME} bytes")
+        elif k == "job":
+            if not isinstance(v, str) or len(v.encode()) > MAX_JOB:
+                raise RequestError(f"augloader: request field job={v!r} is not a name of at most {MAX_JOB} bytes")
         elif k == "resume":
             check_resume(v)
         elif k == "twin_weights":
@@ -251,7 +255,7 @@ def request_body(req: dict) -> bytes:
 
 def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, start_batch: int = 0, *,
             stride: int = 1, count: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
-            view: str = "", fold: int = 0, resume=None, twins: int = 0, twin_weights=None) -> dict:
+            view: str = "", fold: int = 0, resume=None, twins: int = 0, twin_weights=None, job: str = "") -> dict:
     """A request body with only the fields that differ from their defaults."""
     req = {"epoch": int(epoch), "rank": int(rank), "world": int(world)}
     for k, v, default in (("batch_size", batch_size, 0), ("start_batch", start_batch, 0), ("stride", stride, 1),
@@ -262,6 +266,8 @@ def request(epoch: int, rank: int = 0, world: int = 1, batch_size: int = 0, star
         req["drop_last"] = True
     if view:
         req["view"] = str(view)
+    if job:
+        req["job"] = str(job)
     if resume:
         # Integers as ints (NumPy's too); anything else is left for the
         # request's check, which names it.

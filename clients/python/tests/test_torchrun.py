@@ -175,3 +175,44 @@ def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, tmp_path):
         import signal
         for pid in tmp_path.glob("augloader-node-*/pid"):
             os.kill(int(pid.read_text()), signal.SIGTERM)
+
+
+PEEK_WORKER = r'''
+import json, sys
+import torch.distributed as dist
+import augloader
+from augloader.torch import AugloaderDataset
+url, out = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+ds = AugloaderDataset(url, pyg=False)
+if ds.rank == 0:
+    next(iter(ds))  # a peek on rank 0 only: its epochs run one ahead
+    list(ds)        # epoch 1
+dist.barrier()      # rank 0 asked for epoch 1 before rank 1 asks
+error = ""
+if ds.rank == 1:
+    try:
+        list(ds)    # epoch 0
+    except augloader.ServerError as e:
+        error = str(e)
+with open(f"{out}/{ds.rank}.json", "w") as f:
+    json.dump({"job": ds.job, "error": error}, f)
+dist.barrier()
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.skipif(not TORCHRUN_WORKS, reason="torch 1.13's torchrun fails on Python 3.11; make test runs this in .venv-torch2")
+def test_torchrun_ranks_out_of_step_refused(served, tmp_path):
+    """A real torchrun of 2 workers whose rank 0 peeks at the dataset
+    (issue #65): rank 1's epoch 0, after rank 0's epoch 1, is refused
+    naming both and set_epoch, not served another epoch's partition."""
+    script = tmp_path / "peek.py"
+    script.write_text(PEEK_WORKER)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(script), served.url, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                       env=torchrun_env(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
+    assert got[0]["job"] and got[0]["job"] == got[1]["job"], "the ranks of one torchrun job name different jobs"
+    assert "rank 1 of 2 asks for epoch 0" in got[1]["error"] and "set_epoch" in got[1]["error"], got[1]["error"]
