@@ -88,7 +88,7 @@ test: venv s3proxy
 	$(GOTEST) -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(addprefix -e $(MODULE)/,$(patsubst ./%,%,$(NORACE_PKGS))))
 	$(GOTEST) -count=1 -timeout 30m $(NORACE_PKGS)
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
-	$(GOTEST) -count=1 -run '^(TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded)$$' ./ingest/convert/ ./aug/ ./server/ ./loader/
+	$(GOTEST) -count=1 -run '^(TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded|TestSubMixPartnersHeldByWindow)$$' ./ingest/convert/ ./aug/ ./server/ ./loader/
 	$(GO) build -o $(BIN)/ ./cmd/...
 	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_VENV_TORCH=$(VENV_TORCH) $(PY) -m pytest -q -rs --durations=10 tests/interop clients/python/tests bench/peers \
 	  $(if $(filter torch2,$(VENV_TORCH)),$(addprefix --ignore=,$(filter-out %/test_venv.py,$(TORCH2_TESTS))))
