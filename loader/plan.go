@@ -65,12 +65,20 @@ type passPolicy struct {
 // policiesOf returns the policies of the items drawn in pass: a windowed
 // pass's own, else Policy (which a caller may replace) and pols' twins.
 func (p *Plan) policiesOf(pass uint64) (*epoch.Policy, [][]*epoch.Policy) {
-	for _, pp := range p.passPolicies {
-		if pp.pass == pass {
-			return pp.pol.main, pp.pol.twins
-		}
+	if pp := p.passPolicy(pass); pp != nil {
+		return pp.pol.main, pp.pol.twins
 	}
 	return p.Policy, p.pols.twins
+}
+
+// passPolicy is pass's entry of passPolicies (nil: none, pols serves it).
+func (p *Plan) passPolicy(pass uint64) *passPolicy {
+	for i := range p.passPolicies {
+		if p.passPolicies[i].pass == pass {
+			return &p.passPolicies[i]
+		}
+	}
+	return nil
 }
 
 // partnerPages visits the pages batch b's SubMix partners may come from:
@@ -82,10 +90,8 @@ func (p *Plan) partnerPages(seed uint64, b int, visit func(page int)) {
 	lastWin := int32(-1)
 	for _, it := range p.Batches[b] {
 		var wp *windowPartners
-		for _, pp := range p.passPolicies {
-			if pp.pass == it.Pass {
-				wp = pp.partners
-			}
+		if pp := p.passPolicy(it.Pass); pp != nil {
+			wp = pp.partners
 		}
 		if wp == nil || !slices.ContainsFunc(p.ops(seed, it, &buf), func(op aug.Op) bool { return op.Spec().Mixes }) {
 			continue

@@ -121,12 +121,12 @@ func (s *sizesWriter) abort() { s.f.Close() }
 // storage position); the result is the caller's.
 func (r *Reader) GraphSizes() (*GraphSizes, error) {
 	gs, err := r.sizes, r.sizesErr
-	if err == nil {
-		gs = &GraphSizes{Nodes: slices.Clone(gs.Nodes), Edges: slices.Clone(gs.Edges), MaxDegree: slices.Clone(gs.MaxDegree)}
+	if err != nil {
+		return nil, located(r.store, err)
 	}
 	order := r.man.graphOrder()
-	if err != nil || order == nil {
-		return gs, located(r.store, err)
+	if order == nil {
+		return &GraphSizes{Nodes: slices.Clone(gs.Nodes), Edges: slices.Clone(gs.Edges), MaxDegree: slices.Clone(gs.MaxDegree)}, nil
 	}
 	byID := &GraphSizes{Nodes: make([]int32, len(gs.Nodes)), Edges: make([]int32, len(gs.Edges)), MaxDegree: make([]int32, len(gs.MaxDegree))}
 	for pos, id := range order.ids {
