@@ -26,22 +26,34 @@ type Leftover struct {
 }
 
 // generationFile matches the names a folder with a generation gives its
-// shards and graph-size index (shard.Manifest.ShardFile, GraphSizesFile).
-var generationFile = regexp.MustCompile(`^(?:shard-[0-9]{5,}|graph-sizes)\.([0-9a-f]{16})\.(?:arrow|bin)$`)
+// shards, graph-size index and files beside them (shard.Manifest.ShardFile,
+// GraphSizesFile, StoredName of a split): the generation is group 1.
+var generationFile = regexp.MustCompile(`^(?:shard-[0-9]{5,}\.([0-9a-f]{16})\.arrow|graph-sizes\.([0-9a-f]{16})\.bin|split-[A-Za-z0-9_.-]+\.([0-9a-f]{16})\.json)$`)
+
+// generationOf is the generation in name, a generation's file's, or "" and
+// false for any other name.
+func generationOf(name string) (string, bool) {
+	m := generationFile.FindStringSubmatch(name)
+	if m == nil {
+		return "", false
+	}
+	return m[1] + m[2] + m[3], true
+}
 
 // plainFile matches the names a folder without a generation gives its
-// shards and graph-size index: a first upload's, which a replacement
-// stopped after its swap (or overtaken) leaves beside the new folder.
-var plainFile = regexp.MustCompile(`^(?:shard-[0-9]{5,}\.arrow|graph-sizes\.bin)$`)
+// shards, graph-size index and splits: a first upload's, which a
+// replacement stopped after its swap (or overtaken) leaves beside the new
+// folder.
+var plainFile = regexp.MustCompile(`^(?:shard-[0-9]{5,}\.arrow|graph-sizes\.bin|split-[A-Za-z0-9_.-]+\.json)$`)
 
 // Leftovers lists the files directly under the prefix that a replacement
 // stopped before its manifest's swap left (objstore.S3.PutFolder): shards
 // and graph-size indexes named by a generation that is not the manifest's
 // (every one when no manifest is there), and those named without a
 // generation when the manifest has one (a replaced first upload's, the
-// replacement stopped between its swap and its deletes). Other files are
-// never listed: the current folder's, a split file, what the user keeps
-// there.
+// replacement stopped between its swap and its deletes). Split files count
+// as the folder's files they are. Other files are never listed: the
+// current folder's, what the user keeps there.
 func (s *S3) Leftovers(ctx context.Context) ([]Leftover, error) {
 	current, manifest := "", false
 	man, err := shard.ReadManifestStore(ctx, s)
@@ -62,10 +74,8 @@ func (s *S3) Leftovers(ctx context.Context) ([]Leftover, error) {
 		}
 		for _, o := range page.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
-			gen := ""
-			if m := generationFile.FindStringSubmatch(name); m != nil {
-				gen = m[1]
-			} else if !plainFile.MatchString(name) || !manifest || current == "" {
+			gen, ok := generationOf(name)
+			if !ok && (!plainFile.MatchString(name) || !manifest || current == "") {
 				// Not a folder's file, or the current folder's own (or, with
 				// no manifest there, a first upload's under way).
 				continue

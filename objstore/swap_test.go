@@ -3,6 +3,8 @@ package objstore_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"github.com/augloader/augloader/internal/testkit/s3test"
 	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/objstore"
+	"github.com/augloader/augloader/shard"
 )
 
 // putHook is a proxy before the S3 server that tells before (when set) of
@@ -33,11 +37,17 @@ type putHook struct {
 	// NotImplemented, not passing it on: a store without conditional
 	// writes.
 	refuse func(r *http.Request) bool
+	// other (when set) is told of every request but a PUT before it is
+	// passed on.
+	other func(r *http.Request)
 }
 
 func (h *putHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := httputil.NewSingleHostReverseProxy(h.target)
 	if r.Method != http.MethodPut {
+		if h.other != nil {
+			h.other(r)
+		}
 		p.ServeHTTP(w, r)
 		return
 	}
@@ -206,28 +216,68 @@ func TestSwapIsSafe(t *testing.T) {
 		served(t, loc, wantA, "the new folder")
 	})
 
-	// Stopped after the swap, at the split's PUT: the error says the new
-	// folder is in place (ErrSwapped), so the command's message does not
-	// claim the old one is.
-	t.Run("stopped-after-swap", func(t *testing.T) {
-		old, genA := withSplit(t, old, "old"), withSplit(t, genA, "new")
-		srv.Upload(t, "swap", "after", old)
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target, before: func(key string) {
-			if strings.Contains(key, "split-") {
-				stop()
+	// Stopped at the swap (the manifest PUT applied, its answer not read:
+	// a signal while it was under way) and right after it: the new folder
+	// is in place with its own split, which went up before the swap under
+	// its generation, and the error says so (ErrSwapped), never that the
+	// old folder is in place; the old folder's split is a leftover. On
+	// 1426eb2 the split went up after the swap, and a stop there left the
+	// new manifest with the old split; a stop during the PUT said
+	// nothing of which folder was in place.
+	for _, when := range []string{"during", "after"} {
+		t.Run("stopped-"+when+"-swap", func(t *testing.T) {
+			old, genA := withSplit(t, old, "old"), withSplit(t, genA, "new")
+			loc := srv.Upload(t, "swap", when, old)
+			sctx, stop := context.WithCancel(ctx)
+			defer stop()
+			var swapped atomic.Bool
+			srv.Env(t, testutil.ServeHTTP(t, &putHook{target: target,
+				after: func(key string) bool {
+					if isManifest(key) {
+						swapped.Store(true)
+						if when == "during" {
+							stop()
+						}
+					}
+					return false
+				},
+				other: func(r *http.Request) {
+					if when == "after" && swapped.Load() {
+						stop()
+					}
+				}}))
+			a, err := objstore.NewS3(ctx, "swap", when, objstore.S3Options{})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}}))
-		a, err := objstore.NewS3(ctx, "swap", "after", objstore.S3Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = a.PutFolder(sctx, genA, true, nil)
-		if !errors.Is(err, objstore.ErrSwapped) || !strings.Contains(err.Error(), "split-x.json") {
-			t.Fatalf("stopped at the split's PUT after the swap: want ErrSwapped naming the split, got %v", err)
-		}
-	})
+			err = a.PutFolder(sctx, genA, true, nil)
+			if !errors.Is(err, objstore.ErrSwapped) {
+				t.Fatalf("stopped %s the swap: want ErrSwapped, got %v", when, err)
+			}
+			served(t, loc, wantA, "the new folder")
+			direct, err := objstore.NewS3(ctx, "swap", when, objstore.S3Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := splitIn(t, direct); got != "new" {
+				t.Fatalf("stopped %s the swap: the new folder's split holds %q", when, got)
+			}
+			if _, errs := shard.VerifyStore(ctx, direct); len(errs) > 0 {
+				t.Fatalf("verify of the new folder: %v", errs)
+			}
+			left, err := direct.Leftovers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, l := range left {
+				names = append(names, l.Name)
+			}
+			if !slices.Contains(names, "split-x.json") || !slices.Contains(names, "shard-00000.arrow") {
+				t.Fatalf("leftovers after a replacement stopped %s its swap: %v, want the old split and shards", when, names)
+			}
+		})
+	}
 
 	t.Run("incomplete", func(t *testing.T) {
 		old, genA := withSplit(t, old, "old"), withSplit(t, genA, "new")
@@ -298,16 +348,29 @@ func withSplit(t *testing.T, dir, what string) string {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(out, "split-x.json"), []byte(what), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// As the converter lists a split (shard.Writer.AddFile).
+	fixture.RewriteManifest(t, out, func(m *shard.Manifest) {
+		sum := sha256.Sum256([]byte(what))
+		m.Files = append(m.Files, shard.FileInfo{Name: "split-x.json", Bytes: int64(len(what)), SHA256: hex.EncodeToString(sum[:])})
+		if err := os.WriteFile(filepath.Join(out, m.StoredName("split-x.json")), []byte(what), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
 	return out
 }
 
-// splitIn reads split-x.json of the folder st holds.
+// splitIn reads split-x.json of the folder st holds, by the name its
+// manifest gives it.
 func splitIn(t *testing.T, st *objstore.S3) string {
 	t.Helper()
-	f, err := st.Open(context.Background(), "split-x.json")
+	man, err := shard.ReadManifestStore(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.File("split-x.json") == nil {
+		t.Fatal("the manifest lists no split-x.json")
+	}
+	f, err := st.Open(context.Background(), man.StoredName("split-x.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,11 +77,12 @@ func NewGeneration() string {
 // a read of the manifest in place before the next, so a PUT applied whose
 // answer was lost is seen as done, and one overtaken by another
 // replacement is not made again (ErrReplaced). Only then, the manifest
-// read once more and still this folder's, are the old folder's shards and
-// index deleted (running readers of it fail naming the object that went);
-// a replacement's other files (a split file) are put after the swap, so
-// a stopped replacement leaves the old folder with its own. progress,
-// when set, is told each file done.
+// read once more and still this folder's, are the old folder's shards,
+// index and listed files deleted (running readers of it fail naming the
+// object that went). The files the manifest lists beside the shards (a
+// split) carry the generation too and go up before the swap, so the
+// folder and its split change together; files it does not list go up
+// after. progress, when set, is told each file done.
 func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress func(name string, bytes int64)) error {
 	exists, err := s.Vacant(ctx, replace)
 	if err != nil {
@@ -89,11 +90,11 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 	}
 	var stale []string
 	var before manifestSeen
+	man, err := shard.ReadManifest(dir)
+	if err != nil {
+		return err
+	}
 	if exists {
-		man, err := shard.ReadManifest(dir)
-		if err != nil {
-			return err
-		}
 		if before, err = s.manifestNow(ctx); err != nil {
 			return err
 		}
@@ -112,14 +113,22 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 		}
 	}
 	sort.Strings(names)
-	// A replacement puts the files beside its shards (a split file), whose
-	// names are not its generation's, only after the swap: put before it,
-	// a stopped replacement left the old folder with the new split.
+	// A replacement puts the files its manifest names (shards, index, the
+	// splits it lists) before the swap: they carry its generation, so they
+	// overwrite nothing of the old folder's, and the folder and its split
+	// change together. Files it does not name (the user's own) go up after.
 	var after []string
 	if exists {
+		mine := map[string]bool{man.GraphSizesFile(): true}
+		for i := range man.Shards {
+			mine[man.ShardFile(i)] = true
+		}
+		for _, f := range man.Files {
+			mine[man.StoredName(f.Name)] = true
+		}
 		var own []string
 		for _, name := range names {
-			if generationFile.MatchString(name) {
+			if mine[name] {
 				own = append(own, name)
 			} else {
 				after = append(after, name)
@@ -161,7 +170,7 @@ func (s *S3) PutFolder(ctx context.Context, dir string, replace bool, progress f
 	for _, name := range after {
 		n, err := s.PutFile(ctx, name, filepath.Join(dir, name))
 		if err != nil {
-			return fmt.Errorf("%w: %s holds the new folder, but its %s may still be the old folder's (replace it again to finish): %w", ErrSwapped, s.Location(), name, err)
+			return fmt.Errorf("%w: %s holds the new folder, but %s, a file it does not list, was not put: %w", ErrSwapped, s.Location(), name, err)
 		}
 		if progress != nil {
 			progress(name, n)
@@ -252,6 +261,9 @@ func (s *S3) swapManifest(ctx context.Context, ours []byte, before manifestSeen)
 			return nil
 		}
 		last = classify(err)
+		if ctx.Err() != nil {
+			return s.stoppedInSwap(ctx, ours, last)
+		}
 		notImplemented := conditional && strings.Contains(last.Error(), "NotImplemented")
 		if !notImplemented && !errors.As(last, new(errRetry)) && !errors.Is(last, ErrChanged) {
 			return fmt.Errorf("objstore: swapping in s3://%s/%s: %w", s.bucket, key, last)
@@ -284,6 +296,29 @@ func (s *S3) swapManifest(ctx context.Context, ours []byte, before manifestSeen)
 	return fmt.Errorf("objstore: swapping in s3://%s/%s: %w after %d attempts: %v", s.bucket, key, ErrRead, s.opts.Attempts, last)
 }
 
+// ErrSwapUnknown is a replacement stopped while its manifest's PUT was
+// under way, whose outcome a last read could not learn: the prefix holds
+// the old folder or the new one, whole either way.
+var ErrSwapUnknown = errors.New("objstore: stopped during the swap; which folder is in place is unknown")
+
+// stoppedInSwap says what a stop during the manifest's PUT (ctx done, the
+// PUT's answer err) left: the PUT may have been applied though its answer
+// was not read, so the manifest is read once more, past ctx and briefly,
+// and a message that claims the old folder is in place is never made on a
+// guess.
+func (s *S3) stoppedInSwap(ctx context.Context, ours []byte, err error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	now, rerr := s.manifestNow(rctx)
+	switch {
+	case rerr != nil:
+		return fmt.Errorf("%w: %s (the swap: %v; reading the manifest again: %v)", ErrSwapUnknown, s.Location(), err, rerr)
+	case now.digest == digestOf(ours):
+		return fmt.Errorf("%w: %s: stopped after the swap, before the old folder's files were deleted: %w", ErrSwapped, s.Location(), ctx.Err())
+	}
+	return fmt.Errorf("objstore: %s: stopped before the swap: %w", s.Location(), ctx.Err())
+}
+
 // replaced checks that the folder of manifest man may go up beside the one
 // in the store, whose manifest's bytes are oldBody (read once, for the swap
 // too), and returns the old folder's files that the new one does
@@ -306,6 +341,9 @@ func (s *S3) replaced(man *shard.Manifest, oldBody []byte) ([]string, error) {
 	stale := []string{old.GraphSizesFile()}
 	for i := range old.Shards {
 		stale = append(stale, old.ShardFile(i))
+	}
+	for _, f := range old.Files {
+		stale = append(stale, old.StoredName(f.Name)) // the generations differ, so do the names
 	}
 	return stale, nil
 }

@@ -49,6 +49,10 @@ type Manifest struct {
 	Generation string      `json:"generation,omitempty"`
 	Shards     []ShardInfo `json:"shards"`
 	Sources    []Source    `json:"sources"`
+	// Files are the files the converter wrote beside the shards (a split
+	// of the input), sealed with the folder so that a folder and its
+	// files change together (docs/format.md, "Files beside the shards").
+	Files []FileInfo `json:"files,omitempty"`
 	// Checksum seals the manifest (FormatV2 on): "sha256:" and the hex
 	// SHA-256 of its canonical JSON without this field (internal/jsonseal).
 	Checksum string `json:"checksum,omitempty"`
@@ -65,6 +69,49 @@ func (m *Manifest) ShardFile(i int) string { return shardName(m.Generation, i) }
 // GraphSizesFile is the name of the folder's graph-size index:
 // GraphSizesName, with the generation, if any, before the extension.
 func (m *Manifest) GraphSizesFile() string { return sizesName(m.Generation) }
+
+// FileInfo is a file beside the shards: its name (a split's is
+// split-NAME.json), its size and SHA-256. It is stored as StoredName.
+type FileInfo struct {
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// StoredName is the name file name (a Files entry's) is stored under: name
+// itself, or with the manifest's generation before its extension, so that
+// a replacement in object storage never overwrites the old folder's file
+// before its manifest is swapped.
+func (m *Manifest) StoredName(name string) string { return storedName(m.Generation, name) }
+
+func storedName(generation, name string) string {
+	if generation == "" {
+		return name
+	}
+	ext := filepath.Ext(name)
+	return strings.TrimSuffix(name, ext) + "." + generation + ext
+}
+
+// File is the Files entry named name, or nil.
+func (m *Manifest) File(name string) *FileInfo {
+	for i := range m.Files {
+		if m.Files[i].Name == name {
+			return &m.Files[i]
+		}
+	}
+	return nil
+}
+
+// ValidFileName reports why name cannot be a file beside the shards (nil
+// when it can): a plain name, not hidden, neither the manifest's nor a
+// shard's nor the graph-size index's.
+func ValidFileName(name string) error {
+	if name == "" || name != filepath.Base(name) || name == ManifestName || strings.HasPrefix(name, "graph-sizes.") ||
+		strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".arrow") || strings.ContainsAny(name, "\\/\x00") {
+		return fmt.Errorf("%q is not a name a file beside the shards may have", name)
+	}
+	return nil
+}
 
 func shardName(generation string, i int) string {
 	if generation == "" {
@@ -310,6 +357,17 @@ func (m *Manifest) validate() error {
 	}
 	if m.Stats.Graphs < 1 {
 		return corrupt(ManifestName, "stats", "empty dataset")
+	}
+	for i, f := range m.Files {
+		if err := ValidFileName(f.Name); err != nil {
+			return corrupt(ManifestName, "files", "%v", err)
+		}
+		if i > 0 && m.Files[i-1].Name >= f.Name {
+			return corrupt(ManifestName, "files", "%q after %q: want sorted, unique names", f.Name, m.Files[i-1].Name)
+		}
+		if f.Bytes < 0 || len(f.SHA256) != 64 || strings.Trim(f.SHA256, "0123456789abcdef") != "" {
+			return corrupt(ManifestName, "files", "%s: %d bytes, sha256 %q", f.Name, f.Bytes, f.SHA256)
+		}
 	}
 	order, err := ParseOrder(m.Order)
 	if err != nil || order != m.Order {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -181,6 +182,8 @@ type Writer struct {
 	missing    int64
 
 	sizes *sizesWriter // the graph-size index, written as graphs come
+
+	files []FileInfo // AddFile's, for the manifest
 }
 
 func cloneColumns(c *Columns) *Columns {
@@ -515,6 +518,8 @@ func (w *Writer) FinishContext(ctx context.Context, m Manifest) (*Manifest, erro
 	m.Compression = w.opts.Compression
 	m.Order = w.opts.Order
 	m.Generation = w.opts.Generation
+	m.Files = slices.Clone(w.files)
+	slices.SortFunc(m.Files, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	m.HasEdgeLabels = w.opts.EdgeLabels
 	m.Features.Kind, m.Features.Dim = w.opts.FeatureKind, w.opts.FeatureDim
 	if w.opts.V3() {
@@ -559,14 +564,23 @@ func (w *Writer) FinishContext(ctx context.Context, m Manifest) (*Manifest, erro
 // AddFile writes a file of the caller's into the folder (before Finish,
 // so it appears with the shards, atomically): a split file beside the
 // shards. name is a plain file name that is neither the manifest's nor a
-// shard's.
+// shard's; the manifest lists it with its SHA-256 (Manifest.Files), and
+// in a folder with a generation it is stored under that generation
+// (Manifest.StoredName).
 func (w *Writer) AddFile(name string, data []byte) error {
-	if name == "" || name != filepath.Base(name) || name == ManifestName || strings.HasPrefix(name, "graph-sizes.") || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".arrow") {
-		return fmt.Errorf("shard: cannot add a file named %q to a shard folder", name)
+	if err := ValidFileName(name); err != nil {
+		return fmt.Errorf("shard: cannot add a file to a shard folder: %w", err)
 	}
-	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, name), data, 0o644); err != nil {
+	for _, f := range w.files {
+		if f.Name == name {
+			return fmt.Errorf("shard: %s added twice", name)
+		}
+	}
+	if err := iox.WriteFileAtomic(filepath.Join(w.tmp, storedName(w.opts.Generation, name)), data, 0o644); err != nil {
 		return fmt.Errorf("shard: %w", err)
 	}
+	sum := sha256.Sum256(data)
+	w.files = append(w.files, FileInfo{Name: name, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
 	return nil
 }
 

@@ -235,10 +235,14 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 	})
 	if err != nil {
 		if c.Context.Err() != nil {
-			if errors.Is(err, objstore.ErrSwapped) {
-				return nil, fmt.Errorf("stopped by a signal after the swap: %s holds the new folder, but the files put after it "+
-					"(a split beside the shards) may still be the old folder's, and the old folder's files may be there; run again "+
-					"to replace the folder with all its files, then `shardconv prune %s` deletes what is left", out, out)
+			switch {
+			case errors.Is(err, objstore.ErrSwapped):
+				return nil, fmt.Errorf("stopped by a signal after the swap: %s holds the new folder with its split; the old "+
+					"folder's files may still be there: `shardconv prune %s` deletes them", out, out)
+			case errors.Is(err, objstore.ErrSwapUnknown):
+				return nil, fmt.Errorf("stopped by a signal during the swap: %v; %s holds the old folder or the new one, each "+
+					"whole with its split (`shardconv verify %s` says which: its dataset and generation); `shardconv prune %s` "+
+					"deletes the other's files", err, out, out, out)
 			}
 			if exists {
 				return nil, fmt.Errorf("stopped by a signal: %s still holds the folder that was there; the files this run put "+

@@ -129,8 +129,8 @@ func TestConvertToS3(t *testing.T) {
 	}
 }
 
-// shardconv prune deletes the shards and graph-size indexes a stopped
-// replacement left (another generation than the manifest's), only those
+// shardconv prune deletes the shards, graph-size indexes and splits a
+// stopped replacement left (another generation than the manifest's), only those
 // old enough unless --older-than says otherwise, nothing with --dry-run,
 // and never the folder's own files, a split file or a stranger's; the
 // folder still verifies.
@@ -143,7 +143,7 @@ func TestPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left := []string{"shard-00000." + gen + ".arrow", "graph-sizes." + gen + ".bin"}
+	left := []string{"shard-00000." + gen + ".arrow", "graph-sizes." + gen + ".bin", "split-scaffold." + gen + ".json"}
 	strangers := []string{"split-scaffold.json", "notes.txt", "shard-00000.NOTAGENERATION.arrow", "shard-00000." + gen + ".arrow.bak"}
 	for _, name := range append(append([]string(nil), left...), strangers...) {
 		srv.Put(t, st, name, filepath.Join(dir, "shard-00000.arrow"))
@@ -159,7 +159,7 @@ func TestPrune(t *testing.T) {
 	}{
 		{[]string{"--dry-run", "--older-than", "0s"}, "would delete shard-00000." + gen + ".arrow", false},
 		{nil, "kept shard-00000." + gen + ".arrow", false},
-		{[]string{"--older-than", "0s"}, "2 files of stopped replacements deleted", true},
+		{[]string{"--older-than", "0s"}, "3 files of stopped replacements deleted", true},
 	} {
 		_, errOut, code := run(t, append([]string{"prune", loc}, tc.args...)...)
 		if code != 0 || !strings.Contains(errOut, tc.want) {
