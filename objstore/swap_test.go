@@ -334,20 +334,7 @@ func TestSwapIsSafe(t *testing.T) {
 // what (a split file beside the shards, as a converted OGB set has).
 func withSplit(t *testing.T, dir, what string) string {
 	t.Helper()
-	out := t.TempDir()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(out, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	out := fixture.CopyDir(t, dir)
 	// As the converter lists a split (shard.Writer.AddFile).
 	fixture.RewriteManifest(t, out, func(m *shard.Manifest) {
 		sum := sha256.Sum256([]byte(what))

@@ -14,6 +14,9 @@ import (
 
 // expectedSchema is the schema the manifest's shards must have.
 func expectedSchema(man *Manifest) *arrow.Schema {
+	if man.FormatVersion >= FormatV4 {
+		return SchemaV4(man.Dataset, man.Structures)
+	}
 	if man.FormatVersion >= FormatV3 {
 		return SchemaV3(man.Dataset, man.NodeFeatures, man.EdgeFeatures, man.Task)
 	}
@@ -229,6 +232,10 @@ func viewAndCheck(rec arrow.RecordBatch, man *Manifest, first, want int64, full 
 				return b, fmt.Errorf("column %s has nulls", rec.ColumnName(i))
 			}
 		}
+		if man.FormatVersion >= FormatV4 {
+			b = viewBatchV4(rec)
+			return b, checkBatchV4(&b, man, first, want)
+		}
 		b = viewBatchV3(rec)
 		return b, checkBatchV3(&b, man, first, want, full)
 	}
@@ -363,6 +370,9 @@ func checkSizes(gs *GraphSizes, first int64, batches []batch, sw *sizesWriter) e
 		b := &batches[bi]
 		for row := range b.ids {
 			g := Graph{NumNodes: b.numNodes[row], Edges: b.edges[b.edgeOff[row]:b.edgeOff[row+1]]}
+			if b.v4 != nil {
+				structureOf(&g, b, row) // directed pairs: out-degree
+			}
 			sw.measure(&g)
 			if gs.Nodes[id] != g.NumNodes || int(gs.Edges[id]) != len(g.Edges)/2 || gs.MaxDegree[id] != sw.maxDeg {
 				return corrupt(GraphSizesName, fmt.Sprintf("graph %d", id), "%d nodes, %d edges, largest degree %d; its shard has %d, %d, %d",

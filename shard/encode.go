@@ -33,6 +33,8 @@ type batchBuf struct {
 	tgtOff, ncOff, ecOff, exOff []int32
 	nodeCat, edgeCat            []int32
 	nodeCatBytes, edgeCatBytes  []byte
+
+	v4 v4Buf // format 4's own columns
 }
 
 func (b *batchBuf) reset(firstID int64) {
@@ -167,6 +169,9 @@ func (w *Writer) discard() {
 // (format 3's codes once narrowed to their width).
 func (w *Writer) record(b *batchBuf) arrow.RecordBatch {
 	n := len(b.ids)
+	if w.opts.V4() {
+		return w.recordV4(b)
+	}
 	if w.opts.V3() {
 		return w.recordV3(b)
 	}

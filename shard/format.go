@@ -62,9 +62,15 @@ const (
 	// missing), the manifest saying which (Task). The writer writes V3 only
 	// for what V2 cannot hold, so TU datasets' shards are unchanged.
 	FormatV3 FormatVersion = 3
+	// FormatV4 holds 3D atomistic structures (shard/structures.go): per
+	// structure its atoms' numbers and positions, the cell and pbc, the
+	// directed neighbour list under the manifest's cutoff with each edge's
+	// cell shift, and named float64 properties (energy, forces, stress,
+	// ...), the manifest's structures key saying which.
+	FormatV4 FormatVersion = 4
 
 	// CurrentVersion is the newest version this code reads and writes.
-	CurrentVersion = FormatV3
+	CurrentVersion = FormatV4
 	// MinSupportedVersion is the oldest format this code reads.
 	MinSupportedVersion = FormatV1
 )
@@ -135,7 +141,7 @@ func (k FeatureKind) Categorical() bool { return k == FeatureLabels || k == Feat
 
 // Valid reports whether k is a kind this format knows.
 func (k FeatureKind) Valid() bool {
-	return k == FeatureLabels || k == FeatureDegree || k == FeatureAttributes || k == FeatureColumns
+	return k == FeatureLabels || k == FeatureDegree || k == FeatureAttributes || k == FeatureColumns || k == FeatureStructures
 }
 
 // Columns describe format 3's node (or edge) features: categorical
@@ -200,6 +206,9 @@ const (
 	TaskBinary TaskKind = "binary"
 	// TaskRegression: T real targets per graph (NaN: missing).
 	TaskRegression TaskKind = "regression"
+	// TaskStructures: a format 4 folder's layout (Layout): structures
+	// whose labels are their properties, not a task of this kind's.
+	TaskStructures TaskKind = "structures"
 )
 
 // Task is a format 3 dataset's label kind.

@@ -23,7 +23,22 @@ type Graph struct {
 	EdgeCat Codes
 	EdgeX   []float32
 	Targets []float32
+
+	// Format 4 (structures): Edges are the directed neighbour pairs (i, j)
+	// and Shifts their cell shifts (3 per edge); atomic numbers, positions
+	// (3 per atom, Å), the cell's rows (9, Å), the periodic axes (bit k:
+	// axis k), and the manifest's properties in its order (an empty slice:
+	// this structure has none).
+	Numbers   []uint8
+	Positions []float64
+	Cell      []float64
+	PBC       uint8
+	Shifts    []int8
+	Props     [][]float64
 }
+
+// IsStructure reports whether g is a format 4 structure.
+func (g *Graph) IsStructure() bool { return g.Positions != nil || g.Numbers != nil }
 
 // Codes is a block of categorical codes as stored: at most one of U8, U16
 // and I32 holds them (a Writer is given I32; a Reader returns the stored

@@ -237,6 +237,18 @@ func (m *Manifest) DecodedBytes(i int) int64 {
 // decodedPer is what a node, an undirected edge and a graph take decoded.
 func (m *Manifest) decodedPer() (perNode, perEdge, perGraph int64) {
 	perNode, perEdge, perGraph = 0, 8, 48
+	if s := m.Structures; s != nil && m.FormatVersion >= FormatV4 {
+		// numbers, positions; a directed edge's pair and shift; the cell.
+		perNode, perEdge, perGraph = 1+24+4, 4+3+8, 48+72+8+1+4*8
+		for _, p := range s.Properties {
+			if p.Per == PerAtom {
+				perNode += 8 * int64(p.Size)
+			} else {
+				perGraph += 8*int64(p.Size) + 4
+			}
+		}
+		return perNode, perEdge, perGraph
+	}
 	if m.FormatVersion >= FormatV3 {
 		for _, c := range []*Columns{m.NodeFeatures, m.EdgeFeatures} {
 			per := int64(c.Cols()*c.widthOr1() + 4*c.DenseDim())

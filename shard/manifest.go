@@ -37,6 +37,8 @@ type Manifest struct {
 	NodeFeatures *Columns    `json:"node_features,omitempty"`
 	EdgeFeatures *Columns    `json:"edge_features,omitempty"`
 	Task         *Task       `json:"task,omitempty"`
+	// Format 4: what structures carry and the neighbour list stored.
+	Structures *Structures `json:"structures,omitempty"`
 	Compression  Compression `json:"compression"`
 	// Order is how graphs are stored: absent for id order, "random:SEED"
 	// for a seeded random order (order.go; shards then count positions).
@@ -386,6 +388,20 @@ func (m *Manifest) validate() error {
 // validateLayout checks what graphs carry: format 1 and 2's one feature
 // kind and edge labels, or format 3's columns and task.
 func (m *Manifest) validateLayout() error {
+	if m.FormatVersion >= FormatV4 {
+		switch {
+		case m.Features.Kind != FeatureStructures || m.Features.Dim != 0:
+			return corrupt(ManifestName, "features", "a format 4 manifest says kind %q (dim 0)", FeatureStructures)
+		case m.HasEdgeLabels || m.NodeFeatures != nil || m.EdgeFeatures != nil || m.Task != nil || m.Classes != 0 || len(m.LabelMap) != 0:
+			return corrupt(ManifestName, "features", "graph keys in a format 4 manifest")
+		case m.Structures == nil:
+			return corrupt(ManifestName, "structures", "missing")
+		}
+		return m.Structures.validate()
+	}
+	if m.Structures != nil {
+		return corrupt(ManifestName, "structures", "in a format %d manifest", m.FormatVersion)
+	}
 	if m.FormatVersion < FormatV3 {
 		switch {
 		case m.Features.Kind == FeatureColumns:
@@ -477,6 +493,9 @@ func (m *Manifest) Layout() Layout {
 			l.EdgeCat = []Column{{Name: ColEdgeLabel, Vocab: m.EdgeLabelDim}}
 		}
 		return l
+	}
+	if m.FormatVersion >= FormatV4 {
+		return Layout{Task: TaskStructures}
 	}
 	l := Layout{Classes: m.Classes, Task: m.Task.Kind, Targets: m.Task.Targets}
 	if m.NodeFeatures != nil {

@@ -63,6 +63,8 @@ type batch struct {
 	tgtOff, ncOff, ecOff []int32
 	exOff                []int32
 	nodeCat, edgeCat     Codes
+
+	v4 *batchV4 // format 4's own columns
 }
 
 // slice returns codes [lo, hi).
@@ -194,6 +196,10 @@ func (r *Reader) graphOf(b *batch, row int) Graph {
 	}
 	if b.labels != nil {
 		g.Label = b.labels[row]
+	}
+	if b.v4 != nil {
+		structureOf(&g, b, row)
+		return g
 	}
 	if r.man.FormatVersion >= FormatV3 {
 		if b.tgtOff != nil {

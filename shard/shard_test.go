@@ -67,8 +67,8 @@ func TestCorruption(t *testing.T) {
 			os.Remove(filepath.Join(dir, shardFile))
 		}, "no such file", false},
 		{"newer version", func(t *testing.T, dir string) {
-			editManifest(t, dir, `"format_version": 2`, `"format_version": 4`)
-		}, "manifest is version 4", true},
+			editManifest(t, dir, `"format_version": 2`, `"format_version": 5`)
+		}, "manifest is version 5", true},
 		{"newer version with new keys", func(t *testing.T, dir string) {
 			editManifest(t, dir, `"format_version": 2,`, `"format_version": 9, "future_key": true,`)
 		}, "manifest is version 9", true},

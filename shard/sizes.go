@@ -68,6 +68,23 @@ func newSizesWriter(dir, generation string) (*sizesWriter, error) {
 // measure sets s.maxDeg to g's largest node degree.
 func (s *sizesWriter) measure(g *Graph) {
 	n := int(g.NumNodes)
+	if g.IsStructure() {
+		// Directed pairs: a structure's degree is its atoms' out-degree (a
+		// periodic image counts; it may exceed the atoms).
+		if cap(s.deg) < n {
+			s.deg = make([]int32, n, max(n, 2*cap(s.deg)))
+		}
+		deg := s.deg[:n]
+		clear(deg)
+		s.maxDeg = 0
+		for k := 0; k < len(g.Edges); k += 2 {
+			if v := g.Edges[k]; v >= 0 && int(v) < n {
+				deg[v]++
+				s.maxDeg = max(s.maxDeg, deg[v])
+			}
+		}
+		return
+	}
 	if sparse(g) {
 		_, s.maxDeg = endpoints(g.Edges)
 		return
@@ -176,7 +193,7 @@ func readGraphSizes(ctx context.Context, st Store, man *Manifest, digest string)
 	for i := range n {
 		rec := body[i*graphSizeBytes:]
 		nn, ne, md := int32(binary.LittleEndian.Uint32(rec)), int32(binary.LittleEndian.Uint32(rec[4:])), int32(binary.LittleEndian.Uint32(rec[8:]))
-		if nn < 0 || ne < 0 || md < 0 || md > nn || (ne > 0) != (md > 0) {
+		if nn < 0 || ne < 0 || md < 0 || (md > nn && man.Structures == nil) || (ne > 0) != (md > 0) {
 			return nil, corrupt(name, fmt.Sprintf("graph %d", i), "%d nodes, %d edges, largest degree %d", nn, ne, md)
 		}
 		gs.Nodes[i], gs.Edges[i], gs.MaxDegree[i] = nn, ne, md

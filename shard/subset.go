@@ -39,12 +39,15 @@ func (b *batch) subset(rows []int) (batch, int64) {
 	n.exOff, n.edgeX = gather(b.exOff, b.edgeX, rows, &bytes)
 	n.ncOff, n.nodeCat = gatherCodes(b.ncOff, b.nodeCat, rows, &bytes)
 	n.ecOff, n.edgeCat = gatherCodes(b.ecOff, b.edgeCat, rows, &bytes)
+	if b.v4 != nil {
+		n.v4 = b.v4.subset(rows, &bytes)
+	}
 	return n, bytes
 }
 
 // gather copies the value ranges off[r]:off[r+1] of rows into new values
 // with new offsets from 0 (nil, nil for a column without offsets).
-func gather[T int32 | float32 | uint8 | uint16](off []int32, vals []T, rows []int, bytes *int64) ([]int32, []T) {
+func gather[T int32 | float32 | uint8 | uint16 | int8 | float64](off []int32, vals []T, rows []int, bytes *int64) ([]int32, []T) {
 	if off == nil {
 		return nil, nil
 	}

@@ -66,7 +66,17 @@ type WriterOptions struct {
 	NodeColumns *Columns
 	EdgeColumns *Columns
 	Task        *Task
+
+	// Structures makes the writer write format 4 (FeatureKind and the
+	// format 3 options unset): graphs are structures, Append's Graph
+	// carries Numbers, Positions, Cell, PBC, Shifts and Props in the
+	// order of Structures.Properties (whose Missing and whose Elements
+	// the writer counts).
+	Structures *Structures
 }
+
+// V4 reports whether the options ask for format 4.
+func (o *WriterOptions) V4() bool { return o.Structures != nil }
 
 // V3 reports whether the options ask for format 3.
 func (o *WriterOptions) V3() bool {
@@ -99,7 +109,16 @@ func (o *WriterOptions) EnsureDefaults() {
 // problem at once.
 func (o *WriterOptions) Validate() error {
 	var errs []error
-	if o.V3() {
+	if o.V4() {
+		s := *o.Structures
+		s.Units, s.Elements = Units(), nil
+		if o.V3() || (o.FeatureKind != "" && o.FeatureKind != FeatureStructures) || o.FeatureDim != 0 || o.EdgeLabels {
+			errs = append(errs, fmt.Errorf("shard: format 4 options with another format's features"))
+		}
+		if err := s.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if o.V3() {
 		if o.FeatureKind != "" && o.FeatureKind != FeatureColumns || o.FeatureDim != 0 || o.EdgeLabels {
 			errs = append(errs, fmt.Errorf("shard: format 3 options with format 2's feature kind %q, dim %d or edge labels", o.FeatureKind, o.FeatureDim))
 		}
@@ -184,6 +203,10 @@ type Writer struct {
 	sizes *sizesWriter // the graph-size index, written as graphs come
 
 	files []FileInfo // AddFile's, for the manifest
+
+	// Format 4: structures without each property, atomic numbers seen.
+	propMissing []int64
+	elements    [119]bool
 }
 
 func cloneColumns(c *Columns) *Columns {
@@ -218,6 +241,9 @@ func NewWriter(out string, opts WriterOptions) (*Writer, error) {
 	if o.V3() {
 		w.node, w.edge = cloneColumns(o.NodeColumns), cloneColumns(o.EdgeColumns)
 		w.schema = SchemaV3(o.Dataset, w.node, w.edge, o.Task)
+	} else if o.V4() {
+		w.schema = SchemaV4(o.Dataset, o.Structures)
+		w.propMissing = make([]int64, len(o.Structures.Properties))
 	} else {
 		w.schema = Schema(o.Dataset, o.FeatureKind, o.FeatureDim, o.EdgeLabels)
 	}
@@ -248,6 +274,13 @@ func cloneGraph(g *Graph) Graph {
 	c.NodeCat = Codes{U8: slices.Clone(g.NodeCat.U8), U16: slices.Clone(g.NodeCat.U16), I32: slices.Clone(g.NodeCat.I32)}
 	c.EdgeCat = Codes{U8: slices.Clone(g.EdgeCat.U8), U16: slices.Clone(g.EdgeCat.U16), I32: slices.Clone(g.EdgeCat.I32)}
 	c.EdgeX, c.Targets = slices.Clone(g.EdgeX), slices.Clone(g.Targets)
+	c.Numbers, c.Positions, c.Cell, c.Shifts = slices.Clone(g.Numbers), slices.Clone(g.Positions), slices.Clone(g.Cell), slices.Clone(g.Shifts)
+	if g.Props != nil {
+		c.Props = make([][]float64, len(g.Props))
+		for k, p := range g.Props {
+			c.Props[k] = slices.Clone(p)
+		}
+	}
 	return c
 }
 
@@ -263,8 +296,14 @@ func (w *Writer) add(g *Graph) error {
 	if g.NumNodes < 0 || len(g.Edges)%2 != 0 {
 		return fmt.Errorf("shard: graph %d: bad shape (%d nodes, %d edge ids)", g.ID, g.NumNodes, len(g.Edges))
 	}
+	if w.opts.V4() != g.IsStructure() {
+		return fmt.Errorf("shard: graph %d: a structure in a folder of graphs, or a graph in a folder of structures", g.ID)
+	}
 	if err := w.sizes.add(g); err != nil {
 		return fmt.Errorf("shard: %s: %w", GraphSizesName, err)
+	}
+	if w.opts.V4() {
+		return w.appendV4(g)
 	}
 	if w.opts.V3() {
 		return w.appendV3(g)
@@ -522,6 +561,24 @@ func (w *Writer) FinishContext(ctx context.Context, m Manifest) (*Manifest, erro
 	slices.SortFunc(m.Files, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	m.HasEdgeLabels = w.opts.EdgeLabels
 	m.Features.Kind, m.Features.Dim = w.opts.FeatureKind, w.opts.FeatureDim
+	if w.opts.V4() {
+		s := *w.opts.Structures
+		s.Units = Units()
+		s.Properties = slices.Clone(s.Properties)
+		for k := range s.Properties {
+			s.Properties[k].Missing = w.propMissing[k]
+		}
+		s.Elements = []int{}
+		for z, seen := range w.elements {
+			if seen {
+				s.Elements = append(s.Elements, z)
+			}
+		}
+		m.FormatVersion = FormatV4
+		m.Features = Features{Kind: FeatureStructures}
+		m.Structures = &s
+		m.Classes, m.LabelMap = 0, []string{}
+	}
 	if w.opts.V3() {
 		m.FormatVersion = FormatV3
 		m.Features = Features{Kind: FeatureColumns}
