@@ -34,12 +34,12 @@ type Manifest struct {
 	EdgeLabelDim  int  `json:"edge_label_dim,omitempty"`
 	// Format 3: what nodes and edges carry (Features.Kind is then
 	// FeatureColumns), and what the graph labels are.
-	NodeFeatures *Columns    `json:"node_features,omitempty"`
-	EdgeFeatures *Columns    `json:"edge_features,omitempty"`
-	Task         *Task       `json:"task,omitempty"`
+	NodeFeatures *Columns `json:"node_features,omitempty"`
+	EdgeFeatures *Columns `json:"edge_features,omitempty"`
+	Task         *Task    `json:"task,omitempty"`
 	// Format 4: what structures carry and the neighbour list stored.
-	Structures *Structures `json:"structures,omitempty"`
-	Compression  Compression `json:"compression"`
+	Structures  *Structures `json:"structures,omitempty"`
+	Compression Compression `json:"compression"`
 	// Order is how graphs are stored: absent for id order, "random:SEED"
 	// for a seeded random order (order.go; shards then count positions).
 	Order string `json:"order,omitempty"`
