@@ -134,9 +134,20 @@ func Listen(path string, mode fs.FileMode) (*SocketListener, error) {
 		case fi.Mode()&fs.ModeSocket == 0:
 			return nil, fmt.Errorf("server: %s exists and is not a socket: refusing to replace it", path)
 		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		// A server that is dying still answers for a moment: a killed
+		// process's main thread shows as ended (a zombie) while its other
+		// threads still hold its sockets. One that still answers after
+		// two seconds is alive.
+		for try := 0; ; try++ {
+			c, err := net.DialTimeout("unix", path, time.Second)
+			if err != nil {
+				break
+			}
 			c.Close()
-			return nil, fmt.Errorf("server: %s: another server is listening", path)
+			if try == 10 {
+				return nil, fmt.Errorf("server: %s: another server is listening", path)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("server: remove stale socket: %w", err)

@@ -352,14 +352,27 @@ func TestSocketSafety(t *testing.T) {
 	if _, err := server.Listen(sock, 0o600); err == nil || !strings.Contains(err.Error(), "another server") {
 		t.Fatalf("live socket: %v", err)
 	}
-	// A stale socket (no listener) is replaced.
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
+	// A server that goes away while the next one starts (a killed
+	// daemon's threads still exiting, its socket still answering) is
+	// waited for, not taken for a live one: the next start succeeded
+	// only by luck when its main thread was already a zombie.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ln.SetUnlinkOnClose(false)
+		ln.Close()
+	}()
 	ln2, err := server.Listen(sock, 0o600)
+	if err != nil {
+		t.Fatalf("a socket whose server went away 0.3 s later: %v", err)
+	}
+	// A stale socket (no listener) is replaced.
+	ln2.SetUnlinkOnClose(false)
+	ln2.Close()
+	ln3, err := server.Listen(sock, 0o600)
 	if err != nil {
 		t.Fatalf("stale socket: %v", err)
 	}
-	ln2.Close()
+	ln3.Close()
 }
 
 // The socket's path appears only once it listens: a client that waits

@@ -33,8 +33,14 @@ def children(pid):
 
 
 def alive(pid):
+    """Whether pid runs: a zombie whose other threads are still exiting
+    (and still hold its sockets: a killed Go daemon's main thread shows Z
+    first) counts as running."""
+    p = pathlib.Path("/proc") / str(pid)
     try:
-        return (pathlib.Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        if p.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            return True
+        return len(list(p.joinpath("task").iterdir())) > 1
     except OSError:
         return False
 
