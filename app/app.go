@@ -95,6 +95,9 @@ type LoaderOptions struct {
 	Folds string
 	// AugmentTest allows an augmenting schedule on a test set.
 	AugmentTest bool
+	// Structures: a structure set's rotations, noise and served cutoff
+	// (loader.StructureConfig; refused for graphs).
+	Structures loader.StructureConfig
 	// CacheLimit bounds the decoded pages (a shard file's record batches)
 	// and NodeSam indexes held (shard.WithCacheLimit); 0 reads every shard
 	// at start and keeps it.
@@ -298,6 +301,16 @@ func BuildViews(ctx context.Context, o LoaderOptions) (*Built, error) {
 		closeStore(st)
 		return nil, err
 	}
+	if r.Manifest().Structures != nil && o.Policy == "" && o.ScheduleFile == "" {
+		// Structures take no graph policy: none, unless one was given (and
+		// refused by the loader).
+		o.Policy = "none"
+		if specs, notes, err = o.specs(); err != nil {
+			r.Close()
+			closeStore(st)
+			return nil, err
+		}
+	}
 	b := &Built{Reader: r, Notes: notes, Store: st}
 	if _, err := r.GraphSizes(); o.CacheLimit > 0 && errors.Is(err, shard.ErrNoSizes) {
 		b.Notes = append(b.Notes, fmt.Sprintf("%s has no graph-size index (written before it): every shard is read once at start to "+
@@ -464,7 +477,7 @@ func (b *Built) build(ctx context.Context, o LoaderOptions, specs []ViewSpec) er
 				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
 				Remainder: o.Remainder, NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
 				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex || b.noIndex, Memory: mem, PPRCache: o.PPRCache,
-				Shuffle: b.Shuffle, Twins: viewTwins,
+				Shuffle: b.Shuffle, Twins: viewTwins, Structures: o.Structures,
 			})
 			if err != nil {
 				return err

@@ -201,3 +201,20 @@ func TestRefused(t *testing.T) {
 		}
 	}
 }
+
+// Symbols read as ASE reads them, case aside; unknown ones are 0.
+func TestElements(t *testing.T) {
+	for z := 1; z <= atoms.MaxZ; z++ {
+		s := atoms.Symbol(z)
+		for _, v := range []string{s, strings.ToLower(s), strings.ToUpper(s)} {
+			if got := atoms.Number([]byte(v)); int(got) != z {
+				t.Fatalf("%q: %d, want %d", v, got, z)
+			}
+		}
+	}
+	for _, bad := range []string{"", "X", "Xx", "Q", "Cuu", "C1", "1"} {
+		if z := atoms.Number([]byte(bad)); z != 0 {
+			t.Errorf("%q: %d, want 0", bad, z)
+		}
+	}
+}

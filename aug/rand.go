@@ -41,6 +41,10 @@ const (
 	// StreamTwinChoice keys which declared twin set a graph's twins get
 	// (a request's twin_weights over the daemon's sets).
 	StreamTwinChoice uint64 = 16
+	// OpRotate and OpNoise key a structure's random rotation and its
+	// position noise (the structure kind, package atoms; the loader).
+	OpRotate uint64 = 17
+	OpNoise  uint64 = 18
 )
 
 // TwinStride separates the streams of a graph's twins: twin t draws its

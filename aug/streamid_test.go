@@ -29,6 +29,8 @@ func TestStreamIDsPinned(t *testing.T) {
 		"OpSubgraph":         {aug.OpSubgraph, 14},
 		"OpAttrMask":         {aug.OpAttrMask, 15},
 		"StreamTwinChoice":   {aug.StreamTwinChoice, 16},
+		"OpRotate":           {aug.OpRotate, 17},
+		"OpNoise":            {aug.OpNoise, 18},
 		"TwinStride":         {aug.TwinStride, 1 << 16},
 		"StreamPermutation":  {aug.StreamPermutation, 1000},
 		"StreamFolds":        {aug.StreamFolds, 1001},

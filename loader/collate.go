@@ -54,6 +54,8 @@ type collator struct {
 	catOff, ecatOff, exOff []int32
 	ex, targets            []float32
 	tgtOff                 []int32
+
+	st structCollator // a structure batch's columns
 }
 
 func (c *collator) reset(lay *shard.Layout, nodeWidth, edgeWidth int) {

@@ -55,6 +55,11 @@ type Config struct {
 	// twin, every set as long (2..wire.MaxTwins), at most
 	// wire.MaxTwinSets. None: the loader serves no twins.
 	Twins [][]*epoch.Schedule
+	// Structures say what a daemon serving 3D atomistic structures (format
+	// 4 shards) does to them: rotations, position noise, the served
+	// cutoff. Graph schedules do not apply to structures (the schedule is
+	// then none).
+	Structures StructureConfig
 }
 
 // twinSchedules lists every schedule of every twin set.

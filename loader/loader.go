@@ -2,7 +2,9 @@ package loader
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/augloader/augloader/epoch"
@@ -19,6 +21,8 @@ type Loader struct {
 	// collators holds batch buffers between batches and requests (see
 	// collator): a steady stream allocates none.
 	collators sync.Pool
+	// st: the source holds structures (format 4), served so.
+	st *structures
 }
 
 // New checks cfg and returns a Loader.
@@ -36,7 +40,14 @@ func New(src *Source, cfg Config) (*Loader, error) {
 			return nil, err
 		}
 	}
-	l := &Loader{src: src, cfg: cfg}
+	st, err := newStructures(src.Manifest(), cfg.Structures)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil && (cfg.Schedule.Augments() || len(cfg.Twins) > 0) {
+		return nil, fmt.Errorf("loader: %s holds structures: graph policies and twins do not apply (serve it with policy none; structures take --rotate and --noise)", src.Manifest().Dataset)
+	}
+	l := &Loader{src: src, cfg: cfg, st: st}
 	l.id = wire.Config{
 		Dataset: src.Manifest().Dataset, ShardsSHA256: src.ds.r.Digest(),
 		Served: len(src.served), ServedSHA256: src.digest,
@@ -46,6 +57,9 @@ func New(src *Source, cfg Config) (*Loader, error) {
 	}
 	if cfg.Shuffle.Window > 0 {
 		l.id.Shuffle = cfg.Shuffle.String()
+	}
+	if st != nil {
+		l.id.Structures = st.info.Augment + ";cutoff=" + strconv.FormatFloat(st.cutoff, 'g', -1, 64)
 	}
 	l.id = l.id.WithID()
 	if len(cfg.Twins) > 0 {

@@ -242,7 +242,11 @@ func (l *Loader) Plan(req wire.Request) (*Plan, error) {
 	}
 	si := l.src.schemaInfo(req)
 	si.Twins = req.Twins
-	p := &Plan{Request: req, Total: len(batches), Policy: pols.main, pols: pols, passPolicies: passes, Schema: wire.BatchSchema(si),
+	schema := wire.BatchSchema(si)
+	if l.st != nil {
+		schema = l.st.schema(req)
+	}
+	p := &Plan{Request: req, Total: len(batches), Policy: pols.main, pols: pols, passPolicies: passes, Schema: schema,
 		nodeWidth: wire.CodeWidth(si.NodeVocab), edgeWidth: wire.CodeWidth(si.EdgeVocab),
 		Identity: ident, Twins: req.Twins, twinCum: twinCum}
 	for bi := req.StartBatch; bi < len(batches) && (req.Count == 0 || len(p.Batches) < req.Count); bi += req.Stride {
@@ -300,7 +304,11 @@ func (l *Loader) addBatch(p *Plan, bi int, b []epoch.Item, bounds []aug.Size) er
 	// what a graph's does.
 	lay := l.src.Layout()
 	rows := int64(max(p.Twins, 1)-1) * int64(len(b)) * batchBytes([]aug.Size{{}}, &lay, p.nodeWidth, p.edgeWidth)
-	p.Bytes = append(p.Bytes, batchBytes(bounds, &lay, p.nodeWidth, p.edgeWidth)+rows+work)
+	if l.st != nil {
+		p.Bytes = append(p.Bytes, l.st.batchBytes(bounds)+work)
+	} else {
+		p.Bytes = append(p.Bytes, batchBytes(bounds, &lay, p.nodeWidth, p.edgeWidth)+rows+work)
+	}
 	p.Work = append(p.Work, work)
 	return nil
 }

@@ -24,6 +24,7 @@ type worker struct {
 	// ops holds the batch's ops, graph-major: graph i's copy t gets
 	// ops[i·k+t] (k copies; 1 for a plain stream).
 	ops []aug.Op
+	sw  *structWork // structures: the rotation's and noise's draws, the neighbour list
 }
 
 func newWorker(l *Loader, p *Plan, pages *shard.Schedule) *worker {
@@ -36,7 +37,13 @@ func (w *worker) batch(ctx context.Context, b int) result {
 	if col == nil {
 		col = new(collator)
 	}
-	rec, err := w.build(ctx, col, b)
+	var rec arrow.RecordBatch
+	var err error
+	if w.l.st != nil {
+		rec, err = w.buildStructures(ctx, col, b)
+	} else {
+		rec, err = w.build(ctx, col, b)
+	}
 	unchanged := w.scratch.TakeUnchanged()
 	if b < len(w.p.Work) && w.p.Work[b] > retainWork {
 		// A large graph's scratch is not kept for the next batch, which is

@@ -147,6 +147,9 @@ type Config struct {
 	// (comma-separated, shortest form): both change which op a twin gets.
 	Twins       string `json:"twins,omitempty"`
 	TwinWeights string `json:"twin_weights,omitempty"`
+	// Structures, for a structure set only, is the augmentation and the
+	// served cutoff ("rotate,noise=0.05;cutoff=5").
+	Structures string `json:"structures,omitempty"`
 }
 
 // Compression is a stream's record batch body codec (Arrow IPC body

@@ -14,7 +14,7 @@ var flagGroups = []struct {
 	flags   []string
 }{
 	{"1. Data and views", []string{"shards", "materialized", "split", "split-set", "folds", "view", "views", "epochs", "out", "world", "force"}},
-	{"2. Augmentation", []string{"seed", "policy", "schedule", "twins", "augment-test", "edge-fill"}},
+	{"2. Augmentation", []string{"seed", "policy", "schedule", "twins", "augment-test", "edge-fill", "rotate", "noise", "cutoff"}},
 	{"3. Epoch, batches and shuffle", []string{"batch-size", "remainder", "node-budget", "edge-budget", "shuffle", "max-epoch"}},
 	{"4. Memory, caches and workers", []string{"workers", "memory-budget", "cache-limit", "disk-cache", "disk-cache-limit", "ppr-cache", "no-index", "shm-ring-limit"}},
 	{"5. Transports and security", []string{"socket", "socket-mode", "flight", "flight-allow-remote", "flight-token-file", "tls-cert", "tls-key", "wire-compression", "peers", "max-streams", "max-streams-per-client", "max-pending"}},
@@ -45,6 +45,8 @@ func grouped(flags []cli.Flag) []cli.Flag {
 		case *cli.BoolFlag:
 			f.Category = h
 		case *cli.DurationFlag:
+			f.Category = h
+		case *cli.Float64Flag:
 			f.Category = h
 		case *cli.StringSliceFlag:
 			f.Category = h

@@ -23,6 +23,7 @@ import (
 	"github.com/augloader/augloader/internal/cliutil"
 	"github.com/augloader/augloader/internal/iox"
 	"github.com/augloader/augloader/internal/version"
+	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/materialize"
 	"github.com/augloader/augloader/objstore"
 	"github.com/augloader/augloader/shard"
@@ -71,6 +72,9 @@ var loaderFlags = []cli.Flag{
 	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},
 	&cli.StringFlag{Name: "edge-fill", Usage: "what an edge no input edge explains (a NodeSam split's new edge, an added edge) carries, for shards with edge features: codes=C1,C2,... (a code per categorical edge column) and/or x=V (every float column); default: each column's reserved code (its vocabulary size) and 0"},
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
+	&cli.BoolFlag{Name: "rotate", Usage: "structures: rotate each structure uniformly at random, keyed by (seed, epoch, structure): positions, cell, forces and dipole turn, stress and virials as R σ Rᵀ; the neighbour list and shifts stay"},
+	&cli.Float64Flag{Name: "noise", Usage: "structures: add Gaussian noise of this σ (Å) to every position, keyed by (seed, epoch, structure), served as the noise column (a denoising target); the neighbour list is built again for the noisy positions (0..10; 0: none)", Action: cliutil.Float64Range("noise", 0, 10)},
+	&cli.Float64Flag{Name: "cutoff", Usage: "structures: the served neighbour list's cutoff in Å, at most the one the shards were converted with (their pairs filtered by distance; 0: the stored one)", Action: cliutil.Float64Range("cutoff", 0, 100)},
 	&cli.BoolFlag{Name: "no-index", Usage: "do not cache per-graph NodeSam indexes (saves up to 16 bytes per edge; NodeSam gets slower)"},
 	&cli.StringFlag{Name: "memory-budget", Value: cliutil.FormatSize(app.DefaultMemoryBudget), Usage: "bytes of batches in flight across all streams, socket and Flight together, beyond each stream's next batch (e.g. 512MiB)"},
 	&cli.StringSliceFlag{Name: "view", Usage: "a named view, repeatable: NAME=all[:POLICY], NAME={fold}:training|test[:POLICY] (one per --folds file) or NAME=SPLITFILE:training|valid|test[:POLICY] (an OGB split's sets: training, valid, test); a request names its view and fold (NAME: letters, digits, _ - .)"},
@@ -112,6 +116,7 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 		EdgeFill: c.String("edge-fill"),
 		NoIndex:  c.Bool("no-index"), AugmentTest: c.Bool("augment-test"),
 		Views: c.StringSlice("view"), Folds: c.String("folds"),
+		Structures: loader.StructureConfig{Rotate: c.Bool("rotate"), Noise: c.Float64("noise"), Cutoff: c.Float64("cutoff")},
 	}
 	if f := c.String("views"); f != "" {
 		more, err := app.ReadViews(f)

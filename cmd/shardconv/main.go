@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -55,6 +54,18 @@ var convertFlags = []cli.Flag{
 	&cli.IntFlag{Name: "max-columns", Value: ingest.DefaultLimits.MaxColumns, Usage: "refuse a feature file of more columns (1..1048576)", Action: cliutil.IntRange("max-columns", 1, 1<<20)},
 	&cli.StringFlag{Name: "max-pickle", Value: cliutil.FormatSize(ingest.DefaultLimits.MaxPickle), Usage: "refuse an OGB split_dict.pt whose pickle is larger (1KiB..16GiB)", Action: sizeRange("max-pickle", 1<<10, 16<<30)},
 	&cli.Int64Flag{Name: "max-expansion", Value: ingest.DefaultExpansion.Ratio, Usage: "refuse input whose compressed parts inflate, together, to more than this many times its size on disk, beyond the first 8MiB (1..1000000)", Action: cliutil.Int64Range("max-expansion", 1, 1_000_000)},
+	// Structures (an extended XYZ file, an ASE database): the neighbour
+	// list stored, and the labels' keys as MACE names them.
+	&cli.Float64Flag{Name: "cutoff", Value: convert.DefaultCutoff, Usage: "structures: the stored neighbour list's cutoff in Å (a model may serve any cutoff up to it; 0.1..100)", Action: cliutil.Float64Range("cutoff", 0.1, 100)},
+	&cli.StringFlag{Name: "neighbours", Value: "ase", Usage: "structures: the neighbour list's convention: ase (ASE, matscipy, vesin and MACE: d < cutoff, coincident atoms kept) or fairchem (d <= cutoff, d >= 1e-8, --max-neighbors)", Action: cliutil.OneOf("neighbours", "ase", "fairchem")},
+	&cli.IntFlag{Name: "max-neighbors", Usage: "structures, --neighbours fairchem: keep each atom's nearest N (and those within 0.01 Å of the (N+1)-th's distance, as fairchem's max_neighbors; 0: no cap)", Action: cliutil.IntRange("max-neighbors", 0, 1<<20)},
+	&cli.BoolFlag{Name: "strict-max-neighbors", Usage: "structures: --max-neighbors keeps exactly N (ties by index and shift), as fairchem's enforce_max_neighbors_strictly"},
+	&cli.StringFlag{Name: "energy-key", Value: "energy", Usage: "structures: the key holding the energy (eV), stored as energy (MACE's --energy_key)"},
+	&cli.StringFlag{Name: "forces-key", Value: "forces", Usage: "structures: the per-atom key holding the forces (eV/Å), stored as forces"},
+	&cli.StringFlag{Name: "stress-key", Value: "stress", Usage: "structures: the key holding the stress (eV/Å³, 3×3), stored as stress"},
+	&cli.StringFlag{Name: "virials-key", Value: "virials", Usage: "structures: the key holding the virials (eV, 3×3), stored as virials"},
+	&cli.StringFlag{Name: "charge-key", Value: "charge", Usage: "structures: the key holding the total charge, stored as charge"},
+	&cli.StringFlag{Name: "spin-key", Value: "spin", Usage: "structures: the key holding the spin, stored as spin"},
 }
 
 // maxSynthGraphs bounds synth --graphs: 27 times PCQM4Mv2 (3.7 million
@@ -152,6 +163,10 @@ func runConvert(c *cli.Context, input, out, generation, shown string) (*convert.
 		Input: input, Out: out, Name: c.String("name"), Features: feat, Task: shard.TaskKind(c.String("task")),
 		Compression: comp, ShardBytes: shardBytes, Force: c.Bool("force"), Limits: lim, Order: order,
 		Generation: generation,
+		Structures: convert.StructureOptions{Cutoff: c.Float64("cutoff"), Neighbours: c.String("neighbours"),
+			MaxNeighbors: c.Int("max-neighbors"), Strict: c.Bool("strict-max-neighbors"),
+			Keys: ingest.LabelKeys{Energy: c.String("energy-key"), Forces: c.String("forces-key"), Stress: c.String("stress-key"),
+				Virials: c.String("virials-key"), Charge: c.String("charge-key"), Spin: c.String("spin-key")}},
 	}
 	if !quiet && isTerminal(os.Stderr) {
 		opts.Progress = progressBar("converting")
@@ -166,6 +181,10 @@ func runConvert(c *cli.Context, input, out, generation, shown string) (*convert.
 	if !quiet {
 		m := res.Manifest
 		secs := res.Elapsed.Seconds()
+		if m.Structures != nil {
+			describeStructures(m, shown, res)
+			return res, nil
+		}
 		what := fmt.Sprintf("%d classes, features %s×%d", m.Classes, m.Features.Kind, m.Features.Dim)
 		if m.Task != nil {
 			what = describeV3(m)
@@ -262,61 +281,6 @@ func convertToStore(c *cli.Context, input, out string) (*convert.Result, error) 
 			out, len(left), cliutil.FormatSize(bytes), out)
 	}
 	return res, nil
-}
-
-// describeV3 says a format 3 set's task and feature columns: "binary
-// targets ×128 (41% missing), node columns 9 (1 byte), edge columns 3".
-func describeV3(m *shard.Manifest) string {
-	parts := []string{describeTask(m)}
-	for _, c := range []struct {
-		what string
-		cols *shard.Columns
-	}{{"node", m.NodeFeatures}, {"edge", m.EdgeFeatures}} {
-		switch {
-		case c.cols == nil:
-			parts = append(parts, "no "+c.what+" features")
-		case c.cols.Cols() > 0 && c.cols.Dense > 0:
-			parts = append(parts, fmt.Sprintf("%s columns %d (%d-byte codes) + %d floats", c.what, c.cols.Cols(), c.cols.Width, c.cols.Dense))
-		case c.cols.Cols() > 0:
-			parts = append(parts, fmt.Sprintf("%s columns %d (%d-byte codes)", c.what, c.cols.Cols(), c.cols.Width))
-		default:
-			parts = append(parts, fmt.Sprintf("%s floats ×%d", c.what, c.cols.Dense))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// describeTask says a format 3 set's task: "2 classes", "binary targets
-// ×128 (41% missing)", "regression targets ×1".
-func describeTask(m *shard.Manifest) string {
-	if m.Task.Kind == shard.TaskClass {
-		return fmt.Sprintf("%d classes", m.Classes)
-	}
-	missing := ""
-	if n := m.Stats.Graphs * int64(m.Task.Targets); m.Task.Missing > 0 && n > 0 {
-		missing = fmt.Sprintf(" (%.0f%% missing)", 100*float64(m.Task.Missing)/float64(n))
-	}
-	return fmt.Sprintf("%s targets ×%d%s", m.Task.Kind, m.Task.Targets, missing)
-}
-
-// describeColumns lists a format 3 set's node or edge columns with their
-// vocabularies: "9 categorical (1-byte codes): atomic_num 119, …; 3 floats".
-func describeColumns(c *shard.Columns) string {
-	if c == nil {
-		return "none"
-	}
-	var parts []string
-	if n := c.Cols(); n > 0 {
-		cols := make([]string, n)
-		for i, col := range c.Categorical {
-			cols[i] = fmt.Sprintf("%s %d", col.Name, col.Vocab)
-		}
-		parts = append(parts, fmt.Sprintf("%d categorical (%d-byte codes; name and vocabulary): %s", n, c.Width, strings.Join(cols, ", ")))
-	}
-	if c.Dense > 0 {
-		parts = append(parts, fmt.Sprintf("%d floats", c.Dense))
-	}
-	return strings.Join(parts, "; ")
 }
 
 func verifyCmd() *cli.Command {

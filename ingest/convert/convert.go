@@ -137,6 +137,9 @@ type Options struct {
 	// pickle's size, what compressed bytes inflate to (zero fields: the
 	// defaults, ingest.DefaultLimits).
 	Limits ingest.Limits
+	// Structures configure an input of 3D atomistic structures (an
+	// extended XYZ file, an ASE database): format 4.
+	Structures StructureOptions
 	// Progress, when set, is called with graphs written so far and the total.
 	Progress func(done, total int)
 	Logger   *slog.Logger // nil: discard
@@ -159,6 +162,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	if o.Input == "" || o.Out == "" {
 		return nil, errors.New("convert: input and output are required")
+	}
+	if IsStructures(o.Input) {
+		return runStructures(ctx, o)
 	}
 	if o.Features == "" {
 		o.Features = ingest.FeaturesAuto

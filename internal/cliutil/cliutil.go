@@ -162,6 +162,17 @@ func Int64Range(name string, lo, hi int64) func(*cli.Context, int64) error {
 	return func(_ *cli.Context, v int64) error { return inRange(name, v, lo, hi) }
 }
 
+// Float64Range is a Float64Flag Action refusing values outside [lo, hi]
+// (and NaN), naming the flag and the range.
+func Float64Range(name string, lo, hi float64) func(*cli.Context, float64) error {
+	return func(_ *cli.Context, v float64) error {
+		if !(v >= lo && v <= hi) {
+			return fmt.Errorf("--%s %v: want %g..%g", name, v, lo, hi)
+		}
+		return nil
+	}
+}
+
 func inRange[T int | int64](name string, v, lo, hi T) error {
 	if v < lo || (hi >= lo && v > hi) {
 		if hi < lo {

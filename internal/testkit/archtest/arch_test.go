@@ -37,13 +37,15 @@ var allowed = map[string][]string{
 	"internal/version":  {},
 
 	// Library.
-	"aug":   {},
+	"aug": {},
+	// The structure kind: neighbour lists, rotations, the elements.
+	"atoms": {},
 	"epoch": {"aug", "internal/bytesize", "internal/iox"},
 	"shard": {"internal/arrowx", "internal/crc32c", "internal/iox", "internal/jsonseal", "internal/version", "shard/internal/pagecache"},
 	// The page cache knows pages only through its Source interface.
 	"shard/internal/pagecache": {},
 	"wire":                     {"internal/arrowx", "internal/ipcframe"},
-	"loader":                   {"aug", "epoch", "shard", "wire", "internal/arrowx"},
+	"loader":                   {"atoms", "aug", "epoch", "shard", "wire", "internal/arrowx"},
 	"materialize":              {"loader", "wire", "internal/iox", "internal/jsonseal", "internal/version"},
 	"server":                   {"epoch", "loader", "materialize", "wire", "internal/iox", "internal/ipcframe"},
 	"client":                   {"wire", "internal/ipcframe"},
@@ -55,8 +57,10 @@ var allowed = map[string][]string{
 	"ingest/gin":           {"ingest", "ingest/internal/text", "shard"},
 	"ingest/ogb":           {"ingest", "ingest/internal/text", "shard"},
 	"ingest/parquet":       {"ingest", "shard", "internal/arrowx"},
+	"ingest/extxyz":        {"atoms", "ingest", "shard", "internal/iox"},
 	// convert writes an input's splits as epoch's split files.
-	"ingest/convert":  {"epoch", "ingest", "ingest/tu", "ingest/gin", "ingest/ogb", "ingest/parquet", "shard"},
+	// Structures get their neighbour lists (atoms) at conversion.
+	"ingest/convert":  {"atoms", "epoch", "ingest", "ingest/tu", "ingest/gin", "ingest/ogb", "ingest/parquet", "ingest/extxyz", "shard"},
 	"ingest/synth":    {"internal/iox"},
 	"ingest/download": {"internal/iox"},
 	// Object storage: a shard.Store of its own beside the readers.

@@ -1,0 +1,720 @@
+// Package extxyz reads extended XYZ files, the format ase.io.write writes,
+// as ASE's ase.io.read reads them (ase/io/extxyz.py): per frame a line with
+// the atom count, a comment line of key=value pairs (Lattice, pbc,
+// Properties, and any other: energy, stress, ...), then one line per atom
+// whose columns Properties names (species or Z, pos, forces, ...).
+//
+// Contract:
+//   - Open reads the file once (gzip-compressed or not) to learn what its
+//     structures carry: every numeric or logical key of the comment lines
+//     becomes a per-structure property, every numeric or logical column
+//     of Properties a per-atom one, under ASE's names (a "charge" column
+//     is "charges", move_mask is "fixed": 1 where ASE's FixAtoms or
+//     FixCartesian holds the atom), the label keys renamed to their
+//     canonical names (ingest.LabelKeys). Text values are not stored
+//     (Skipped names them).
+//   - Structures reads it again and hands over every frame in order, each
+//     value exactly as ASE's reader gives it: Lattice's rows are the cell,
+//     pbc defaults to periodic on every axis when a Lattice is given and to
+//     none otherwise, stress and virial are 3×3 (the file's column-major 9
+//     values), positions float64.
+//   - Every fault is an *ingest.FormatError naming the file, the line and
+//     the field: a count that is not a positive integer, a missing or
+//     short atom line, a value that does not parse, an unknown element, a
+//     position that is not finite, a key whose size or kind changes
+//     between structures, a blank line with structures after it (ASE stops
+//     there and drops the rest). Nothing panics on any input.
+package extxyz
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"unsafe"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/augloader/augloader/atoms"
+	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/shard"
+)
+
+// Format is this reader's name, its errors' prefix.
+const Format = "extxyz"
+
+// maxLine caps one line (a comment line holding a large JSON value).
+const maxLine = 64 << 20
+
+// Recognise reports whether the file's first bytes look like an extended
+// XYZ file: an atom count alone on the first line (or gzip's magic, for
+// a compressed one, whose name then says .xyz or .extxyz).
+func Recognise(name string, head []byte) bool {
+	if bytes.HasPrefix(head, []byte{0x1f, 0x8b}) {
+		base := filepath.Base(name)
+		return hasAnySuffix(base, ".xyz.gz", ".extxyz.gz")
+	}
+	line, _, _ := bytes.Cut(head, []byte("\n"))
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return false
+	}
+	_, err := strconv.ParseInt(string(line), 10, 64)
+	return err == nil
+}
+
+func hasAnySuffix(s string, suffixes ...string) bool {
+	for _, x := range suffixes {
+		if len(s) > len(x) && s[len(s)-len(x):] == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Set is an opened extended XYZ file.
+type Set struct {
+	path, shown string
+	keys        ingest.LabelKeys
+	props       []shard.Property
+	n           int64
+	skipped     []string
+	source      ingest.SourceHash
+}
+
+// Open reads the file at path once to learn its structures' count and
+// properties.
+func Open(ctx context.Context, path string, keys ingest.LabelKeys) (*Set, error) {
+	s := &Set{path: path, shown: filepath.Base(path), keys: keys}
+	sc := &scan{set: s, index: map[string]int{}, skipped: map[string]bool{}}
+	err := s.read(ctx, true, func(fr *frame) error { return sc.frame(fr) })
+	if err != nil {
+		return nil, err
+	}
+	if s.n == 0 {
+		return nil, ingest.Errorf(Format, s.shown, 0, 0, "no structures")
+	}
+	s.props = sc.ordered()
+	for k := range sc.skipped {
+		s.skipped = append(s.skipped, k)
+	}
+	slices.Sort(s.skipped)
+	return s, nil
+}
+
+// Properties implements ingest.StructureSet.
+func (s *Set) Properties() []shard.Property { return slices.Clone(s.props) }
+
+// Len implements ingest.StructureSet.
+func (s *Set) Len() int64 { return s.n }
+
+// Skipped implements ingest.StructureSet.
+func (s *Set) Skipped() []string { return s.skipped }
+
+// Sources implements ingest.StructureSet.
+func (s *Set) Sources() []ingest.SourceHash { return []ingest.SourceHash{s.source} }
+
+// Close implements ingest.StructureSet.
+func (s *Set) Close() error { return nil }
+
+// Structures implements ingest.StructureSet: the file read again, every
+// frame parsed. The file must not have changed since Open (its SHA-256 is
+// compared at the end).
+func (s *Set) Structures(ctx context.Context, fn func(*ingest.Structure) error) error {
+	index := make(map[string]int, len(s.props))
+	for k, p := range s.props {
+		index[p.Name] = k
+	}
+	first := s.source
+	var st ingest.Structure
+	st.File = s.shown
+	st.Props = make([][]float64, len(s.props))
+	err := s.read(ctx, false, func(fr *frame) error {
+		if err := s.fill(fr, index, &st); err != nil {
+			return err
+		}
+		return fn(&st)
+	})
+	if err != nil {
+		return err
+	}
+	if s.source != first {
+		return ingest.Errorf(Format, s.shown, 0, 0, "the file changed while it was read (SHA-256 %s, then %s)", first.SHA256[:12], s.source.SHA256[:12])
+	}
+	return nil
+}
+
+// frame is one frame as read: its count, comment line and atom lines.
+type frame struct {
+	index    int64
+	line     int64 // the count line
+	natoms   int
+	info     []kv
+	infoVals []value
+	lattice  []float64 // nil: none
+	pbc      [3]bool
+	cols     []column
+	text     []byte // the atom lines, when kept, one after the other
+	ends     []int  // where each ends in text
+	atomAt   int64  // line of the first atom
+}
+
+// read reads the file, calling fn for every frame; scanOnly leaves the
+// atom lines unparsed (counted and checked for their field count only).
+func (s *Set) read(ctx context.Context, scanOnly bool, fn func(*frame) error) error {
+	f, err := iox.OpenRegular(s.path)
+	if err != nil {
+		return ingest.Errorf(Format, s.shown, 0, 0, "%v", err)
+	}
+	defer f.Close()
+	// The file's bytes as on disk, counted and hashed as they are read.
+	cnt := &iox.CountingWriter{W: io.Discard, Hash: sha256.New()}
+	raw := io.TeeReader(f, cnt)
+	br := bufio.NewReaderSize(raw, 1<<20)
+	var r io.Reader = br
+	if head, _ := br.Peek(2); bytes.Equal(head, []byte{0x1f, 0x8b}) {
+		z, err := gzip.NewReader(br)
+		if err != nil {
+			return ingest.Errorf(Format, s.shown, 0, 0, "gzip: %v", err)
+		}
+		defer z.Close()
+		r = z
+	}
+	lr := &lines{br: bufio.NewReaderSize(r, 1<<20), shown: s.shown}
+	if r == br {
+		lr.br = br
+	}
+	var n int64
+	var fr frame
+	for {
+		if n&63 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		ok, err := s.frame(lr, n, &fr, !scanOnly)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if err := fn(&fr); err != nil {
+			return err
+		}
+		n++
+	}
+	// The source's bytes: all of them read (a gzip stream to its trailer).
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return ingest.Errorf(Format, s.shown, lr.line, 0, "read: %v", err)
+	}
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		return ingest.Errorf(Format, s.shown, 0, 0, "read: %v", err)
+	}
+	s.n = n
+	s.source = ingest.SourceHash{Name: s.shown, Bytes: cnt.N, SHA256: hex.EncodeToString(cnt.Hash.Sum(nil))}
+	return nil
+}
+
+// lines reads a file's lines, counting them.
+type lines struct {
+	br    *bufio.Reader
+	shown string
+	line  int64
+	held  []byte // a line read ahead (VEC lookahead)
+	hold  bool
+}
+
+// next returns the next line without its end, or io.EOF; valid until the
+// next call.
+func (l *lines) next() ([]byte, error) {
+	if l.hold {
+		l.hold = false
+		l.line++
+		return l.held, nil
+	}
+	b, err := l.br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		// A long line (a comment line with a large value): gather it.
+		buf := append([]byte(nil), b...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(buf) > maxLine {
+				return nil, ingest.Errorf(Format, l.shown, l.line+1, 0, "line longer than %d bytes", maxLine)
+			}
+			b, err = l.br.ReadSlice('\n')
+			buf = append(buf, b...)
+		}
+		b = buf
+	}
+	if err != nil && err != io.EOF {
+		return nil, ingest.Errorf(Format, l.shown, l.line+1, 0, "read: %v", err)
+	}
+	if len(b) == 0 && err == io.EOF {
+		return nil, io.EOF
+	}
+	l.line++
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b, nil
+}
+
+// unread gives the last line back (b, which next returned).
+func (l *lines) unread(b []byte) {
+	l.held = append(l.held[:0], b...)
+	l.hold = true
+	l.line--
+}
+
+func blank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+
+// frame reads frame n into fr (its atom lines too when keep); false at
+// the end of the file.
+func (s *Set) frame(l *lines, n int64, fr *frame, keep bool) (bool, error) {
+	head, err := l.next()
+	if err == io.EOF {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if blank(head) {
+		// ASE stops at a blank line; anything after it would be lost.
+		at := l.line
+		for {
+			b, err := l.next()
+			if err == io.EOF {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			if !blank(b) {
+				return false, ingest.Errorf(Format, s.shown, at, 0, "blank line before more structures (line %d): ase.io.read stops here and drops the rest; remove it", l.line)
+			}
+		}
+	}
+	*fr = frame{index: n, line: l.line, info: fr.info[:0], infoVals: fr.infoVals[:0], cols: fr.cols[:0], text: fr.text[:0], ends: fr.ends[:0]}
+	count, err := strconv.ParseInt(string(bytes.TrimSpace(head)), 10, 64)
+	switch {
+	case err != nil:
+		return false, ingest.Errorf(Format, s.shown, l.line, 1, "%q is not an atom count (structure %d)", trim(head), n)
+	case count < 1:
+		return false, ingest.Errorf(Format, s.shown, l.line, 1, "structure %d has %d atoms", n, count)
+	case count > shard.MaxNodesPerGraph:
+		return false, ingest.Errorf(Format, s.shown, l.line, 1, "structure %d: %d atoms is more than a structure may hold", n, count)
+	}
+	fr.natoms = int(count)
+	comment, err := l.next()
+	if err == io.EOF {
+		return false, ingest.Errorf(Format, s.shown, l.line+1, 0, "structure %d: the file ends before its comment line", n)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := s.parseComment(string(comment), l.line, fr); err != nil {
+		return false, err
+	}
+	fr.atomAt = l.line + 1
+	width := 0
+	for _, c := range fr.cols {
+		width += c.cols
+	}
+	for a := 0; a < fr.natoms; a++ {
+		b, err := l.next()
+		if err == io.EOF {
+			return false, ingest.Errorf(Format, s.shown, l.line+1, 0, "structure %d: the file ends after %d of its %d atoms", n, a, fr.natoms)
+		}
+		if err != nil {
+			return false, err
+		}
+		if got := countFields(b); got < width {
+			return false, ingest.Errorf(Format, s.shown, l.line, got+1, "atom %d of structure %d: %d fields, Properties declares %d", a, n, got, width)
+		}
+		if keep {
+			fr.text = append(fr.text, b...)
+			fr.ends = append(fr.ends, len(fr.text))
+		}
+	}
+	// VEC1..3 lines after the atoms give the cell (ASE's adfxyz variant).
+	for v := 1; ; v++ {
+		b, err := l.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return false, err
+		}
+		t := bytes.TrimLeft(b, " \t")
+		if !bytes.HasPrefix(t, []byte("VEC")) {
+			l.unread(b)
+			break
+		}
+		f := bytes.Fields(t)
+		if v > 3 || len(f) != 4 || string(f[0]) != "VEC"+strconv.Itoa(v) {
+			return false, ingest.Errorf(Format, s.shown, l.line, 1, "structure %d: %q, want VEC%d x y z (at most three)", n, trim(b), v)
+		}
+		if fr.lattice == nil {
+			fr.lattice = make([]float64, 9)
+			fr.pbc = [3]bool{}
+		}
+		for k := range 3 {
+			x, err := strconv.ParseFloat(string(f[k+1]), 64)
+			if err != nil {
+				return false, ingest.Errorf(Format, s.shown, l.line, k+2, "structure %d: %q is not a number", n, f[k+1])
+			}
+			fr.lattice[3*(v-1)+k] = x
+		}
+		fr.pbc[v-1] = true
+	}
+	return true, nil
+}
+
+func trim(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "…"
+	}
+	return string(b)
+}
+
+func countFields(b []byte) int {
+	n, in := 0, false
+	for _, c := range b {
+		sp := c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'
+		if !sp && !in {
+			n++
+		}
+		in = !sp
+	}
+	return n
+}
+
+// parseComment reads a frame's comment line: the cell, pbc, Properties
+// and the other keys' values.
+func (s *Set) parseComment(line string, at int64, fr *frame) error {
+	fail := func(field int, format string, args ...any) error {
+		return ingest.Errorf(Format, s.shown, at, field, "structure %d: %s", fr.index, fmt.Sprintf(format, args...))
+	}
+	props := "species:S:1:pos:R:3"
+	var pbcSet bool
+	for i, p := range splitInfo(line) {
+		switch {
+		case p.key == "":
+			return fail(i+1, "a value without a key (%q)", p.value)
+		case p.key == "Properties":
+			props = p.value
+			continue
+		}
+		v := parseValue(p.key, p.value)
+		switch p.key {
+		case "Lattice":
+			if v.kind != kindNumber || len(v.nums) != 9 {
+				return fail(i+1, "Lattice: %q is not 9 numbers", p.value)
+			}
+			// The file lists a, b, c in turn: the cell's rows.
+			fr.lattice = v.nums
+			continue
+		case "pbc":
+			if v.kind != kindBool || len(v.nums) != 3 {
+				return fail(i+1, "pbc: %q is not 3 logicals (T or F)", p.value)
+			}
+			for k := range 3 {
+				fr.pbc[k] = v.nums[k] != 0
+			}
+			pbcSet = true
+			continue
+		case "stress", "virial":
+			if v.kind != kindNumber || len(v.nums) != 9 {
+				return fail(i+1, "%s: %q is not 9 numbers (a 3×3 matrix)", p.key, p.value)
+			}
+			// Column-major in the file (ASE's reshape order='F'): stored
+			// row-major.
+			m := make([]float64, 9)
+			for r := range 3 {
+				for c := range 3 {
+					m[3*r+c] = v.nums[r+3*c]
+				}
+			}
+			v.nums = m
+		}
+		fr.info = append(fr.info, p)
+		fr.infoVals = append(fr.infoVals, v)
+	}
+	if !pbcSet {
+		fr.pbc = [3]bool{fr.lattice != nil, fr.lattice != nil, fr.lattice != nil}
+	}
+	cols, err := parseProperties(props)
+	if err != nil {
+		return fail(0, "Properties: %v", err)
+	}
+	fr.cols = cols
+	return nil
+}
+
+// scan is Open's pass: what every frame's keys and columns hold, checked
+// to agree from frame to frame.
+type scan struct {
+	set     *Set
+	props   []shard.Property
+	first   []int64 // the line that first gave each property
+	index   map[string]int
+	skipped map[string]bool
+}
+
+func (sc *scan) frame(fr *frame) error {
+	s := sc.set
+	note := func(name, per string, size int, line int64, field int) error {
+		if want, ok := labelShapes[name]; ok && (want.per != per || want.size != size) {
+			return ingest.Errorf(Format, s.shown, line, field, "structure %d: %s is %d value(s) per %s, want %d per %s",
+				fr.index, name, size, per, want.size, want.per)
+		}
+		k, ok := sc.index[name]
+		if !ok {
+			sc.index[name] = len(sc.props)
+			sc.props = append(sc.props, shard.Property{Name: name, Per: per, Size: size})
+			sc.first = append(sc.first, line)
+			return nil
+		}
+		p := sc.props[k]
+		if p.Per != per || p.Size != size {
+			return ingest.Errorf(Format, s.shown, line, field, "structure %d: %s is %d value(s) per %s, but %d per %s from line %d on",
+				fr.index, name, size, per, p.Size, p.Per, sc.first[k])
+		}
+		return nil
+	}
+	for i, p := range fr.info {
+		v := fr.infoVals[i]
+		if v.kind == kindText {
+			sc.skipped[p.key] = true
+			continue
+		}
+		if err := note(s.keys.Canonical(p.key), shard.PerStructure, len(v.nums), fr.line+1, i+1); err != nil {
+			return err
+		}
+	}
+	var species, pos bool
+	for _, c := range fr.cols {
+		switch c.name {
+		case "species":
+			species = c.typ == 'S' && c.cols == 1
+			continue
+		case "Z":
+			if c.typ != 'I' || c.cols != 1 {
+				return ingest.Errorf(Format, s.shown, fr.line+1, 0, "structure %d: Properties: Z:%c:%d, want Z:I:1", fr.index, c.typ, c.cols)
+			}
+			species = true
+			continue
+		case "pos":
+			if c.typ != 'R' || c.cols != 3 {
+				return ingest.Errorf(Format, s.shown, fr.line+1, 0, "structure %d: Properties: pos:%c:%d, want pos:R:3", fr.index, c.typ, c.cols)
+			}
+			pos = true
+			continue
+		}
+		if c.typ == 'S' {
+			sc.skipped[c.name] = true
+			continue
+		}
+		if err := note(atomName(s.keys, c.name), shard.PerAtom, c.cols, fr.line+1, 0); err != nil {
+			return err
+		}
+	}
+	if !species || !pos {
+		return ingest.Errorf(Format, s.shown, fr.line+1, 0, "structure %d: Properties has no species:S:1 (or Z:I:1) and pos:R:3", fr.index)
+	}
+	return nil
+}
+
+// labelShapes are the shapes of the labels MLIPs train on: a key stored
+// under one of these names (ingest.LabelKeys) must have it.
+var labelShapes = map[string]struct {
+	per  string
+	size int
+}{
+	"energy": {shard.PerStructure, 1}, "forces": {shard.PerAtom, 3}, "stress": {shard.PerStructure, 9},
+	"virials": {shard.PerStructure, 9}, "charge": {shard.PerStructure, 1}, "spin": {shard.PerStructure, 1},
+}
+
+// atomName is the property a per-atom column is stored as: ASE's name
+// for it ("charge" is "charges", move_mask is "fixed"), the label keys
+// renamed.
+func atomName(keys ingest.LabelKeys, col string) string {
+	switch col {
+	case "charge":
+		col = "charges"
+	case "move_mask":
+		return "fixed"
+	}
+	return keys.Canonical(col)
+}
+
+// ordered is the properties with the labels first, in the order MLIPs
+// list them, then the others as first seen.
+func (sc *scan) ordered() []shard.Property {
+	rank := func(name string) int {
+		if i := slices.Index([]string{"energy", "forces", "stress", "virials", "charge", "spin"}, name); i >= 0 {
+			return i
+		}
+		return 100
+	}
+	out := slices.Clone(sc.props)
+	slices.SortStableFunc(out, func(a, b shard.Property) int { return rank(a.Name) - rank(b.Name) })
+	return out
+}
+
+// fill parses frame fr into st.
+func (s *Set) fill(fr *frame, index map[string]int, st *ingest.Structure) error {
+	n := fr.natoms
+	st.Index, st.Line = fr.index, fr.line
+	st.Numbers = slices.Grow(st.Numbers[:0], n)[:n]
+	st.Positions = slices.Grow(st.Positions[:0], 3*n)[:3*n]
+	st.Cell = [9]float64{}
+	if fr.lattice != nil {
+		copy(st.Cell[:], fr.lattice)
+	}
+	st.PBC = fr.pbc
+	for k := range st.Props {
+		st.Props[k] = st.Props[k][:0]
+	}
+	for i, p := range fr.info {
+		v := fr.infoVals[i]
+		if v.kind == kindText {
+			continue
+		}
+		k := index[s.keys.Canonical(p.key)]
+		st.Props[k] = append(st.Props[k], v.nums...)
+	}
+	// Each column's destination.
+	type dest struct {
+		col  column
+		prop int // -1: numbers (species, Z), -2: positions, -3: skipped
+		neg  bool
+	}
+	var dests [16]dest
+	ds := dests[:0]
+	hasZ := slices.ContainsFunc(fr.cols, func(c column) bool { return c.name == "Z" })
+	for _, c := range fr.cols {
+		d := dest{col: c, prop: -3}
+		switch {
+		case c.name == "Z" || (c.name == "species" && !hasZ && c.typ == 'S'):
+			d.prop = -1
+		case c.name == "pos":
+			d.prop = -2
+		case c.typ != 'S':
+			d.prop = index[atomName(s.keys, c.name)]
+			d.neg = c.name == "move_mask"
+			need := n * c.cols
+			st.Props[d.prop] = slices.Grow(st.Props[d.prop][:0], need)[:need]
+		}
+		ds = append(ds, d)
+	}
+	var fields [64][]byte
+	start := 0
+	for a, end := range fr.ends {
+		line := fr.text[start:end]
+		start = end
+		at := fr.atomAt + int64(a)
+		f := splitFields(line, fields[:0])
+		for _, d := range ds {
+			c := d.col
+			for j := range c.cols {
+				tok := f[c.at+j]
+				field := c.at + j + 1
+				switch d.prop {
+				case -3:
+				case -1:
+					var z uint8
+					if c.name == "Z" {
+						v, err := strconv.ParseInt(str(tok), 10, 64)
+						if err != nil || v < 1 || v > atoms.MaxZ {
+							return ingest.Errorf(Format, s.shown, at, field, "atom %d of structure %d: Z %q is not an atomic number 1..%d", a, fr.index, tok, atoms.MaxZ)
+						}
+						z = uint8(v)
+					} else if z = atoms.Number(tok); z == 0 {
+						return ingest.Errorf(Format, s.shown, at, field, "atom %d of structure %d: unknown element %q", a, fr.index, tok)
+					}
+					st.Numbers[a] = z
+				case -2:
+					x, err := strconv.ParseFloat(str(tok), 64)
+					if err != nil {
+						return ingest.Errorf(Format, s.shown, at, field, "atom %d of structure %d: pos: %q is not a number", a, fr.index, tok)
+					}
+					if math.IsNaN(x) || math.IsInf(x, 0) {
+						return ingest.Errorf(Format, s.shown, at, field, "atom %d of structure %d: pos: %v is not a finite position", a, fr.index, x)
+					}
+					st.Positions[3*a+j] = x
+				default:
+					x, err := columnValue(c.typ, tok)
+					if err != nil {
+						return ingest.Errorf(Format, s.shown, at, field, "atom %d of structure %d: %s: %v", a, fr.index, c.name, err)
+					}
+					if d.neg {
+						x = 1 - x // move_mask: stored as fixed
+					}
+					st.Props[d.prop][a*c.cols+j] = x
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// columnValue parses one field of a per-atom column of type typ.
+func columnValue(typ byte, tok []byte) (float64, error) {
+	switch typ {
+	case 'R':
+		v, err := strconv.ParseFloat(str(tok), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number", tok)
+		}
+		return v, nil
+	case 'I':
+		v, err := strconv.ParseInt(str(tok), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not an integer", tok)
+		}
+		return float64(v), nil
+	case 'L':
+		switch string(tok) {
+		case "T", "True":
+			return 1, nil
+		case "F", "False":
+			return 0, nil
+		}
+		return 0, fmt.Errorf("%q is not a logical (T, F, True, False)", tok)
+	}
+	return 0, fmt.Errorf("type %c", typ)
+}
+
+// splitFields cuts b at whitespace into dst.
+func splitFields(b []byte, dst [][]byte) [][]byte {
+	i := 0
+	for i < len(b) {
+		for i < len(b) && isSpace(b[i]) {
+			i++
+		}
+		j := i
+		for j < len(b) && !isSpace(b[j]) {
+			j++
+		}
+		if j > i {
+			dst = append(dst, b[i:j])
+		}
+		i = j
+	}
+	return dst
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
+
+// str views b as a string without copying, for a parse that keeps nothing.
+func str(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
