@@ -126,7 +126,7 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 # Python: they ran twice (test_venv.py, which checks each venv's choice,
 # runs in both).
 TORCH2_TESTS := $(addprefix clients/python/tests/,test_resume_torch2.py test_tensors.py test_edge.py test_resume_model.py \
-	test_state_checks.py test_venv.py test_torchrun.py test_node_jobs.py test_elastic.py test_slurm.py)
+	test_state_checks.py test_venv.py test_torchrun.py test_node_jobs.py test_elastic.py test_slurm.py test_structures.py)
 test-torch2: $(VENV2)/.stamp build
 	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs --durations=10 $(TORCH2_TESTS)
 

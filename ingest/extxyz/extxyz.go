@@ -497,7 +497,12 @@ func (sc *scan) frame(fr *frame) error {
 			sc.skipped[p.key] = true
 			continue
 		}
-		if err := note(s.keys.Canonical(p.key), shard.PerStructure, len(v.nums), fr.line+1, i+1); err != nil {
+		name := s.keys.Canonical(p.key)
+		size := len(v.nums)
+		if voigt(name, size) {
+			size = 9 // stored as the full 3×3
+		}
+		if err := note(name, shard.PerStructure, size, fr.line+1, i+1); err != nil {
 			return err
 		}
 	}
@@ -542,6 +547,17 @@ var labelShapes = map[string]struct {
 }{
 	"energy": {shard.PerStructure, 1}, "forces": {shard.PerAtom, 3}, "stress": {shard.PerStructure, 9},
 	"virials": {shard.PerStructure, 9}, "charge": {shard.PerStructure, 1}, "spin": {shard.PerStructure, 1},
+}
+
+// voigt reports whether a value of name with size values is a stress or
+// virials in Voigt order (xx, yy, zz, yz, xz, xy), as ASE writes a 6-value
+// array and MACE reads one; it is stored as the full 3×3.
+func voigt(name string, size int) bool { return size == 6 && (name == "stress" || name == "virials") }
+
+// appendVoigt appends the row-major 3×3 of Voigt values v.
+func appendVoigt(dst, v []float64) []float64 {
+	xx, yy, zz, yz, xz, xy := v[0], v[1], v[2], v[3], v[4], v[5]
+	return append(dst, xx, xy, xz, xy, yy, yz, xz, yz, zz)
 }
 
 // atomName is the property a per-atom column is stored as: ASE's name
@@ -590,7 +606,12 @@ func (s *Set) fill(fr *frame, index map[string]int, st *ingest.Structure) error 
 		if v.kind == kindText {
 			continue
 		}
-		k := index[s.keys.Canonical(p.key)]
+		name := s.keys.Canonical(p.key)
+		k := index[name]
+		if voigt(name, len(v.nums)) {
+			st.Props[k] = appendVoigt(st.Props[k], v.nums)
+			continue
+		}
 		st.Props[k] = append(st.Props[k], v.nums...)
 	}
 	// Each column's destination.

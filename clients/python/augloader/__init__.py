@@ -63,8 +63,10 @@ from . import _flight, _socket  # noqa: E402
 from ._state import StateError  # noqa: E402
 from ._wire import ConnectionLost, RequestError, ServerError, request  # noqa: E402
 from .batch import Batch  # noqa: E402
+from . import structures  # noqa: E402
+from .structures import StructureBatch  # noqa: E402
 
-__all__ = ["connect", "Client", "Batch", "ServerError", "ConnectionLost", "RequestError", "StateError", "Stream", "Daemon", "DaemonError", "node_daemon",
+__all__ = ["connect", "Client", "Batch", "StructureBatch", "structures", "ServerError", "ConnectionLost", "RequestError", "StateError", "Stream", "Daemon", "DaemonError", "node_daemon",
            "write_shards", "ConvertError"]
 
 

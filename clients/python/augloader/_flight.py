@@ -12,6 +12,7 @@ import pyarrow as pa
 from . import _wire
 from ._wire import ConnectionLost, ServerError, check_schema, schema_info
 from .batch import Batch
+from .structures import StructureBatch
 
 
 def location(url: str) -> str:
@@ -61,8 +62,12 @@ def open_stream(url: str, req: dict, token, timeout, make_stream, tls_root_certs
                 # Buffer sizes against lengths, as on the socket: a damaged
                 # message must not give numpy a view past its buffer.
                 chunk.data.validate()
-                b = Batch.from_record_batch(chunk.data, info_of)
-                graphs += b.num_graphs // b.twins  # a twin batch holds each graph once per twin
+                if info_of.get("kind") == "structures":
+                    b = StructureBatch.from_record_batch(chunk.data, info_of)
+                    graphs += b.num_graphs
+                else:
+                    b = Batch.from_record_batch(chunk.data, info_of)
+                    graphs += b.num_graphs // b.twins  # a twin batch holds each graph once per twin
                 yield b
         except (fl.FlightError, pa.ArrowException) as e:
             raise flight_error(e) from e

@@ -17,6 +17,7 @@ import pyarrow as pa
 from . import _wire
 from ._wire import ConnectionLost, ServerError
 from .batch import Batch
+from .structures import StructureBatch
 
 
 class SocketReader:
@@ -250,7 +251,10 @@ def read_conversation(f, stream, digest: bool, messages=None):
     stream.batch_digests = reader.batch_digests  # filled as batches arrive
     try:
         for rb in reader:
-            yield Batch.from_record_batch(rb, reader.info)
+            if reader.info.get("kind") == "structures":
+                yield StructureBatch.from_record_batch(rb, reader.info)
+            else:
+                yield Batch.from_record_batch(rb, reader.info)
     except OSError as e:
         raise ConnectionLost(f"arrow stream broke: {e}") from e
     except (ValueError, TypeError, KeyError, IndexError) as e:

@@ -30,7 +30,8 @@ STATUS_ERROR = 1
 # Arrow IPC messages (each: FF FF FF FF | int32 metadata length | flatbuffer | body).
 MAX_ARROW_METADATA = 64 << 20
 MAX_ARROW_BODY = 1 << 30
-SCHEMA_VERSION = 2  # the newest batch schema this client reads (1 and 2)
+SCHEMA_VERSION = 2  # the newest graph batch schema this client reads (1 and 2)
+STRUCTURE_SCHEMA_VERSION = 3  # batch schema 3: 3D atomistic structures
 CONTINUATION = 0xFFFFFFFF
 
 CODES = ("bad_request", "out_of_range", "unavailable", "internal")
@@ -44,6 +45,10 @@ METADATA_KEYS_V1 = ("augloader.protocol_version", "augloader.dataset", "augloade
 METADATA_KEYS_V2 = ("augloader.task", "augloader.targets", "augloader.node_vocab", "augloader.node_dense",
                     "augloader.edge_vocab", "augloader.edge_dense", "augloader.edge_fill",
                     "augloader.edge_fill_value")
+# Batch schema 3 (structures): in every stream whose feature kind is structures.
+STRUCTURE_COLUMNS = ("graph_id", "num_nodes", "numbers", "positions", "cell", "pbc", "edge_src", "edge_dst",
+                     "unit_shifts", "shifts")
+METADATA_KEYS_V3 = ("augloader.cutoff", "augloader.neighbours", "augloader.properties", "augloader.augment")
 # Only in a twin stream: the copies of each graph a record batch holds.
 METADATA_TWINS = "augloader.twins"
 METADATA_KEYS = METADATA_KEYS_V1 + METADATA_KEYS_V2 + (METADATA_TWINS,)
@@ -86,6 +91,15 @@ def code_type(vocabs) -> pa.DataType:
 
 def _expected_fields(info: dict):
     lst = lambda t: pa.list_(pa.field("item", t, nullable=False))  # noqa: E731
+    if info["kind"] == "structures":
+        f64, u8 = pa.float64(), pa.uint8()
+        fields = [("graph_id", _I64), ("num_nodes", _I32), ("numbers", lst(u8)), ("positions", lst(f64)),
+                  ("cell", lst(f64)), ("pbc", u8), ("edge_src", lst(_I64)), ("edge_dst", lst(_I64)),
+                  ("unit_shifts", lst(f64)), ("shifts", lst(f64))]
+        fields += [("prop." + name, lst(f64)) for name, _, _ in info["properties"]]
+        if info["noise"]:
+            fields.append(("noise", lst(f64)))
+        return fields + [("padded", pa.bool_())]
     fields = [("graph_id", _I64), ("num_nodes", _I32), ("edge_src", lst(_I32)), ("edge_dst", lst(_I32))]
     if info["node_vocab"]:
         fields.append(("x_cat", lst(code_type(info["node_vocab"]))))
@@ -126,6 +140,8 @@ def schema_info(md: dict) -> dict:
     and dim, dense, classes, and batch schema 2's task, targets, node and
     edge vocabularies and widths, the edge fill."""
     kind = md["augloader.feature_kind"]
+    if kind == "structures":
+        return structure_info(md)
     if kind not in ("labels", "degree", "attributes", "columns"):
         raise ConnectionLost(f"protocol error: feature kind {kind!r}")
     for k in ("augloader.epoch", "augloader.rank", "augloader.world"):
@@ -163,6 +179,35 @@ def schema_info(md: dict) -> dict:
     return info
 
 
+def structure_info(md: dict) -> dict:
+    """What a structure stream's metadata says (batch schema 3): the
+    served cutoff and convention, the property columns (name, per, size),
+    the augmentation and whether the noise column is there."""
+    missing = [k for k in METADATA_KEYS_V3 if k not in md]
+    if missing:
+        raise ConnectionLost(f"protocol error: schema metadata lacks {missing}")
+    for k in ("augloader.epoch", "augloader.rank", "augloader.world"):
+        _count(md, k)
+    if _count(md, "augloader.protocol_version") != STRUCTURE_SCHEMA_VERSION:
+        raise ConnectionLost(f"protocol error: structures in batch schema {md['augloader.protocol_version']}, want 3")
+    try:
+        cutoff = float(md["augloader.cutoff"])
+    except ValueError:
+        raise ConnectionLost("protocol error: cutoff is not a number") from None
+    props = []
+    for part in filter(None, md["augloader.properties"].split(",")):
+        name, per, size = part.rsplit(":", 2) if part.count(":") >= 2 else (part, "", "")
+        if per not in ("structure", "atom") or not (size.isascii() and size.isdigit()) or not 0 < int(size) <= 1 << 16:
+            raise ConnectionLost(f"protocol error: property {part[:80]!r}")
+        props.append((name, per, int(size)))
+    augment = md["augloader.augment"]
+    if md["augloader.neighbours"] not in ("ase", "fairchem") or not cutoff > 0:
+        raise ConnectionLost(f"protocol error: neighbours {md['augloader.neighbours']!r} at {cutoff} Å")
+    return {"version": STRUCTURE_SCHEMA_VERSION, "kind": "structures", "cutoff": cutoff,
+            "neighbours": md["augloader.neighbours"], "properties": props, "augment": augment,
+            "noise": "noise=" in augment, "twins": 1, "task": "structures", "feature_dim": 0, "classes": 0}
+
+
 def schema_info_of(schema: pa.Schema) -> dict:
     """schema_info of a schema's metadata (a checked stream's)."""
     return schema_info({k.decode(): v.decode() for k, v in (schema.metadata or {}).items()})
@@ -176,7 +221,10 @@ def check_schema(schema: pa.Schema) -> dict:
         md = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
     except UnicodeDecodeError:
         raise ConnectionLost("protocol error: schema metadata is not UTF-8") from None
-    missing = [k for k in METADATA_KEYS_V1 if k not in md]
+    required = METADATA_KEYS_V1
+    if md.get("augloader.feature_kind") == "structures":
+        required = [k for k in METADATA_KEYS_V1 if k not in ("augloader.feature_dim", "augloader.classes")]
+    missing = [k for k in required if k not in md]
     if missing:
         raise ConnectionLost(f"protocol error: schema metadata lacks {missing}")
     info = schema_info(md)
