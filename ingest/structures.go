@@ -31,6 +31,8 @@ type Structure struct {
 
 // StructureSet is an opened input of structures.
 type StructureSet interface {
+	// Format is the reader's name, its errors' prefix.
+	Format() string
 	// Properties are what the structures carry besides positions,
 	// numbers, cell and pbc (Missing left 0: the writer counts it).
 	Properties() []shard.Property

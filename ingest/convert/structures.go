@@ -13,6 +13,7 @@ import (
 
 	"github.com/augloader/augloader/atoms"
 	"github.com/augloader/augloader/ingest"
+	"github.com/augloader/augloader/ingest/asedb"
 	"github.com/augloader/augloader/ingest/extxyz"
 	"github.com/augloader/augloader/shard"
 )
@@ -70,11 +71,20 @@ func IsStructures(path string) bool {
 	defer f.Close()
 	head := make([]byte, 512)
 	n, _ := f.Read(head)
-	return extxyz.Recognise(path, head[:n])
+	return extxyz.Recognise(path, head[:n]) || asedb.Recognise(head[:n])
 }
 
 // openStructures opens the input as the structure format that recognises it.
 func openStructures(ctx context.Context, o Options) (ingest.StructureSet, error) {
+	head := make([]byte, 16)
+	if f, err := os.Open(o.Input); err == nil {
+		n, _ := f.Read(head)
+		head = head[:n]
+		f.Close()
+	}
+	if asedb.Recognise(head) {
+		return asedb.Open(ctx, o.Input, o.Structures.Keys)
+	}
 	return extxyz.Open(ctx, o.Input, o.Structures.Keys)
 }
 
@@ -226,7 +236,7 @@ func convertStructures(ctx context.Context, set ingest.StructureSet, w *shard.Wr
 		if err == nil {
 			err = j.err
 			if err != nil {
-				err = ingest.Errorf(extxyz.Format, j.file, j.line, 0, "structure %d: %v", j.g.ID, err)
+				err = ingest.Errorf(set.Format(), j.file, j.line, 0, "structure %d: %v", j.g.ID, err)
 			}
 		}
 		if err == nil {

@@ -111,6 +111,9 @@ func Open(ctx context.Context, path string, keys ingest.LabelKeys) (*Set, error)
 	return s, nil
 }
 
+// Format implements ingest.StructureSet.
+func (s *Set) Format() string { return Format }
+
 // Properties implements ingest.StructureSet.
 func (s *Set) Properties() []shard.Property { return slices.Clone(s.props) }
 

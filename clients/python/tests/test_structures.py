@@ -54,23 +54,17 @@ def convert(bins, src, out, *args):
     return p
 
 
-@pytest.fixture(scope="module")
-def test_set(tmp_path_factory):
-    """The test set in extxyz, as ase.io.write writes it, and as ase.io.read
-    reads it back."""
+@pytest.fixture(scope="module", params=["xyz", "db"])
+def converted(bins, tmp_path_factory, request):
+    """The test set as ase.io.write writes it, in extxyz or an ASE database
+    (SQLite), converted; and as ase.io.read reads it back."""
     d = tmp_path_factory.mktemp("structures")
-    path = d / "set.xyz"
+    path = d / f"set.{request.param}"
     write(str(path), structures.everything())
-    return path, read(str(path), ":")
-
-
-@pytest.fixture(scope="module")
-def converted(bins, test_set, tmp_path_factory):
-    path, atoms = test_set
-    out = tmp_path_factory.mktemp("conv") / "set.shards"
+    out = d / "set.shards"
     p = convert(bins, path, out)
     assert p.returncode == 0, p.stderr
-    return out, atoms
+    return out, read(str(path), ":")
 
 
 def test_conversion_equals_ase_read(converted):
@@ -170,6 +164,26 @@ def test_hostile_inputs_refused(bins, tmp_path, case, text, want):
     p = convert(bins, src, out)
     assert p.returncode != 0 and want in p.stderr, p.stderr
     assert not out.exists() and not any(x.name.startswith(".out.shards") for x in tmp_path.iterdir())
+
+
+def test_hostile_database_refused(bins, tmp_path):
+    """A row of an ASE database whose forces are not its atoms' (edited
+    behind ASE's back) is refused naming the file, the row and the column."""
+    import sqlite3
+    from ase.build import bulk
+    from ase.calculators.singlepoint import SinglePointCalculator
+    src = tmp_path / "bad.db"
+    a = bulk("Cu", "fcc", a=3.6).repeat((2, 1, 1))
+    a.calc = SinglePointCalculator(a, energy=1.0, forces=np.zeros((2, 3)))
+    write(str(src), [a, a])
+    con = sqlite3.connect(src)
+    con.execute("UPDATE systems SET forces = ? WHERE id = 2", (np.zeros(4).tobytes(),))
+    con.commit()
+    con.close()
+    out = tmp_path / "out.shards"
+    p = convert(bins, src, out)
+    assert p.returncode != 0 and "bad.db:2: field 20: forces: 32 bytes" in p.stderr, p.stderr
+    assert not out.exists()
 
 
 # --- MACE's own model as the oracle of our batches -------------------------
