@@ -210,8 +210,34 @@ func (w *worker) addStructure(c *structCollator, st *structures, g *shard.Graph,
 	c.posOff = append(c.posOff, int32(len(c.pos)))
 	c.cellOff = append(c.cellOff, int32(len(c.cell)))
 
-	// The edges: under noise built again for the positions served; else
-	// the stored ones, filtered to the served cutoff.
+	if err := w.structureEdges(c, st, g, p0, cell); err != nil {
+		return err
+	}
+	c.eOff = append(c.eOff, int32(len(c.src)))
+	c.shOff = append(c.shOff, int32(len(c.unit)))
+
+	for k, p := range st.spec.Properties {
+		v := g.Props[k]
+		vector, tensor := atoms.Equivariant(p.Name, p.Size)
+		switch {
+		case len(v) == 0 || !st.cfg.Rotate || !(vector || tensor):
+			c.props[k] = append(c.props[k], v...)
+		case vector:
+			c.props[k] = R.Vectors(c.props[k], v)
+		default:
+			c.props[k] = R.Tensor(c.props[k], v)
+		}
+		c.propOff[k] = append(c.propOff[k], int32(len(c.props[k])))
+	}
+	c.base += int64(n)
+	return nil
+}
+
+// structureEdges appends g's edges: under noise its list built again for
+// the positions served (from p0 in c.pos); else the stored one, filtered
+// to the served cutoff.
+func (w *worker) structureEdges(c *structCollator, st *structures, g *shard.Graph, p0 int, cell []float64) error {
+	sw := w.sw
 	if st.cfg.Noise > 0 {
 		var cl [9]float64
 		copy(cl[:], cell)
@@ -244,23 +270,6 @@ func (w *worker) addStructure(c *structCollator, st *structures, g *shard.Graph,
 			c.appendEdge(i, j, s0, s1, s2, cell)
 		}
 	}
-	c.eOff = append(c.eOff, int32(len(c.src)))
-	c.shOff = append(c.shOff, int32(len(c.unit)))
-
-	for k, p := range st.spec.Properties {
-		v := g.Props[k]
-		vector, tensor := atoms.Equivariant(p.Name, p.Size)
-		switch {
-		case len(v) == 0 || !st.cfg.Rotate || !(vector || tensor):
-			c.props[k] = append(c.props[k], v...)
-		case vector:
-			c.props[k] = R.Vectors(c.props[k], v)
-		default:
-			c.props[k] = R.Tensor(c.props[k], v)
-		}
-		c.propOff[k] = append(c.propOff[k], int32(len(c.props[k])))
-	}
-	c.base += int64(n)
 	return nil
 }
 
