@@ -76,6 +76,10 @@ type LoaderOptions struct {
 	Remainder  epoch.Remainder // pad (default) or drop
 	NodeBudget int
 	EdgeBudget int
+	// Balanced cuts budget batches in steps of one batch per rank
+	// (loader.Config.Balanced; serve --balanced, and --max-atoms and
+	// --max-edges, a structure set's budgets, which imply it).
+	Balanced bool
 	// EdgeFill is what an edge no input edge explains carries
 	// (aug.ParseEdgeFill's "codes=…;x=…"; empty: each categorical edge
 	// column's reserved code, 0 for floats).
@@ -154,6 +158,9 @@ func (o *LoaderOptions) Validate() error {
 	}
 	if o.BatchSize < 1 || o.BatchSize > loader.MaxBatchSize {
 		bad("--batch-size %d: want 1..%d", o.BatchSize, loader.MaxBatchSize)
+	}
+	if o.Balanced && o.NodeBudget == 0 && o.EdgeBudget == 0 {
+		bad("--balanced: give --node-budget or --edge-budget (--max-atoms or --max-edges for structures)")
 	}
 	if o.NodeBudget < 0 {
 		bad("--node-budget %d: want an integer ≥ 0", o.NodeBudget)
@@ -475,7 +482,7 @@ func (b *Built) build(ctx context.Context, o LoaderOptions, specs []ViewSpec) er
 			}
 			l, err := loader.New(src, loader.Config{
 				Seed: o.Seed, Schedule: sched, Workers: o.Workers, BatchSize: o.BatchSize,
-				Remainder: o.Remainder, NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget,
+				Remainder: o.Remainder, NodeBudget: o.NodeBudget, EdgeBudget: o.EdgeBudget, Balanced: o.Balanced,
 				MaxEpoch: o.MaxEpoch, NoIndex: o.NoIndex || b.noIndex, Memory: mem, PPRCache: o.PPRCache,
 				Shuffle: b.Shuffle, Twins: viewTwins, Structures: o.Structures,
 			})

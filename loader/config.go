@@ -29,6 +29,12 @@ type Config struct {
 	MaxBatchSize int
 	// NodeBudget and EdgeBudget, when set, also cap a batch's nodes/edges.
 	NodeBudget, EdgeBudget int
+	// Balanced cuts the epoch into steps of one batch per rank under the
+	// budgets, each step's batches within one graph's nodes of each other
+	// (epoch.BalancedSlice): every rank gets as many batches, which DDP
+	// needs. Without it a rank cuts its own slice, and under a budget
+	// ranks may get different counts.
+	Balanced bool
 	// Remainder: pad (default) or drop when the served set does not divide
 	// by the world size.
 	Remainder epoch.Remainder
@@ -139,6 +145,9 @@ func (c *Config) Validate() error {
 		if len(set) < 2 || len(set) > wire.MaxTwins || len(set) != len(c.Twins[0]) {
 			errs = append(errs, fmt.Errorf("loader: twin set %d has %d schedules: every set has the same 2 to %d", i, len(set), wire.MaxTwins))
 		}
+	}
+	if c.Balanced && c.NodeBudget == 0 && c.EdgeBudget == 0 {
+		errs = append(errs, errors.New("loader: balanced batches need a node (atom) or edge budget"))
 	}
 	if c.Shuffle.Window == 0 && c.Shuffle.Bytes > 0 {
 		errs = append(errs, fmt.Errorf("loader: shuffle %s: a window by size must be turned into pages first (app.LoaderOptions does)", c.Shuffle))

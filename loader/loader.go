@@ -52,7 +52,7 @@ func New(src *Source, cfg Config) (*Loader, error) {
 		Dataset: src.Manifest().Dataset, ShardsSHA256: src.ds.r.Digest(),
 		Served: len(src.served), ServedSHA256: src.digest,
 		Seed: cfg.Seed, Schedule: cfg.Schedule.Canonical(), BatchSize: cfg.BatchSize,
-		NodeBudget: cfg.NodeBudget, EdgeBudget: cfg.EdgeBudget, Remainder: string(cfg.Remainder),
+		NodeBudget: cfg.NodeBudget, EdgeBudget: cfg.EdgeBudget, Balanced: cfg.Balanced, Remainder: string(cfg.Remainder),
 		EdgeFill: src.edgeFillID(),
 	}
 	if cfg.Shuffle.Window > 0 {

@@ -394,6 +394,9 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pols *policies, twinCum 
 	} else {
 		perm = epoch.Permutation(l.cfg.Seed, pass, l.src.served)
 	}
+	if l.cfg.Balanced {
+		return l.cutBalanced(req, pass, perm, pp, pols, twinCum, bound)
+	}
 	var items []epoch.Item
 	var err error
 	if len(req.Resume) > 0 {
@@ -432,6 +435,39 @@ func (l *Loader) cutPass(req wire.Request, pass uint64, pols *policies, twinCum 
 	for i, b := range batches {
 		bounds[i] = sizes[first : first+len(b)]
 		first += len(b)
+	}
+	return batches, bounds, pp, nil
+}
+
+// cutBalanced is cutPass under balanced budgets (Config.Balanced): the
+// rank's batches of the pass's steps, each graph counted at the bound of
+// the op it will get (or bound's).
+func (l *Loader) cutBalanced(req wire.Request, pass uint64, perm []int64, pp *passPolicy, pols *policies, twinCum []float64, bound func(id int64) aug.Size) ([][]epoch.Item, [][]aug.Size, *passPolicy, error) {
+	var buf [wire.MaxTwins]aug.Op
+	sizeOf := func(id int64) aug.Size {
+		if bound != nil {
+			return bound(id)
+		}
+		var s aug.Size
+		for _, op := range drawOps(pols.main, pols.twins, req.Twins, twinCum, l.cfg.Seed, epoch.Item{Graph: id, Pass: pass}, &buf) {
+			b := l.src.Bound(op, id)
+			s.Nodes += b.Nodes
+			s.Edges += b.Edges
+		}
+		return s
+	}
+	budget := epoch.Budget{Graphs: req.BatchSize, Nodes: l.cfg.NodeBudget, Edges: l.cfg.EdgeBudget}
+	batches, err := epoch.BalancedSlice(perm, resumePhases(req.Resume), req.Rank, req.World, budget,
+		func(id int64) (int, int) { s := sizeOf(id); return s.Nodes, s.Edges }, l.cfg.Remainder)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	bounds := make([][]aug.Size, len(batches))
+	for i, b := range batches {
+		for k := range b {
+			b[k].Pass = pass
+			bounds[i] = append(bounds[i], sizeOf(b[k].Graph))
+		}
 	}
 	return batches, bounds, pp, nil
 }

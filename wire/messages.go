@@ -127,6 +127,9 @@ type Config struct {
 	BatchSize    int    `json:"batch_size"` // the default for requests that give none
 	NodeBudget   int    `json:"node_budget"`
 	EdgeBudget   int    `json:"edge_budget"`
+	// Balanced: budget batches cut in steps of one batch per rank
+	// (loader.Config.Balanced).
+	Balanced bool `json:"balanced,omitempty"`
 	Remainder    string `json:"remainder"`
 	// WireCompression is the record batch body codec of the transport
 	// that sent the stream (absent: none): the decoded batches are the

@@ -69,6 +69,9 @@ var loaderFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "augment-test", Usage: "allow an augmenting policy on a test set (refused otherwise)"},
 	&cli.StringFlag{Name: "remainder", Value: string(app.DefaultRemainder), Usage: "when the graphs do not divide by the world size: pad (repeat, marked padded) or drop"},
 	&cli.IntFlag{Name: "node-budget", Usage: "also cap a batch's nodes, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},
+	&cli.IntFlag{Name: "max-atoms", Usage: "structures: at most N atoms a batch, the batches of each step balanced across ranks (--node-budget N --balanced)", Action: cliutil.IntRange("max-atoms", 0, 1<<30)},
+	&cli.IntFlag{Name: "max-edges", Usage: "structures: at most N neighbour pairs (directed edges) a batch, balanced across ranks (--edge-budget N --balanced)", Action: cliutil.IntRange("max-edges", 0, 1<<30)},
+	&cli.BoolFlag{Name: "balanced", Usage: "cut budget batches in steps of one batch per rank, each step's batches within one graph's nodes of each other: every rank gets as many batches (DDP needs it); without it each rank cuts its own slice and counts may differ"},
 	&cli.IntFlag{Name: "edge-budget", Usage: "also cap a batch's undirected edges, counted after augmentation (0: no cap; a graph larger alone is sent alone, flagged)"},
 	&cli.StringFlag{Name: "edge-fill", Usage: "what an edge no input edge explains (a NodeSam split's new edge, an added edge) carries, for shards with edge features: codes=C1,C2,... (a code per categorical edge column) and/or x=V (every float column); default: each column's reserved code (its vocabulary size) and 0"},
 	&cli.Uint64Flag{Name: "max-epoch", Usage: "refuse requests for epochs >= this (0: no limit)"},
@@ -107,12 +110,18 @@ func loaderOptions(c *cli.Context) (app.LoaderOptions, error) {
 	if err != nil {
 		return app.LoaderOptions{}, err
 	}
+	for _, f := range [][2]string{{"max-atoms", "node-budget"}, {"max-edges", "edge-budget"}} {
+		if c.Int(f[0]) > 0 && c.Int(f[1]) > 0 {
+			return app.LoaderOptions{}, fmt.Errorf("--%s and --%s: give one (--%s is --%s with --balanced)", f[0], f[1], f[0], f[1])
+		}
+	}
 	lo := app.LoaderOptions{MemoryBudget: mem, PPRCache: ppr, CacheLimit: cache, Shuffle: c.String("shuffle"),
 		DiskCache: c.String("disk-cache"), DiskCacheLimit: disk,
 		Shards: c.String("shards"), Seed: c.Uint64("seed"), Policy: c.String("policy"),
 		ScheduleFile: c.String("schedule"), Workers: c.Int("workers"), BatchSize: c.Int("batch-size"),
 		SplitFile: c.String("split"), SplitSet: c.String("split-set"), Remainder: epoch.Remainder(c.String("remainder")),
-		NodeBudget: c.Int("node-budget"), EdgeBudget: c.Int("edge-budget"), MaxEpoch: c.Uint64("max-epoch"),
+		NodeBudget: c.Int("node-budget") + c.Int("max-atoms"), EdgeBudget: c.Int("edge-budget") + c.Int("max-edges"), MaxEpoch: c.Uint64("max-epoch"),
+		Balanced: c.Bool("balanced") || c.Int("max-atoms") > 0 || c.Int("max-edges") > 0,
 		EdgeFill: c.String("edge-fill"),
 		NoIndex:  c.Bool("no-index"), AugmentTest: c.Bool("augment-test"),
 		Views: c.StringSlice("view"), Folds: c.String("folds"),

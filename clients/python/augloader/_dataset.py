@@ -18,6 +18,7 @@ from ._ahead import _Ahead
 from ._proc import start_time
 from ._shared import _SharedEpoch
 from ._tensors import LAYOUTS, to_tensors, twin_tensors
+from .structures import StructureBatch, to_fairchem, to_mace
 
 try:  # optional
     from torch_geometric.data import Batch as PyGBatch  # type: ignore
@@ -140,10 +141,11 @@ class AugloaderDataset(IterableDataset):
                  rank: Optional[int] = None, world: Optional[int] = None, device="cpu", pyg: Optional[bool] = None,
                  view: str = "", fold: int = 0, batches_per_epoch: int = 0, drop_last: bool = False,
                  digest: bool = False, layout: str = "pyg", commit: str = "yield", prefetch: int = 0,
-                 twins: int = 0, twin_weights=None):
+                 twins: int = 0, twin_weights=None, z_table=None):
         super().__init__()
-        if layout not in LAYOUTS:
-            raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)}")
+        if layout not in LAYOUTS + ("mace", "fairchem", "structures"):
+            raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)} (graphs), "
+                             f"mace, fairchem or structures (structures)")
         if commit not in COMMITS:
             raise ValueError(f"augloader: commit {commit!r}: want one of {', '.join(COMMITS)}")
         if prefetch < 0:
@@ -152,6 +154,9 @@ class AugloaderDataset(IterableDataset):
         self.url, self.token, self.batch_size, self.device = url, token, batch_size, device
         self.view, self.fold, self.batches_per_epoch, self.drop_last = view, fold, batches_per_epoch, drop_last
         self.digest = digest
+        # Structures (batch schema 3): "mace" (to_mace over z_table, which it
+        # needs), "fairchem" (to_fairchem), or the StructureBatch itself.
+        self.z_table = None if z_table is None else [int(z) for z in z_table]
         twin_weights = _wire.twin_weights(twin_weights)
         _wire.check_twins(twins, twin_weights)
         self.twins = twins
@@ -481,6 +486,22 @@ class AugloaderDataset(IterableDataset):
             raise
         return stream
 
+    def _structures(self, b: StructureBatch, index: int):
+        """A structure batch as the layout asks: MACE's fields (layout
+        "mace", over z_table), fairchem's ("fairchem"), or the
+        StructureBatch (any other layout); batch_index and padded added."""
+        if self.layout == "mace":
+            if self.z_table is None:
+                raise ValueError("augloader: layout 'mace' takes the model's z_table (AugloaderDataset(..., z_table=[1, 6, 8]))")
+            out = to_mace(b, self.z_table)
+        elif self.layout == "fairchem":
+            out = to_fairchem(b)
+        else:
+            return b
+        out = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in out.items()}
+        out["batch_index"], out["padded"], out["graph_id"] = index, b.padded, b.graph_id
+        return out
+
     def __iter__(self):
         # One DataLoader worker reads every num_workers-th batch of the rank.
         info = get_worker_info()
@@ -524,6 +545,9 @@ class AugloaderDataset(IterableDataset):
         def made():
             for i, b in enumerate(stream):
                 index = start + i * stride
+                if isinstance(b, StructureBatch):
+                    yield self._structures(b, index), index, b.num_graphs
+                    continue
                 if self.twins:
                     # A tuple of the batch's twins, graph i of each the same graph.
                     out = tuple(one(t, index, i) for t in twin_tensors(b, self.device, layout=self.layout))
