@@ -129,8 +129,8 @@ type Config struct {
 	EdgeBudget   int    `json:"edge_budget"`
 	// Balanced: budget batches cut in steps of one batch per rank
 	// (loader.Config.Balanced).
-	Balanced bool `json:"balanced,omitempty"`
-	Remainder    string `json:"remainder"`
+	Balanced  bool   `json:"balanced,omitempty"`
+	Remainder string `json:"remainder"`
 	// WireCompression is the record batch body codec of the transport
 	// that sent the stream (absent: none): the decoded batches are the
 	// same, their bytes and digests are not, so daemons compressing
