@@ -11,7 +11,8 @@
 //     in ASE's convention (matscipy, vesin and MACE agree): every (i, j, S)
 //     with D = pos[j] − pos[i] + S·cell, |D| < cutoff, S an integer shift
 //     that is 0 along non-periodic axes, i = j only at S ≠ 0 (a periodic
-//     self-image), coincident atoms kept, grouped by i; or in
+//     self-image), coincident atoms kept, each pair's two directions side
+//     by side; or in
 //     fairchem's (Convention). Any triclinic cell, mixed boundary
 //     conditions, cells shorter than the cutoff (many images), positions
 //     anywhere: time linear in atoms plus edges (cell lists).

@@ -59,9 +59,9 @@ func ConventionFairchem(maxNeighbors int, strict bool) Convention {
 }
 
 // List is a neighbour list: edge e is (I[e], J[e]) with integer cell shift
-// S[3e:3e+3], D = pos[J] − pos[I] + S·cell. Edges are grouped by I in
-// increasing order; within an atom the order is the builder's, the same
-// for the same input, and (i, j, S) comes with (j, i, −S).
+// S[3e:3e+3], D = pos[J] − pos[I] + S·cell. The order is the builder's,
+// the same for the same input: each (i, j, S) is followed by (j, i, −S);
+// under a neighbour cap edges are grouped by I in increasing order.
 type List struct {
 	I, J []int32
 	S    []int32
@@ -84,11 +84,20 @@ type Builder struct {
 	start   []int32 // bins' first entries in order (CSR)
 	order   []int32 // atoms sorted by bin
 	cursor  []int32
-	half    []halfPair // pairs found once (i < j, or i = j at S > 0)
-	at      []int32    // scatter: each atom's next slot
-	dist    []float64  // out's squared distances, for a cap
-	idx     []int32    // a cap: one atom's edges by distance
+	sorted  []float64    // wrapped positions in bin order
+	steps   [3][]binStep // per axis: (bin coordinate, step) → bin reached
+	half    []halfPair   // pairs found once (i < j, or i = j at S > 0)
+	at      []int32      // scatter: each atom's next slot
+	dist    []float64    // out's squared distances, for a cap
+	idx     []int32      // a cap: one atom's edges by distance
 	keep    []int32
+}
+
+// binStep is a step along one axis from a bin: the bin coordinate reached
+// (−1: past the end of a non-periodic axis) and the cells crossed.
+type binStep struct {
+	to    int32
+	shift int32
 }
 
 // halfPair is one pair, found once: (i, j, S) and (j, i, −S) are edges.
@@ -232,87 +241,132 @@ func (b *Builder) Build(pos []float64, cell *[9]float64, pbc [3]bool, cutoff flo
 		b.cursor[bi]++
 	}
 
+	// Positions in bin order, contiguous: the inner loop reads them in
+	// sequence.
+	b.sorted = grow(b.sorted, 3*n)
+	for k, a := range b.order {
+		copy(b.sorted[3*k:3*k+3], b.wrapped[3*a:3*a+3])
+	}
+	// Each axis's steps: from bin coordinate c by d ∈ [−m, m], the bin
+	// reached and the cells crossed (a periodic axis wraps; another ends).
+	var steps [3][]binStep
+	for k := range 3 {
+		w := 2*m[k] + 1
+		steps[k] = b.steps[k][:0]
+		for c := range nb[k] {
+			for d := -m[k]; d <= m[k]; d++ {
+				x, sh, ok := step(c, d, nb[k], pbc[k])
+				if !ok {
+					x = -1
+				}
+				steps[k] = append(steps[k], binStep{int32(x), sh})
+			}
+		}
+		b.steps[k] = steps[k]
+		_ = w
+	}
 	// Each pair is found once, from the half shell of bin offsets after
-	// (0, 0, 0) (and within an atom's own bin from the lower index), and
-	// written both ways.
+	// (0, 0, 0) (and within a bin from the lower index), and written both
+	// ways. Bins are visited one at a time, each neighbour bin's offset
+	// worked out once for all the bin's atoms.
 	rc2 := cutoff * cutoff
 	lo2 := conv.MinDistance * conv.MinDistance
 	b.half = b.half[:0]
-	for i := range n {
-		bi := int(b.bin[i])
-		c := [3]int{bi % nb[0], bi / nb[0] % nb[1], bi / (nb[0] * nb[1])}
-		wi := b.wrapped[3*i : 3*i+3]
-		wri := b.wrap[3*i : 3*i+3]
+	// Without a cap each pair goes out at once, both ways; a cap needs
+	// each atom's neighbours together (scatter).
+	capped := conv.MaxNeighbors > 0
+	hi2, low2 := rc2*(1+1e-9), rc2*(1-1e-9)
+	for hb := range nbins {
+		h0, h1 := int(b.start[hb]), int(b.start[hb+1])
+		if h0 == h1 {
+			continue
+		}
+		c := [3]int{hb % nb[0], hb / nb[0] % nb[1], hb / (nb[0] * nb[1])}
 		for dz := 0; dz <= m[2]; dz++ {
-			z, sz, okz := step(c[2], dz, nb[2], pbc[2])
-			if !okz {
+			tz := steps[2][c[2]*(2*m[2]+1)+dz+m[2]]
+			if tz.to < 0 {
 				continue
 			}
+			sz := tz.shift
 			dyLo := -m[1]
 			if dz == 0 {
 				dyLo = 0
 			}
 			for dy := dyLo; dy <= m[1]; dy++ {
-				y, sy, oky := step(c[1], dy, nb[1], pbc[1])
-				if !oky {
+				ty := steps[1][c[1]*(2*m[1]+1)+dy+m[1]]
+				if ty.to < 0 {
 					continue
 				}
+				sy := ty.shift
 				dxLo := -m[0]
 				if dz == 0 && dy == 0 {
 					dxLo = 0
 				}
 				for dx := dxLo; dx <= m[0]; dx++ {
-					x, sx, okx := step(c[0], dx, nb[0], pbc[0])
-					if !okx {
+					tx := steps[0][c[0]*(2*m[0]+1)+dx+m[0]]
+					if tx.to < 0 {
 						continue
 					}
+					nbr := (int(tz.to)*nb[1]+int(ty.to))*nb[0] + int(tx.to)
+					n0, n1 := int(b.start[nbr]), int(b.start[nbr+1])
+					if n0 == n1 {
+						continue
+					}
+					sx := tx.shift
 					self := dz == 0 && dy == 0 && dx == 0
 					// The image's offset: S'·basis (periodic rows only).
-					var off [3]float64
-					for cc := range 3 {
-						off[cc] = float64(sx)*basis[cc] + float64(sy)*basis[3+cc] + float64(sz)*basis[6+cc]
-					}
-					ox, oy, oz := off[0]-wi[0], off[1]-wi[1], off[2]-wi[2]
-					nbr := (z*nb[1]+y)*nb[0] + x
-					for _, j := range b.order[b.start[nbr]:b.start[nbr+1]] {
-						if self && int(j) <= i {
-							continue
+					fx, fy, fz := float64(sx), float64(sy), float64(sz)
+					off0 := fx*basis[0] + fy*basis[3] + fz*basis[6]
+					off1 := fx*basis[1] + fy*basis[4] + fz*basis[7]
+					off2 := fx*basis[2] + fy*basis[5] + fz*basis[8]
+					for a := h0; a < h1; a++ {
+						ox, oy, oz := off0-b.sorted[3*a], off1-b.sorted[3*a+1], off2-b.sorted[3*a+2]
+						j0 := n0
+						if self {
+							j0 = a + 1
 						}
-						wj := b.wrapped[3*j : 3*j+3]
-						d0, d1, d2 := wj[0]+ox, wj[1]+oy, wj[2]+oz
-						r2 := d0*d0 + d1*d1 + d2*d2
-						if r2 > rc2*(1+1e-9) {
-							continue
+						for k := j0; k < n1; k++ {
+							d0, d1, d2 := b.sorted[3*k]+ox, b.sorted[3*k+1]+oy, b.sorted[3*k+2]+oz
+							r2 := d0*d0 + d1*d1 + d2*d2
+							if r2 > hi2 {
+								continue
+							}
+							i, j := int(b.order[a]), b.order[k]
+							// S for the positions as given: S' − wrap[j] + wrap[i].
+							sh := [3]int32{sx - b.wrap[3*j] + b.wrap[3*i], sy - b.wrap[3*j+1] + b.wrap[3*i+1], sz - b.wrap[3*j+2] + b.wrap[3*i+2]}
+							if r2 >= low2 || r2 < lo2*(1+1e-9) {
+								// Near the cutoff (or the minimum): decided by the
+								// definition itself, D = pos[j] − pos[i] + S·cell.
+								r2 = exactDistance2(pos, cell, i, int(j), sh)
+							}
+							if r2 > rc2 || (r2 == rc2 && !conv.IncludeCutoff) || r2 < lo2 {
+								continue
+							}
+							if uint32(sh[0]+MaxShift) > 2*MaxShift || uint32(sh[1]+MaxShift) > 2*MaxShift || uint32(sh[2]+MaxShift) > 2*MaxShift {
+								return fmt.Errorf("%w: atom %d and atom %d are neighbours %v cells apart: shifts past ±%d (wrap the positions into the cell)", ErrStructure, i, j, sh, MaxShift)
+							}
+							if capped {
+								b.half = append(b.half, halfPair{i: int32(i), j: j, s: sh, d2: r2})
+							} else {
+								out.I = append(out.I, int32(i), j)
+								out.J = append(out.J, j, int32(i))
+								out.S = append(out.S, sh[0], sh[1], sh[2], -sh[0], -sh[1], -sh[2])
+							}
 						}
-						// S for the positions as given: S' − wrap[j] + wrap[i].
-						wrj := b.wrap[3*j : 3*j+3]
-						sh := [3]int32{sx - wrj[0] + wri[0], sy - wrj[1] + wri[1], sz - wrj[2] + wri[2]}
-						if r2 >= rc2*(1-1e-9) || r2 < lo2*(1+1e-9) {
-							// Near the cutoff (or the minimum): decided by the
-							// definition itself, D = pos[j] − pos[i] + S·cell.
-							r2 = exactDistance2(pos, cell, i, int(j), sh)
-						}
-						if r2 > rc2 || (r2 == rc2 && !conv.IncludeCutoff) || r2 < lo2 {
-							continue
-						}
-						if uint32(sh[0]+MaxShift) > 2*MaxShift || uint32(sh[1]+MaxShift) > 2*MaxShift || uint32(sh[2]+MaxShift) > 2*MaxShift {
-							return fmt.Errorf("%w: atom %d and atom %d are neighbours %v cells apart: shifts past ±%d (wrap the positions into the cell)", ErrStructure, i, j, sh, MaxShift)
-						}
-						b.half = append(b.half, halfPair{i: int32(i), j: j, s: sh, d2: r2})
 					}
 				}
 			}
 		}
 	}
-	b.scatter(n, out)
-	if conv.MaxNeighbors > 0 {
+	if capped {
+		b.scatter(n, out)
 		b.capNeighbors(conv, out)
 	}
 	return nil
 }
 
 // scatter writes the half pairs both ways into out, grouped by i in
-// increasing order (a counting sort: linear).
+// increasing order (a counting sort: linear): what a cap needs.
 func (b *Builder) scatter(n int, out *List) {
 	e := 2 * len(b.half)
 	b.at = growI(b.at, n+1)

@@ -45,9 +45,6 @@ func listOf(l *atoms.List) [][5]int32 {
 	out := make([][5]int32, l.Len())
 	for e := range out {
 		out[e] = [5]int32{l.I[e], l.J[e], l.S[3*e], l.S[3*e+1], l.S[3*e+2]}
-		if e > 0 && out[e][0] < out[e-1][0] {
-			panic("edges not grouped by i")
-		}
 	}
 	slices.SortFunc(out, func(a, b [5]int32) int { return slices.Compare(a[:], b[:]) })
 	return out

@@ -58,9 +58,14 @@ func (so StructureOptions) convention() (atoms.Convention, error) {
 }
 
 // IsStructures reports whether the input at path is a set of structures
-// (an extended XYZ file, an ASE database) rather than graphs.
+// (an extended XYZ file or a folder of them, an ASE database) rather than
+// graphs.
 func IsStructures(path string) bool {
 	st, err := os.Stat(path)
+	if err == nil && st.IsDir() {
+		_, err := extxyz.Files(path)
+		return err == nil
+	}
 	if err != nil || !st.Mode().IsRegular() {
 		return false
 	}

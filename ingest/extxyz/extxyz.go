@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -78,22 +79,54 @@ func hasAnySuffix(s string, suffixes ...string) bool {
 	return false
 }
 
-// Set is an opened extended XYZ file.
+// Set is an opened extended XYZ file, or a folder of them.
 type Set struct {
-	path, shown string
-	keys        ingest.LabelKeys
-	props       []shard.Property
-	n           int64
-	skipped     []string
-	source      ingest.SourceHash
+	files   []string // read in this order
+	shown   string   // the file being read, as errors name it
+	keys    ingest.LabelKeys
+	props   []shard.Property
+	n       int64
+	skipped []string
+	sources []ingest.SourceHash
 }
 
-// Open reads the file at path once to learn its structures' count and
-// properties.
+// Files lists what Open reads at path: the file itself, or a folder's
+// extended XYZ files (*.xyz, *.extxyz, either gzip-compressed), in name
+// order.
+func Files(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, ingest.Errorf(Format, filepath.Base(path), 0, 0, "%v", err)
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, ingest.Errorf(Format, filepath.Base(path), 0, 0, "%v", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && hasAnySuffix(e.Name(), ".xyz", ".extxyz", ".xyz.gz", ".extxyz.gz") {
+			out = append(out, filepath.Join(path, e.Name()))
+		}
+	}
+	if len(out) == 0 {
+		return nil, ingest.Errorf(Format, filepath.Base(path), 0, 0, "no .xyz or .extxyz files in the folder")
+	}
+	return out, nil // ReadDir sorts by name
+}
+
+// Open reads the file at path (or the folder's files, Files) once to learn
+// its structures' count and properties.
 func Open(ctx context.Context, path string, keys ingest.LabelKeys) (*Set, error) {
-	s := &Set{path: path, shown: filepath.Base(path), keys: keys}
+	files, err := Files(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{files: files, shown: filepath.Base(files[0]), keys: keys}
 	sc := &scan{set: s, index: map[string]int{}, skipped: map[string]bool{}}
-	err := s.read(ctx, true, func(fr *frame) error { return sc.frame(fr) })
+	err = s.read(ctx, true, func(fr *frame) error { return sc.frame(fr) })
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +154,7 @@ func (s *Set) Len() int64 { return s.n }
 func (s *Set) Skipped() []string { return s.skipped }
 
 // Sources implements ingest.StructureSet.
-func (s *Set) Sources() []ingest.SourceHash { return []ingest.SourceHash{s.source} }
+func (s *Set) Sources() []ingest.SourceHash { return slices.Clone(s.sources) }
 
 // Close implements ingest.StructureSet.
 func (s *Set) Close() error { return nil }
@@ -134,9 +167,8 @@ func (s *Set) Structures(ctx context.Context, fn func(*ingest.Structure) error) 
 	for k, p := range s.props {
 		index[p.Name] = k
 	}
-	first := s.source
+	first := slices.Clone(s.sources)
 	var st ingest.Structure
-	st.File = s.shown
 	st.Props = make([][]float64, len(s.props))
 	err := s.read(ctx, false, func(fr *frame) error {
 		if err := s.fill(fr, index, &st); err != nil {
@@ -147,8 +179,10 @@ func (s *Set) Structures(ctx context.Context, fn func(*ingest.Structure) error) 
 	if err != nil {
 		return err
 	}
-	if s.source != first {
-		return ingest.Errorf(Format, s.shown, 0, 0, "the file changed while it was read (SHA-256 %s, then %s)", first.SHA256[:12], s.source.SHA256[:12])
+	for i, src := range s.sources {
+		if src != first[i] {
+			return ingest.Errorf(Format, src.Name, 0, 0, "the file changed while it was read (SHA-256 %s, then %s)", first[i].SHA256[:12], src.SHA256[:12])
+		}
 	}
 	return nil
 }
@@ -168,10 +202,25 @@ type frame struct {
 	atomAt   int64  // line of the first atom
 }
 
-// read reads the file, calling fn for every frame; scanOnly leaves the
+// read reads the files, calling fn for every frame; scanOnly leaves the
 // atom lines unparsed (counted and checked for their field count only).
 func (s *Set) read(ctx context.Context, scanOnly bool, fn func(*frame) error) error {
-	f, err := iox.OpenRegular(s.path)
+	s.sources = s.sources[:0]
+	var n int64
+	var fr frame
+	for _, path := range s.files {
+		if err := s.readFile(ctx, path, scanOnly, &n, &fr, fn); err != nil {
+			return err
+		}
+	}
+	s.n = n
+	return nil
+}
+
+// readFile reads one file's frames, numbered from *n on.
+func (s *Set) readFile(ctx context.Context, path string, scanOnly bool, n *int64, fr *frame, fn func(*frame) error) error {
+	s.shown = filepath.Base(path)
+	f, err := iox.OpenRegular(path)
 	if err != nil {
 		return ingest.Errorf(Format, s.shown, 0, 0, "%v", err)
 	}
@@ -193,25 +242,23 @@ func (s *Set) read(ctx context.Context, scanOnly bool, fn func(*frame) error) er
 	if r == br {
 		lr.br = br
 	}
-	var n int64
-	var fr frame
 	for {
-		if n&63 == 0 {
+		if *n&63 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		ok, err := s.frame(lr, n, &fr, !scanOnly)
+		ok, err := s.frame(lr, *n, fr, !scanOnly)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			break
 		}
-		if err := fn(&fr); err != nil {
+		if err := fn(fr); err != nil {
 			return err
 		}
-		n++
+		*n++
 	}
 	// The source's bytes: all of them read (a gzip stream to its trailer).
 	if _, err := io.Copy(io.Discard, r); err != nil {
@@ -220,8 +267,7 @@ func (s *Set) read(ctx context.Context, scanOnly bool, fn func(*frame) error) er
 	if _, err := io.Copy(io.Discard, raw); err != nil {
 		return ingest.Errorf(Format, s.shown, 0, 0, "read: %v", err)
 	}
-	s.n = n
-	s.source = ingest.SourceHash{Name: s.shown, Bytes: cnt.N, SHA256: hex.EncodeToString(cnt.Hash.Sum(nil))}
+	s.sources = append(s.sources, ingest.SourceHash{Name: s.shown, Bytes: cnt.N, SHA256: hex.EncodeToString(cnt.Hash.Sum(nil))})
 	return nil
 }
 

@@ -14,7 +14,7 @@ import (
 // fill parses frame fr into st.
 func (s *Set) fill(fr *frame, index map[string]int, st *ingest.Structure) error {
 	n := fr.natoms
-	st.Index, st.Line = fr.index, fr.line
+	st.Index, st.Line, st.File = fr.index, fr.line, s.shown
 	st.Numbers = slices.Grow(st.Numbers[:0], n)[:n]
 	st.Positions = slices.Grow(st.Positions[:0], 3*n)[:3*n]
 	st.Cell = [9]float64{}
