@@ -37,8 +37,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -159,23 +161,78 @@ func (s *Set) Sources() []ingest.SourceHash { return slices.Clone(s.sources) }
 // Close implements ingest.StructureSet.
 func (s *Set) Close() error { return nil }
 
-// Structures implements ingest.StructureSet: the file read again, every
-// frame parsed. The file must not have changed since Open (its SHA-256 is
-// compared at the end).
+// Structures implements ingest.StructureSet: the files read again, every
+// frame parsed on as many goroutines as there are cores (this goroutine
+// reads, fn is called in order on the caller's). The files must not have
+// changed since Open (their SHA-256 is compared at the end).
 func (s *Set) Structures(ctx context.Context, fn func(*ingest.Structure) error) error {
 	index := make(map[string]int, len(s.props))
 	for k, p := range s.props {
 		index[p.Name] = k
 	}
 	first := slices.Clone(s.sources)
-	var st ingest.Structure
-	st.Props = make([][]float64, len(s.props))
-	err := s.read(ctx, false, func(fr *frame) error {
-		if err := s.fill(fr, index, &st); err != nil {
-			return err
+	type job struct {
+		fr   frame
+		st   ingest.Structure
+		err  error
+		done chan struct{}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	pool := sync.Pool{New: func() any {
+		return &job{done: make(chan struct{}, 1), st: ingest.Structure{Props: make([][]float64, len(s.props))}}
+	}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work, pending := make(chan *job, 4*workers), make(chan *job, 4*workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				j.err = s.fill(&j.fr, index, &j.st)
+				j.done <- struct{}{}
+			}
+		}()
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(pending)
+		defer close(work)
+		readErr <- s.read(ctx, false, func(fr *frame) error {
+			j := pool.Get().(*job)
+			j.fr.copyFrom(fr)
+			// To a parser first: a job the caller waits for is always parsed.
+			select {
+			case work <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case pending <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return nil
+		})
+	}()
+	var err error
+	for j := range pending {
+		<-j.done
+		if err == nil {
+			if err = j.err; err == nil {
+				err = fn(&j.st)
+			}
+			if err != nil {
+				cancel()
+			}
 		}
-		return fn(&st)
-	})
+		pool.Put(j)
+	}
+	wg.Wait()
+	if rerr := <-readErr; err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return err
 	}
@@ -187,16 +244,30 @@ func (s *Set) Structures(ctx context.Context, fn func(*ingest.Structure) error) 
 	return nil
 }
 
+// copyFrom makes fr a copy of src that src's next frame does not touch
+// (the values parsed from its comment line are its own already).
+func (fr *frame) copyFrom(src *frame) {
+	info, vals, cols, text, ends := fr.info, fr.infoVals, fr.cols, fr.text, fr.ends
+	*fr = *src
+	fr.info = append(info[:0], src.info...)
+	fr.infoVals = append(vals[:0], src.infoVals...)
+	fr.cols = append(cols[:0], src.cols...)
+	fr.text = append(text[:0], src.text...)
+	fr.ends = append(ends[:0], src.ends...)
+}
+
 // frame is one frame as read: its count, comment line and atom lines.
 type frame struct {
 	index    int64
-	line     int64 // the count line
+	file     string // its file, as errors name it
+	line     int64  // the count line
 	natoms   int
 	info     []kv
 	infoVals []value
 	lattice  []float64 // nil: none
 	pbc      [3]bool
 	cols     []column
+	width    int    // fields Properties declares an atom line to hold
 	text     []byte // the atom lines, when kept, one after the other
 	ends     []int  // where each ends in text
 	atomAt   int64  // line of the first atom
@@ -349,7 +420,7 @@ func (s *Set) frame(l *lines, n int64, fr *frame, keep bool) (bool, error) {
 			}
 		}
 	}
-	*fr = frame{index: n, line: l.line, info: fr.info[:0], infoVals: fr.infoVals[:0], cols: fr.cols[:0], text: fr.text[:0], ends: fr.ends[:0]}
+	*fr = frame{index: n, file: s.shown, line: l.line, info: fr.info[:0], infoVals: fr.infoVals[:0], cols: fr.cols[:0], text: fr.text[:0], ends: fr.ends[:0]}
 	count, err := strconv.ParseInt(string(bytes.TrimSpace(head)), 10, 64)
 	switch {
 	case err != nil:
@@ -375,6 +446,7 @@ func (s *Set) frame(l *lines, n int64, fr *frame, keep bool) (bool, error) {
 	for _, c := range fr.cols {
 		width += c.cols
 	}
+	fr.width = width
 	for a := 0; a < fr.natoms; a++ {
 		b, err := l.next()
 		if err == io.EOF {
@@ -383,9 +455,8 @@ func (s *Set) frame(l *lines, n int64, fr *frame, keep bool) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if got := countFields(b); got < width {
-			return false, ingest.Errorf(Format, s.shown, l.line, got+1, "atom %d of structure %d: %d fields, Properties declares %d", a, n, got, width)
-		}
+		// The fields are counted where the line is parsed (fill): a scan
+		// only learns the frames' keys.
 		if keep {
 			fr.text = append(fr.text, b...)
 			fr.ends = append(fr.ends, len(fr.text))
@@ -430,18 +501,6 @@ func trim(b []byte) string {
 		return string(b[:40]) + "…"
 	}
 	return string(b)
-}
-
-func countFields(b []byte) int {
-	n, in := 0, false
-	for _, c := range b {
-		sp := c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'
-		if !sp && !in {
-			n++
-		}
-		in = !sp
-	}
-	return n
 }
 
 // parseComment reads a frame's comment line: the cell, pbc, Properties

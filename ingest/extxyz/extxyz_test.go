@@ -3,9 +3,12 @@ package extxyz_test
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -162,6 +165,39 @@ func FuzzExtXYZ(f *testing.F) {
 		})
 		if err == nil && n != set.Len() {
 			t.Fatalf("%d structures, Len says %d", n, set.Len())
+		}
+	})
+}
+
+// The fast float parser gives strconv's value, bit for bit, on the
+// numbers ase.io.write writes and on everything else (its fallback):
+// random decimals of every length and sign, and the fuzzer's strings.
+func TestParseFloatIsStrconv(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	check := func(s string) {
+		want, werr := strconv.ParseFloat(s, 64)
+		got, gerr := extxyz.ParseFloat([]byte(s))
+		if (werr == nil) != (gerr == nil) || (werr == nil && math.Float64bits(got) != math.Float64bits(want)) {
+			t.Fatalf("%q: %v (%v), strconv %v (%v)", s, got, gerr, want, werr)
+		}
+	}
+	for _, s := range []string{"0", "-0", "+1", "1.", ".5", "-.5", "1e3", "inf", "-Inf", "nan", "", "-", ".", "1.2.3", "0x10",
+		"123456789012345", "1234567890123456", "0.1234567890123456789012", "00000000000000000001.5", "9007199254740993"} {
+		check(s)
+	}
+	for range 200000 {
+		check(strconv.FormatFloat((r.Float64()-0.5)*math.Pow(10, float64(r.IntN(12)-4)), 'f', r.IntN(12), 64))
+	}
+}
+
+func FuzzParseFloat(f *testing.F) {
+	f.Add("-12.34567890")
+	f.Add("1e-5")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, werr := strconv.ParseFloat(s, 64)
+		got, gerr := extxyz.ParseFloat([]byte(s))
+		if (werr == nil) != (gerr == nil) || (werr == nil && math.Float64bits(got) != math.Float64bits(want)) {
+			t.Fatalf("%q: %v (%v), strconv %v (%v)", s, got, gerr, want, werr)
 		}
 	})
 }

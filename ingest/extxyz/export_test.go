@@ -1,0 +1,4 @@
+package extxyz
+
+// ParseFloat is parseFloat, for the external tests.
+var ParseFloat = parseFloat
