@@ -86,6 +86,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeTensors(w)
 	pg.writeGPU(w)
 	pg.writeTorchrun(w)
+	pg.writeStructures(w)
 	pg.writeTwins(w)
 	pg.writeShuffle(w)
 	pg.writeLarge(w)

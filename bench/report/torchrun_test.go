@@ -40,3 +40,30 @@ func TestTorchrunSection(t *testing.T) {
 		t.Errorf("a page without torchrun.txt: %q", w.String())
 	}
 }
+
+// The structures section: the neighbour-list rates against vesin, the
+// reading rows, each MACE loader at its fastest and the ratios.
+func TestStructuresSection(t *testing.T) {
+	dir := t.TempDir()
+	body := "# bench/python_structures.py at abc\n" +
+		"RESULT kind=nl tool=augloader medges_s=40 structures=64\nRESULT kind=nl tool=vesin medges_s=8 structures=64\n" +
+		"RESULT kind=read tool=ase.io.read structures=10 wall_s=2 structures_s=5\n" +
+		"RESULT kind=mace-best loader=augloader workers=0 structures=10 wall_s=1 trainer_cpu_s=0.5 structures_s=10\n" +
+		"RESULT kind=mace-daemon loader=augloader daemon_cpu_s=0.25\n" +
+		"RESULT kind=mace-ratio vs=on-the-fly wall_x=19.7 trainer_cpu_frac=0.046\n"
+	if err := os.WriteFile(filepath.Join(dir, "structures.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := readResultsDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	(&page{results: res}).writeStructures(&w)
+	for _, want := range []string{"| augloader | 40.000 | 5.000× |", "| ase.io.read | 10 | 2.000 | 5 |",
+		"| augloader | 0 | 10 | 0.500 | 0.250 |", "against MACE's loader on-the-fly: 19.700×"} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("the section lacks %q:\n%s", want, w.String())
+		}
+	}
+}

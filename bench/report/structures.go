@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// writeStructures: 3D atomistic structures (issue #67) beside the tools
+// MLIP trainers use, from bench/python_structures.py's output saved as
+// bench/results/structures.txt (it needs .venv-torch2's mace-torch, ase,
+// matscipy and vesin).
+func (pg *page) writeStructures(w *bytes.Buffer) {
+	r := pg.results["structures"]
+	fmt.Fprintf(w, "## Structures for interatomic potentials (`bench/python_structures.py`)\n\n")
+	if r == nil || len(r.rows) == 0 {
+		w.WriteString("No results are saved (bench/results/structures.txt is missing): run bench/python_structures.py in .venv-torch2.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "From `%s`: %s\n\n", r.file, strings.Join(r.about, " "))
+	w.WriteString("**Neighbour lists on one core**, the same 64 structures at 6 Å for every tool (ours: `go test -bench BenchmarkOC20 ./atoms -cpu 1`; " +
+		"the others from Python, each a full list of (i, j, S)):\n\n| tool | M edges/s | vs vesin |\n|---|---:|---:|\n")
+	vesin := 0.0
+	for _, m := range r.rows {
+		if m["kind"] == "nl" && m["tool"] == "vesin" {
+			vesin = num(m, "medges_s")
+		}
+	}
+	for _, m := range r.rows {
+		if m["kind"] == "nl" {
+			fmt.Fprintf(w, "| %s | %s | %s× |\n", m["tool"], fs(num(m, "medges_s")), fs(num(m, "medges_s")/vesin))
+		}
+	}
+	w.WriteString("\n**Reading the extxyz file**: `shardconv convert` parses it on every core, builds every neighbour list and writes zstd shards; " +
+		"`ase.io.read` only parses (and `+ vesin` adds the lists, what a loader converting on the fly then does):\n\n" +
+		"| tool | structures | wall s | structures/s |\n|---|---:|---:|---:|\n")
+	for _, m := range r.rows {
+		if m["kind"] == "read" {
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", m["tool"], m["structures"], fs(num(m, "wall_s")), m["structures_s"])
+		}
+	}
+	w.WriteString("\n**Into MACE's batch fields** (batch 16, float64, every field MACE's `AtomicData` collates), each loader at its fastest of " +
+		"DataLoader workers 0, 1 and 2 (persistent); median of the epochs. *on the fly*: MACE's `AtomicData.from_config` in `__getitem__` " +
+		"(matscipy's neighbour list for every sample of every epoch, as its LMDB and HDF5 datasets do); *in memory*: a list converted once; " +
+		"ours: `AugloaderDataset(url, layout=\"mace\", z_table=…)` over shared memory (`unix+shm://`) or the socket, the daemon's CPU beside it:\n\n" +
+		"| loader | workers | structures/s | trainer CPU s / epoch | daemon CPU s / epoch |\n|---|---:|---:|---:|---:|\n")
+	daemon := map[string]string{}
+	for _, m := range r.rows {
+		if m["kind"] == "mace-daemon" {
+			daemon[m["loader"]] = fs(num(m, "daemon_cpu_s"))
+		}
+	}
+	for _, m := range r.rows {
+		if m["kind"] == "mace-best" {
+			d := daemon[m["loader"]]
+			if d == "" {
+				d = "—"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m["loader"], m["workers"], m["structures_s"], fs(num(m, "trainer_cpu_s")), d)
+		}
+	}
+	w.WriteString("\n")
+	for _, m := range r.rows {
+		if m["kind"] == "mace-ratio" {
+			fmt.Fprintf(w, "- against MACE's loader %s: %s× the structures a second, the trainer's CPU %s of its.\n",
+				m["vs"], fs(num(m, "wall_x")), fs(num(m, "trainer_cpu_frac")))
+		}
+	}
+	w.WriteString("\n")
+}
