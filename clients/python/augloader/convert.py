@@ -123,7 +123,8 @@ TASKS = ("auto", "class", "binary", "regression")
 
 
 def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None, name: Optional[str] = None,
-                 quiet: bool = True, workdir: Optional[str] = None, task: str = "auto") -> pathlib.Path:
+                 quiet: bool = True, workdir: Optional[str] = None, task: str = "auto", cutoff: float = 6.0,
+                 neighbours: str = "ase", max_neighbors: int = 0, convert_args=()) -> pathlib.Path:
     """Write the graphs of ``dataset`` (a PyG dataset, or any iterable of
     ``Data`` or dicts with ``edge_index``, ``num_nodes`` or ``x``,
     optionally ``edge_attr``, and ``y``) as a shard folder at ``out``,
@@ -134,7 +135,18 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
     after. ``task``: how ``y`` is read ("auto": the module's rule; "class",
     "binary" or "regression" to say it; a ``y`` that cannot be that task
     is refused). Raises :class:`ConvertError` with the converter's
-    message."""
+    message.
+
+    An iterable of ``ase.Atoms`` (anything ASE or fairchem reads:
+    ``ase.io.iread``, an ``ase.db`` selection, fairchem's aselmdb) is
+    written as 3D structures (shard format 4): each structure in extended
+    XYZ as ``ase.io.write`` writes it (its calculator's results, info,
+    arrays and FixAtoms), then converted with its neighbour list at
+    ``cutoff`` Å in the ``neighbours`` convention ("ase" or "fairchem",
+    with ``max_neighbors``); ``convert_args`` adds shardconv flags
+    (``["--energy-key", "REF_energy"]``)."""
+    import itertools
+
     import pyarrow.parquet as pq
 
     if task not in TASKS:
@@ -145,6 +157,12 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
     out = pathlib.Path(out)
     name = name or out.name.split(".")[0] or "graphs"
     exe = shardconv or find_binary("shardconv")
+    it = iter(dataset)
+    first = next(it, None)
+    if first is not None and type(first).__name__ == "Atoms" and hasattr(first, "get_positions"):
+        return _write_structures(itertools.chain([first], it), out, exe, name, quiet, workdir, cutoff, neighbours,
+                                 max_neighbors, convert_args)
+    dataset = itertools.chain([] if first is None else [first], it)
     kinds: Optional[dict] = None
     one_d = True  # every y a 1-D (or scalar) integer label of one value: PyG's class
     with tempfile.TemporaryDirectory(prefix="augloader-write-", dir=workdir) as tmp:
@@ -198,6 +216,37 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
         if p.returncode != 0:
             raise ConvertError(_in_terms_of_the_dataset(p.stderr.strip(), path) or f"shardconv exited with status {p.returncode}")
+    return out
+
+
+def _write_structures(atoms, out, exe, name, quiet, workdir, cutoff, neighbours, max_neighbors, convert_args):
+    """ase.Atoms to extended XYZ files (ase.io.write, 100,000 structures a
+    file), converted by shardconv into format 4."""
+    from ase.io import write
+
+    with tempfile.TemporaryDirectory(prefix="augloader-write-", dir=workdir) as tmp:
+        folder = pathlib.Path(tmp) / name
+        folder.mkdir()
+        count, f = 0, None
+        try:
+            for a in atoms:
+                if count % 100_000 == 0:
+                    if f is not None:
+                        f.close()
+                    f = open(folder / f"{name}-{count // 100_000:05d}.xyz", "w")
+                write(f, a, format="extxyz")
+                count += 1
+        finally:
+            if f is not None:
+                f.close()
+        if count == 0:
+            raise ValueError("no structures to write")
+        cmd = [exe, "convert", *(["-q"] if quiet else []), "-i", str(folder), "-o", str(out), "--name", name,
+               "--cutoff", str(cutoff), "--neighbours", neighbours, *([f"--max-neighbors={max_neighbors}"] if max_neighbors else []),
+               *[str(a) for a in convert_args]]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        if p.returncode != 0:
+            raise ConvertError(p.stderr.strip() or f"shardconv exited with status {p.returncode}")
     return out
 
 

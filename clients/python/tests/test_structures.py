@@ -512,3 +512,25 @@ def test_balanced_resume_model(balanced_daemon, monkeypatch):
         ids = sorted(g for g, _ in real)
         assert ids == list(range(n)), (trial, log, world)
         assert all(d == one[g] for g, d in real), (trial, log)
+
+
+def test_write_shards_of_atoms(bins, tmp_path):
+    """augloader.write_shards of any iterable of ase.Atoms (here an ASE
+    database's rows, as ase.db.connect(...).select gives them) writes the
+    same shards as shardconv convert of the same structures in extxyz."""
+    from ase.db import connect
+    atoms = structures.crystals()[:8] + structures.slabs()
+    with connect(str(tmp_path / "x.db")) as db:
+        for a in atoms:
+            db.write(a)
+    out = augloader.write_shards((row.toatoms() for row in connect(str(tmp_path / "x.db")).select()),
+                                 tmp_path / "w.shards", shardconv=str(bins / "shardconv"), cutoff=CUTOFF)
+    write(str(tmp_path / "x.xyz"), atoms)
+    p = convert(bins, tmp_path / "x.xyz", tmp_path / "x.shards")
+    assert p.returncode == 0, p.stderr
+    got, _ = shards_of(out)
+    want, _ = shards_of(tmp_path / "x.shards")
+    assert len(got) == len(want) == len(atoms)
+    for g, w in zip(got, want):
+        for k in ("numbers", "positions", "cell", "pbc", "edges", "shifts", "prop.energy", "prop.forces"):
+            assert g[k] == w[k], k
