@@ -67,4 +67,38 @@ func (pg *page) writeStructures(w *bytes.Buffer) {
 		}
 	}
 	w.WriteString("\n")
+	pg.writeStructuresScale(w)
+}
+
+// writeStructuresScale: a million structures converted out of core and
+// served from an S3-compatible server under a cache limit
+// (bench/structures_scale.sh, saved as bench/results/structures-scale.txt).
+func (pg *page) writeStructuresScale(w *bytes.Buffer) {
+	r := pg.results["structures-scale"]
+	if r == nil || len(r.rows) == 0 {
+		w.WriteString("**At scale**: no results are saved (bench/results/structures-scale.txt is missing): run bench/structures_scale.sh.\n\n")
+		return
+	}
+	fmt.Fprintf(w, "**At scale**, from `%s`: %s\n\n| step | structures | s | structures/s | peak RSS MiB | bytes |\n|---|---:|---:|---:|---:|---:|\n",
+		r.file, strings.Join(r.about, " "))
+	for _, m := range r.rows {
+		if m["kind"] != "scale" {
+			continue
+		}
+		secs, rate, rss, nbytes := m["seconds"], m["structures_s"], m["peak_rss_mib"], m["bytes"]
+		switch m["step"] {
+		case "convert":
+			nbytes = m["shard_bytes"]
+		case "serve-s3":
+			secs = m["epoch_s"]
+			nbytes = m["bytes"] + " in " + m["gets"] + " GETs of " + m["shard_bytes"] + " stored"
+		}
+		for _, v := range []*string{&secs, &rate, &rss, &nbytes} {
+			if *v == "" {
+				*v = "—"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", m["step"], m["structures"], secs, rate, rss, nbytes)
+	}
+	w.WriteString("\n")
 }

@@ -54,6 +54,12 @@ func TestStructuresSection(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "structures.txt"), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	scale := "# bench/structures_scale.sh at abc\n" +
+		"RESULT kind=scale step=convert structures=1000 seconds=2.5 structures_s=400 peak_rss_mib=300 shard_bytes=9000\n" +
+		"RESULT kind=scale step=serve-s3 structures=1000 epoch_s=1.5 structures_s=666 peak_rss_mib=900 gets=3 bytes=8900 shard_bytes=9000\n"
+	if err := os.WriteFile(filepath.Join(dir, "structures-scale.txt"), []byte(scale), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	res, err := readResultsDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +67,8 @@ func TestStructuresSection(t *testing.T) {
 	var w bytes.Buffer
 	(&page{results: res}).writeStructures(&w)
 	for _, want := range []string{"| augloader | 40.000 | 5.000× |", "| ase.io.read | 10 | 2.000 | 5 |",
-		"| augloader | 0 | 10 | 0.500 | 0.250 |", "against MACE's loader on-the-fly: 19.700×"} {
+		"| augloader | 0 | 10 | 0.500 | 0.250 |", "against MACE's loader on-the-fly: 19.700×",
+		"| convert | 1000 | 2.5 | 400 | 300 | 9000 |", "| serve-s3 | 1000 | 1.5 | 666 | 900 | 8900 in 3 GETs of 9000 stored |"} {
 		if !strings.Contains(w.String(), want) {
 			t.Errorf("the section lacks %q:\n%s", want, w.String())
 		}
