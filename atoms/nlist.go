@@ -421,10 +421,7 @@ func (b *Builder) capNeighbors(conv Convention, out *List) {
 			})
 			if conv.Strict {
 				// Ties at the limit: the first by (j, S) are kept.
-				b.keep = b.keep[:0]
-				for _, k := range b.idx[:conv.MaxNeighbors] {
-					b.keep = append(b.keep, k)
-				}
+				b.keep = append(b.keep[:0], b.idx[:conv.MaxNeighbors]...)
 				slices.Sort(b.keep)
 				for _, k := range b.keep {
 					b.copyEdge(out, w, int(k))

@@ -139,12 +139,10 @@ func (c *structCollator) reset(nprops int) {
 
 // structWork is a worker's reusable state for structures.
 type structWork struct {
-	pcg   rand.PCG
-	rnd   *rand.Rand
-	nl    atoms.Builder
-	list  atoms.List
-	pos   []float64 // the structure's positions as served
-	noise []float64
+	pcg  rand.PCG
+	rnd  *rand.Rand
+	nl   atoms.Builder
+	list atoms.List
 }
 
 // buildStructures collates batch b of structures.

@@ -147,8 +147,6 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
     (``["--energy-key", "REF_energy"]``)."""
     import itertools
 
-    import pyarrow.parquet as pq
-
     if task not in TASKS:
         raise ValueError(f"augloader: task {task!r}: want one of {', '.join(TASKS)}")
 
@@ -162,7 +160,14 @@ def write_shards(dataset: Iterable[Any], out, *, shardconv: Optional[str] = None
     if first is not None and type(first).__name__ == "Atoms" and hasattr(first, "get_positions"):
         return _write_structures(itertools.chain([first], it), out, exe, name, quiet, workdir, cutoff, neighbours,
                                  max_neighbors, convert_args)
-    dataset = itertools.chain([] if first is None else [first], it)
+    return _write_graphs(itertools.chain([] if first is None else [first], it), out, exe, name, quiet, workdir, task)
+
+
+def _write_graphs(dataset, out, exe, name, quiet, workdir, task):
+    """Graphs to a Parquet table of ROW_GROUP rows a group, converted by
+    shardconv."""
+    import pyarrow.parquet as pq
+
     kinds: Optional[dict] = None
     one_d = True  # every y a 1-D (or scalar) integer label of one value: PyG's class
     with tempfile.TemporaryDirectory(prefix="augloader-write-", dir=workdir) as tmp:
