@@ -79,18 +79,34 @@ GOTEST = bash -c 'set -o pipefail; $(GO) test -json "$$@" | $(GO) run ./internal
 # -race where it can find races: the packages whose own code runs under
 # the test. The commands' packages drive the daemon and shardconv as
 # separate processes built without it (only their harness was
-# instrumented: cmd/augloader took 358 s under -race, 151 s without), so
-# they run plain, and cmd/augloader's TestSIGTERMUnderFlightWithCacheLimit
-# runs a daemon built with -race end to end (GORACE=halt_on_error=1).
-NORACE_PKGS := ./cmd/augloader ./cmd/shardconv
-test: venv s3proxy
+# instrumented: cmd/augloader took 358 s under -race, 151 s without), and
+# the test kit's packages (the docs' commands, the tree's rules, the
+# summary, the S3 server's lifetime) run none of the product's concurrent
+# code, so they run plain; cmd/augloader's
+# TestSIGTERMUnderFlightWithCacheLimit runs a daemon built with -race end
+# to end (GORACE=halt_on_error=1).
+NORACE_PKGS := ./cmd/augloader ./cmd/shardconv ./internal/testkit/docstest ./internal/testkit/archtest \
+	./internal/testkit/testsummary ./internal/testkit/s3test
+# Built once: the binaries (bin/, named to every package and pytest by
+# AUGLOADER_BIN, testutil.Binaries) and the fixtures every package shares
+# (FIXTURES, named by AUGLOADER_FIXTURES: each synthetic set built once
+# by the plain shardconv, copied and verified by each package that uses
+# it; internal/testkit/fixture/shared.go), removed at the start and end.
+FIXTURES   := .cache/fixtures
+# pytest on two workers (pytest-xdist): most of its tests wait on the
+# processes they start (daemons, torchrun agents, Slurm); PYTEST_N= runs
+# it in one process.
+PYTEST_N   ?= -n 2
+TESTENV     = AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_FIXTURES=$(CURDIR)/$(FIXTURES)
+test: venv s3proxy build
+	rm -rf $(FIXTURES)
 	$(GO) vet ./...
-	$(GOTEST) -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(addprefix -e $(MODULE)/,$(patsubst ./%,%,$(NORACE_PKGS))))
-	$(GOTEST) -count=1 -timeout 30m $(NORACE_PKGS)
+	$(TESTENV) $(GOTEST) -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(addprefix -e $(MODULE)/,$(patsubst ./%,%,$(NORACE_PKGS))))
+	$(TESTENV) $(GOTEST) -count=1 -timeout 30m $(NORACE_PKGS)
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
-	$(GOTEST) -count=1 -run '^(TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded|TestSubMixPartnersHeldByWindow)$$' ./ingest/convert/ ./aug/ ./server/ ./loader/
-	$(GO) build -o $(BIN)/ ./cmd/...
-	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_VENV_TORCH=$(VENV_TORCH) $(PY) -m pytest -q -rs --durations=10 tests/interop clients/python/tests bench/peers \
+	$(TESTENV) $(GOTEST) -count=1 -run '^(TestRealDatasets|TestRealArchives|TestProperties|TestBoundsReal|TestIndexSameOutputsReal|TestLoad|TestBudgetsHold|TestAmplifiersBounded|TestSubMixPartnersHeldByWindow)$$' ./ingest/convert/ ./aug/ ./server/ ./loader/
+	rm -rf $(FIXTURES)
+	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_VENV_TORCH=$(VENV_TORCH) $(PY) -m pytest $(PYTEST_N) -q -rs --durations=10 tests/interop clients/python/tests bench/peers \
 	  $(if $(filter torch2,$(VENV_TORCH)),$(addprefix --ignore=,$(filter-out %/test_venv.py,$(TORCH2_TESTS))))
 	$(MAKE) --no-print-directory test-torch2
 
@@ -126,9 +142,10 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 # Python: they ran twice (test_venv.py, which checks each venv's choice,
 # runs in both).
 TORCH2_TESTS := $(addprefix clients/python/tests/,test_resume_torch2.py test_tensors.py test_edge.py test_resume_model.py \
-	test_state_checks.py test_venv.py test_torchrun.py test_node_jobs.py test_elastic.py test_slurm.py test_structures.py)
+	test_state_checks.py test_venv.py test_torchrun.py test_node_jobs.py test_elastic.py test_slurm.py test_structures.py \
+	test_structures_mace.py)
 test-torch2: $(VENV2)/.stamp build
-	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest -q -rs --durations=10 $(TORCH2_TESTS)
+	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_TORCH2=1 $(VENV2)/bin/python -m pytest $(PYTEST_N) -q -rs --durations=10 $(TORCH2_TESTS)
 
 # The S3-compatible server the object-storage tests start
 # (internal/testkit/s3test): s3proxy's runnable jar from Maven Central,

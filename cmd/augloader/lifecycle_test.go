@@ -7,16 +7,19 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/testutil"
 	"github.com/augloader/augloader/wire"
@@ -82,16 +85,20 @@ func TestExitWithPidReused(t *testing.T) {
 	}
 }
 
-// SIGTERM while Flight clients stream under a cache limit, past the
-// drain: the daemon stops its Flight server, which now waits for its
-// handlers, before it closes the reader and the page cache (grpc-go's
-// Stop does not wait by default: a pin in flight landed in the closed
-// cache, and a shard file was read as it was closed, a race then a nil
-// panic turned into a graph error). Every stream ends whole or with the
-// daemon's stop, none with a graph error; the daemon exits 0.
+// SIGTERM while Flight, socket and shared-memory clients stream under a
+// cache limit, past the drain: the daemon stops its Flight server, which
+// now waits for its handlers, before it closes the reader and the page
+// cache (grpc-go's Stop does not wait by default: a pin in flight landed
+// in the closed cache, and a shard file was read as it was closed, a race
+// then a nil panic turned into a graph error). Every stream ends whole or
+// with the daemon's stop, none with a graph error; the daemon exits 0.
+// Before the first stop, whole epochs read over the socket and through
+// shared memory give the same bytes.
 //
 // The daemon is built with -race and GORACE=halt_on_error=1: a race it
-// meets ends it with status 66 and the report in its log.
+// meets ends it with status 66 and the report in its log. It is the one
+// race-built daemon of the suite run end to end (make test runs this
+// package without -race: only its harness would be instrumented).
 func TestSIGTERMUnderFlightWithCacheLimit(t *testing.T) {
 	dir := fixture.SynthShardsSized(t, "COLLAB", 1500, 1, 2<<20)
 	raced := raceBinary(t)
@@ -100,8 +107,25 @@ func TestSIGTERMUnderFlightWithCacheLimit(t *testing.T) {
 		d := startDaemonOf(t, raced, "", "--shards", dir, "--policy", "nodesam", "--workers", "2", "--batch-size", "4",
 			"--cache-limit", "16MiB", "--flight", "grpc://127.0.0.1:0", "--drain", "200ms")
 		addr := strings.TrimPrefix(d.ready["flight"].(string), "grpc://")
+		if round == 0 {
+			sameOverSocketAndShm(t, d.sock)
+		}
 		var wg sync.WaitGroup
-		errs := make(chan error, 8)
+		errs := make(chan error, 10)
+		for i := range 2 { // the socket, and shared memory
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := wire.Request{Epoch: uint64(10 + i), World: 1}
+				_, err := client.Fetch(context.Background(), d.sock, req, client.Options{ShmRing: i << 23}, func(arrow.RecordBatch) error {
+					time.Sleep(2 * time.Millisecond)
+					return nil
+				})
+				if err != nil && strings.Contains(err.Error(), "graph") {
+					errs <- err
+				}
+			}()
+		}
 		for i := range 6 {
 			wg.Add(1)
 			go func() {
@@ -142,7 +166,13 @@ func TestSIGTERMUnderFlightWithCacheLimit(t *testing.T) {
 func raceBinary(t *testing.T) string {
 	t.Helper()
 	raceOnce.Do(func() {
-		raceBin = bin + "-race"
+		dir, err := os.MkdirTemp("", "augloader-race-")
+		if err != nil {
+			raceErr = err
+			return
+		}
+		testutil.AtCleanup(func() { os.RemoveAll(dir) })
+		raceBin = filepath.Join(dir, "augloader")
 		out, err := exec.Command("go", "build", "-race", "-o", raceBin, ".").CombinedOutput()
 		if err != nil {
 			raceErr = fmt.Errorf("go build -race: %v\n%s", err, out)
@@ -152,6 +182,24 @@ func raceBinary(t *testing.T) string {
 		t.Fatal(raceErr)
 	}
 	return raceBin
+}
+
+// sameOverSocketAndShm reads an epoch whole over the socket and through
+// shared memory and compares their bytes.
+func sameOverSocketAndShm(t *testing.T, sock string) {
+	t.Helper()
+	var digests [2][32]byte
+	for i := range 2 {
+		res, err := client.Fetch(context.Background(), sock, wire.Request{Epoch: 7, World: 1},
+			client.Options{ShmRing: i << 23, Digests: true}, func(arrow.RecordBatch) error { return nil })
+		if err != nil {
+			t.Fatalf("epoch 7 (shared memory %v): %v", i == 1, err)
+		}
+		digests[i] = res.Digest
+	}
+	if digests[0] != digests[1] {
+		t.Fatal("epoch 7: shared memory gave other bytes than the socket")
+	}
 }
 
 var (

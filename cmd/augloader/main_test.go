@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -26,20 +27,17 @@ import (
 
 var bin string
 
+// TestMain runs the tests against the checkout's binary: make test's,
+// built once (AUGLOADER_BIN), or one built for this package
+// (testutil.Binaries).
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "augloader-test-")
+	dir, err := testutil.Binaries()
 	if err != nil {
-		panic(err)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 	bin = filepath.Join(dir, "augloader")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		panic(err)
-	}
-	code := m.Run()
-	fixture.Cleanup()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	fixture.Main(m)
 }
 
 // startServe runs `augloader serve` and waits for its socket.

@@ -24,20 +24,17 @@ import (
 
 var bin string
 
+// TestMain runs the tests against the checkout's binary: make test's,
+// built once (AUGLOADER_BIN), or one built for this package
+// (testutil.Binaries).
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shardconv-test-")
+	dir, err := testutil.Binaries()
 	if err != nil {
-		panic(err)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 	bin = filepath.Join(dir, "shardconv")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		panic(err)
-	}
-	code := m.Run()
-	fixture.Cleanup()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	fixture.Main(m)
 }
 
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {

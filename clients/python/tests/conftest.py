@@ -14,6 +14,26 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 SHARED = ROOT.parent / "shared" / "datasets"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """tmp_path under a short root of the run's own (/tmp/pt-XXXXXXXX): a
+    Unix socket's path takes 107 bytes at most, and pytest's own root
+    (/tmp/pytest-of-USER/pytest-N) under an xdist worker's folder
+    (popen-gwN; make test runs two) left a node daemon's socket, a folder
+    deeper, 110. Removed at the end of a run that passed."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        import tempfile
+
+        config.option.basetemp = tempfile.mkdtemp(prefix="pt-")
+        config._augloader_basetemp = config.option.basetemp
+
+
+def pytest_sessionfinish(session, exitstatus):
+    base = getattr(session.config, "_augloader_basetemp", None)
+    if base and exitstatus == 0:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def bins(tmp_path_factory):
     d = os.environ.get("AUGLOADER_BIN")
@@ -115,6 +135,18 @@ class Daemon:
     def stop(self):
         self.d.__exit__(None, None, None)  # SIGTERM; DaemonError unless it exits 0
         assert not self.sock.exists(), "socket left behind"
+
+
+@pytest.fixture()
+def short_tmp():
+    """A folder of a short path for Unix sockets (107 bytes at most):
+    pytest's tmp_path under xdist's workers (make test runs two) leaves a
+    node folder's socket too little room."""
+    import tempfile
+
+    d = pathlib.Path(tempfile.mkdtemp(prefix="aug-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture()

@@ -4,8 +4,14 @@ random triclinic cells, mixed boundary conditions, slabs with adsorbates,
 cells shorter than the cutoff, with labels from ASE's EMT calculator where
 its elements allow (H C N O Al Ni Cu Pd Ag Pt Au). Seeded: the same list
 every run. Used by the neighbour-list oracle test, the conversion tests
-(extxyz and ASE database against ase.io.read) and MACE's oracle test."""
+(extxyz and ASE database against ase.io.read) and MACE's oracle test; with
+the helpers both structure test files use (conversion, the converted set
+as a fixture, a daemon, a structure's digest)."""
+import json
+import subprocess
+
 import numpy as np
+import pytest
 
 EMT_ELEMENTS = {"H", "C", "N", "O", "Al", "Ni", "Cu", "Pd", "Ag", "Pt", "Au"}
 
@@ -165,3 +171,71 @@ def coincident():
 def everything():
     """The whole set, in a fixed order."""
     return molecules() + crystals() + triclinic() + mixed_pbc() + slabs() + tiny_cells() + coincident()
+
+
+# --- Helpers of test_structures.py and test_structures_mace.py -----------
+
+CUTOFF = 4.0
+
+
+def shards_of(folder):
+    """Every structure of a format 4 shard folder, read with pyarrow: a dict
+    per structure, in id order, and the manifest."""
+    import pyarrow.ipc as ipc
+    man = json.loads((folder / "manifest.json").read_text())
+    out = []
+    for s in man["shards"]:
+        with ipc.open_file(str(folder / s["file"])) as f:
+            t = f.read_all()
+        cols = {n: t.column(n).to_pylist() for n in t.column_names}
+        for r in range(t.num_rows):
+            out.append({n: cols[n][r] for n in cols})
+    out.sort(key=lambda s: s["graph_id"])
+    return out, man
+
+
+def convert(bins, src, out, *args):
+    p = subprocess.run([str(bins / "shardconv"), "convert", "-q", "-i", str(src), "-o", str(out), "--cutoff", str(CUTOFF), *args],
+                       capture_output=True, text=True)
+    return p
+
+
+@pytest.fixture(scope="module", params=["xyz", "db"])
+def converted(bins, tmp_path_factory, request):
+    """The test set as ase.io.write writes it, in extxyz or an ASE database
+    (SQLite), converted; and as ase.io.read reads it back."""
+    d = tmp_path_factory.mktemp("structures")
+    path = d / f"set.{request.param}"
+    from ase.io import read, write
+    write(str(path), everything())
+    out = d / "set.shards"
+    p = convert(bins, path, out)
+    assert p.returncode == 0, p.stderr
+    return out, read(str(path), ":")
+
+
+def serve(bins, shards, sock, *args):
+    p = subprocess.Popen([str(bins / "augloader"), "serve", "--socket", str(sock), "--shards", str(shards),
+                          "--batch-size", "16", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert json.loads(p.stdout.readline())["ready"]
+    return p
+
+
+def structure_digests(b):
+    """(structure id, padded, digest) of each structure of a StructureBatch:
+    its numbers, positions, cell, pbc, edges (ids from 0), shifts and
+    properties."""
+    import hashlib
+    out = []
+    for k, gid in enumerate(b.graph_id):
+        a0, a1 = int(b.ptr[k]), int(b.ptr[k + 1])
+        sel = (b.edge_src >= a0) & (b.edge_src < a1)
+        h = hashlib.sha256()
+        for arr in (b.numbers[a0:a1], b.positions[a0:a1], b.cell[k], b.pbc[k], b.edge_src[sel] - a0,
+                    b.edge_dst[sel] - a0, b.unit_shifts[sel], b.shifts[sel]):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        for name in sorted(b.props):
+            v = b.props[name]
+            h.update(np.ascontiguousarray(v[k] if len(v) == b.num_graphs else v[a0:a1]).tobytes())
+        out.append((int(gid), bool(b.padded[k]), h.hexdigest()))
+    return out

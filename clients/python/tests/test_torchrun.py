@@ -151,29 +151,29 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, tmp_path):
+def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, short_tmp):
     """Outside torchrun: the daemon is tied to this process; a second call
     with the same arguments attaches, one with others is refused; a daemon
     found dead (SIGKILL, its socket left) is started again."""
     shards = make_synth_shards(50, 4)
-    url = augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1")
+    url = augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1")
     try:
-        assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1") == url
+        assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1") == url
         assert sum(1 for _ in augloader.connect(url).epoch(0)) > 0
         with pytest.raises(augloader.DaemonError, match="other arguments"):
-            augloader.node_daemon(shards, seed=2, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1")
+            augloader.node_daemon(shards, seed=2, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1")
         import signal
         import time
-        pid_file = next(tmp_path.glob("augloader-node-*/pid"))
+        pid_file = next(short_tmp.glob("augloader-node-*/pid"))
         first = int(pid_file.read_text())
         os.kill(first, signal.SIGKILL)
         while alive(first):  # until it ends or is a zombie
             time.sleep(0.05)
-        assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(tmp_path), run_id="job1") == url
+        assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1") == url
         assert int(pid_file.read_text()) != first and sum(1 for _ in augloader.connect(url).epoch(0)) > 0
     finally:
         import signal
-        for pid in tmp_path.glob("augloader-node-*/pid"):
+        for pid in short_tmp.glob("augloader-node-*/pid"):
             os.kill(int(pid.read_text()), signal.SIGTERM)
 
 

@@ -125,10 +125,11 @@ func TestDocBlocks(t *testing.T) {
 			top := t.TempDir()
 			dir := filepath.Join(top, "p")
 			bin := filepath.Join(dir, "bin")
-			if out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/augloader/augloader/cmd/...").CombinedOutput(); err != nil {
-				t.Fatalf("build: %v\n%s", err, out)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
 			}
 			for _, l := range []struct{ link, to string }{
+				{bin, binaries(t)},
 				{filepath.Join(dir, ".venv"), filepath.Join(root, ".venv")},
 				{filepath.Join(dir, "examples"), filepath.Join(root, "examples")},
 				{filepath.Join(top, "shared"), filepath.Join(root, "..", "shared")},

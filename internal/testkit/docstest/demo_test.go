@@ -17,10 +17,7 @@ import (
 // demo/folds beside its outputs, and `rm -rf demo/` deleted them.
 func TestDemoOwnsOnlyWhatItWrote(t *testing.T) {
 	root := testutil.Root(t)
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/augloader/augloader/cmd/...").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := binaries(t)
 	demo := filepath.Join(t.TempDir(), "demo")
 	mine := []string{filepath.Join(demo, "mutag", "manifest.json"), filepath.Join(demo, "folds", "fold-00.json")}
 	for _, p := range mine {

@@ -39,10 +39,7 @@ func TestDeployGuide(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("docs/deploy.md has %d test blocks, want the shards, node and pool ones", len(blocks))
 	}
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/augloader/augloader/cmd/...").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := binaries(t)
 	for _, tool := range []string{"curl", "python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("docs/deploy.md uses %s, which this machine lacks", tool)
