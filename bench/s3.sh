@@ -39,13 +39,8 @@ cd "$(dirname "$0")/.."
 N=${S3_GRAPHS:-40000}
 B=${S3_BIN:-bin}
 if [ -n "${S3_BUILDS:-}" ]; then B=${S3_BUILDS#*=}; B=${B%% *}; fi
-JAR=.cache/s3proxy-2.7.0.jar
-[ -f "$JAR" ] || make --no-print-directory s3proxy >/dev/null
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/augloader-s3-XXXXXX")
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/s3lib.sh
 
 "$B"/shardconv synth --like ogbg-ppa --graphs "$N" --seed 1 --out "$TMP/in/ogbg_ppa" 2>/dev/null
 "$B"/shardconv convert -q -i "$TMP/in/ogbg_ppa" -o "$TMP/s"
@@ -64,25 +59,13 @@ page_bytes=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(
 mkdir -p "$TMP/data/bench"
 cp -al "$TMP/s" "$TMP/data/bench/ppa"
 
-S3PORT=$(free_port)
-cat >"$TMP/s3proxy.conf" <<CONF
-s3proxy.endpoint=http://127.0.0.1:$S3PORT
-s3proxy.authorization=aws-v2-or-v4
-s3proxy.identity=bench
-s3proxy.credential=bench-secret
-jclouds.provider=filesystem
-jclouds.filesystem.basedir=$TMP/data
-CONF
-java -Xmx1g -jar "$JAR" --properties "$TMP/s3proxy.conf" >"$TMP/s3proxy.log" 2>&1 &
-PIDS+=($!)
-until curl -s -o /dev/null "http://127.0.0.1:$S3PORT"; do sleep 0.2; done
+start_s3proxy "$TMP/data"
 go build -o "$TMP/latencyproxy" ./bench/latencyproxy
 LPORT=$(free_port)
 "$TMP/latencyproxy" -listen "127.0.0.1:$LPORT" -target "http://127.0.0.1:$S3PORT" -delay 20ms &
 PIDS+=($!)
 until curl -s -o /dev/null "http://127.0.0.1:$LPORT"; do sleep 0.1; done
 
-export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 COMMON="--policy nodesam --seed 3 --memory-budget 256MiB --ppr-cache 0 --cache-limit 1GiB"
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 

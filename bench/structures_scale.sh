@@ -12,13 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${STRUCT_N:-1000000}
 B=${STRUCT_BIN:-bin}
-JAR=.cache/s3proxy-2.7.0.jar
-[ -f "$JAR" ] || make --no-print-directory s3proxy >/dev/null
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/augloader-structs-XXXXXX")
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/s3lib.sh
 
 t0=$(date +%s.%N)
 "$B"/shardconv synth --like oc20 --graphs "$N" --seed 1 -o "$TMP/in" 2>/dev/null
@@ -32,19 +27,7 @@ echo "RESULT kind=scale step=convert structures=$N seconds=$secs structures_s=$(
 rm -rf "$TMP/in"
 mkdir -p "$TMP/data/bench"
 cp -al "$TMP/s" "$TMP/data/bench/oc20"
-S3PORT=$(free_port)
-cat >"$TMP/s3proxy.conf" <<CONF
-s3proxy.endpoint=http://127.0.0.1:$S3PORT
-s3proxy.authorization=aws-v2-or-v4
-s3proxy.identity=bench
-s3proxy.credential=bench-secret
-jclouds.provider=filesystem
-jclouds.filesystem.basedir=$TMP/data
-CONF
-java -Xmx1g -jar "$JAR" --properties "$TMP/s3proxy.conf" >"$TMP/s3proxy.log" 2>&1 &
-PIDS+=($!)
-until curl -s -o /dev/null "http://127.0.0.1:$S3PORT"; do sleep 0.2; done
-export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+start_s3proxy "$TMP/data"
 MPORT=$(free_port)
 t0=$(date +%s.%N)
 AWS_ENDPOINT_URL=http://127.0.0.1:$S3PORT "$B"/augloader serve --shards s3://bench/oc20 --socket "$TMP/s.sock" \

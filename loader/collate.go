@@ -178,13 +178,6 @@ func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.Reco
 	sb.AppendValues(c.policy, nil)
 	cols = append(cols, sb.NewArray())
 	sb.Release()
-	bb := array.NewBooleanBuilder(mem)
-	bb.AppendValues(c.padded, nil)
-	cols = append(cols, bb.NewArray())
-	bb.Release()
-	rec := array.NewRecordBatch(schema, cols, int64(n))
-	for _, col := range cols {
-		col.Release()
-	}
-	return rec
+	cols = append(cols, arrowx.Bools(mem, c.padded))
+	return arrowx.Record(schema, n, cols)
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/augloader/augloader/atoms"
@@ -306,15 +305,8 @@ func (c *structCollator) record(schema *arrow.Schema, nprops int, noise bool) ar
 	if noise {
 		cols = append(cols, arrowx.List(f64, c.posOff, len(c.noise), arrow.Float64Traits.CastToBytes(c.noise)))
 	}
-	bb := array.NewBooleanBuilder(memory.DefaultAllocator)
-	bb.AppendValues(c.padded, nil)
-	cols = append(cols, bb.NewArray())
-	bb.Release()
-	rec := array.NewRecordBatch(schema, cols, int64(n))
-	for _, col := range cols {
-		col.Release()
-	}
-	return rec
+	cols = append(cols, arrowx.Bools(memory.DefaultAllocator, c.padded))
+	return arrowx.Record(schema, n, cols)
 }
 
 // pinStructure pins structure id (through the stream's page schedule when

@@ -8,7 +8,6 @@ import (
 	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/augloader/augloader/internal/arrowx"
 )
@@ -189,11 +188,7 @@ func (w *Writer) record(b *batchBuf) arrow.RecordBatch {
 	if w.opts.EdgeLabels {
 		cols = append(cols, arrowx.List(arrow.PrimitiveTypes.Int32, b.elOff, len(b.elVals), arrow.Int32Traits.CastToBytes(b.elVals)))
 	}
-	rec := array.NewRecordBatch(w.schema, cols, int64(n))
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec
+	return arrowx.Record(w.schema, n, cols)
 }
 
 func (w *Writer) recordV3(b *batchBuf) arrow.RecordBatch {
@@ -222,11 +217,7 @@ func (w *Writer) recordV3(b *batchBuf) arrow.RecordBatch {
 	if w.edge.DenseDim() > 0 {
 		cols = append(cols, arrowx.List(f32, b.exOff, len(b.edgeX), arrow.Float32Traits.CastToBytes(b.edgeX)))
 	}
-	rec := array.NewRecordBatch(w.schema, cols, int64(n))
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec
+	return arrowx.Record(w.schema, n, cols)
 }
 
 // appendDoubling is append for a batch's value slices, which grow to tens

@@ -251,15 +251,7 @@ func (w *Writer) appendV4(g *Graph) error {
 	for _, z := range g.Numbers {
 		w.elements[z] = true
 	}
-	b.values += vals
-	b.nodes += int64(n)
-	b.edges += int64(m)
-	w.next++
-	w.stats.Graphs++
-	w.stats.Nodes += int64(n)
-	w.stats.Edges += int64(m)
-	w.stats.MaxNodes = max(w.stats.MaxNodes, int64(n))
-	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(m))
+	w.counted(b, vals, n, m)
 	return nil
 }
 
@@ -284,11 +276,7 @@ func (w *Writer) recordV4(b *batchBuf) arrow.RecordBatch {
 	for k := range w.opts.Structures.Properties {
 		cols = append(cols, arrowx.List(f64, v.propOff[k], len(v.props[k]), arrow.Float64Traits.CastToBytes(v.props[k])))
 	}
-	rec := array.NewRecordBatch(w.schema, cols, int64(n))
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec
+	return arrowx.Record(w.schema, n, cols)
 }
 
 // batchV4 is a decoded format 4 batch's own columns.

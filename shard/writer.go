@@ -349,17 +349,23 @@ func (w *Writer) add(g *Graph) error {
 		b.elVals = appendDoubling(b.elVals, g.EdgeLabels)
 		b.elOff = append(b.elOff, int32(len(b.elVals)))
 	}
-	b.values += vals
-	b.nodes += int64(g.NumNodes)
-	b.edges += int64(g.NumEdges())
-	w.next++
-	w.stats.Graphs++
-	w.stats.Nodes += int64(g.NumNodes)
-	w.stats.Edges += int64(g.NumEdges())
-	w.stats.MaxNodes = max(w.stats.MaxNodes, int64(g.NumNodes))
-	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(g.NumEdges()))
+	w.counted(b, vals, int(g.NumNodes), g.NumEdges())
 	w.stats.IsolatedNodes += w.isolated(g)
 	return nil
+}
+
+// counted adds a graph of n nodes, m edges and vals list values, just
+// appended to batch b, to the batch's and the writer's counts.
+func (w *Writer) counted(b *batchBuf, vals, n, m int) {
+	b.values += vals
+	b.nodes += int64(n)
+	b.edges += int64(m)
+	w.next++
+	w.stats.Graphs++
+	w.stats.Nodes += int64(n)
+	w.stats.Edges += int64(m)
+	w.stats.MaxNodes = max(w.stats.MaxNodes, int64(n))
+	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(m))
 }
 
 // isolated counts g's nodes without an edge, in O(nodes + edges) with a

@@ -81,15 +81,7 @@ func (w *Writer) appendV3(g *Graph) error {
 	b.ecOff = append(b.ecOff, int32(len(b.edgeCat)))
 	b.edgeX = appendDoubling(b.edgeX, g.EdgeX)
 	b.exOff = append(b.exOff, int32(len(b.edgeX)))
-	b.values += vals
-	b.nodes += int64(n)
-	b.edges += int64(m)
-	w.next++
-	w.stats.Graphs++
-	w.stats.Nodes += int64(n)
-	w.stats.Edges += int64(m)
-	w.stats.MaxNodes = max(w.stats.MaxNodes, int64(n))
-	w.stats.MaxEdges = max(w.stats.MaxEdges, int64(m))
+	w.counted(b, vals, n, m)
 	w.stats.IsolatedNodes += w.isolated(g)
 	return nil
 }

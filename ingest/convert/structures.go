@@ -8,13 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/augloader/augloader/atoms"
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/ingest/asedb"
 	"github.com/augloader/augloader/ingest/extxyz"
+	"github.com/augloader/augloader/internal/ordered"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -179,35 +180,16 @@ type job struct {
 	line int64
 	err  error
 	list atoms.List
-	done chan struct{}
 }
 
 // convertStructures reads set, computes each structure's neighbour list on
-// workers goroutines and appends the structures to w in order.
+// so.Workers goroutines (which also lay it out as the shard stores it) and
+// appends the structures to w in order.
 func convertStructures(ctx context.Context, set ingest.StructureSet, w *shard.Writer, so StructureOptions, conv atoms.Convention, progress func(done, total int)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pending := make(chan *job, 4*so.Workers) // in order, to the writer
-	work := make(chan *job, 4*so.Workers)
-	pool := sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
-	var wg sync.WaitGroup
-	for range so.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var b atoms.Builder
-			for j := range work {
-				j.err = b.Build(j.g.Positions, &j.cell, j.pbc, so.Cutoff, conv, &j.list)
-				j.done <- struct{}{}
-			}
-		}()
-	}
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(work)
-		defer close(pending)
-		readErr <- set.Structures(ctx, func(s *ingest.Structure) error {
-			j := pool.Get().(*job)
+	done := 0
+	return ordered.Run(ctx, so.Workers, func(p *ordered.Producer[job]) error {
+		return set.Structures(p.Context(), func(s *ingest.Structure) error {
+			j := p.Next()
 			j.g = shard.Graph{ID: s.Index, NumNodes: int32(len(s.Numbers)), Numbers: append(j.g.Numbers[:0], s.Numbers...),
 				Positions: append(j.g.Positions[:0], s.Positions...), Cell: append(j.g.Cell[:0], s.Cell[:]...),
 				Props: grownProps(j.g.Props, len(s.Props)), Edges: j.g.Edges[:0], Shifts: j.g.Shifts[:0]}
@@ -220,52 +202,37 @@ func convertStructures(ctx context.Context, set ingest.StructureSet, w *shard.Wr
 					j.g.PBC |= 1 << k
 				}
 			}
-			// To the pool first: a job the writer waits for is always built.
-			select {
-			case work <- j:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			select {
-			case pending <- j:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			return nil
+			return p.Send()
 		})
-	}()
-	var done int
-	var err error
-	for j := range pending {
-		<-j.done
-		if err == nil {
-			err = j.err
-			if err != nil {
-				err = ingest.Errorf(set.Format(), j.file, j.line, 0, "structure %d: %v", j.g.ID, err)
+	}, func() func(*job) {
+		var b atoms.Builder
+		return func(j *job) {
+			if j.err = b.Build(j.g.Positions, &j.cell, j.pbc, so.Cutoff, conv, &j.list); j.err != nil {
+				return
 			}
-		}
-		if err == nil {
 			l := &j.list
-			for e := range l.Len() {
-				j.g.Edges = append(j.g.Edges, l.I[e], l.J[e])
-				j.g.Shifts = append(j.g.Shifts, int8(l.S[3*e]), int8(l.S[3*e+1]), int8(l.S[3*e+2]))
-			}
-			err = w.Append(&j.g)
-			done++
-			if progress != nil && (done&255 == 0 || done == int(set.Len())) {
-				progress(done, int(set.Len()))
+			m := l.Len()
+			j.g.Edges = slices.Grow(j.g.Edges[:0], 2*m)[:2*m]
+			j.g.Shifts = slices.Grow(j.g.Shifts[:0], 3*m)[:3*m]
+			for e := range m {
+				j.g.Edges[2*e], j.g.Edges[2*e+1] = l.I[e], l.J[e]
+				s := l.S[3*e : 3*e+3 : 3*e+3]
+				j.g.Shifts[3*e], j.g.Shifts[3*e+1], j.g.Shifts[3*e+2] = int8(s[0]), int8(s[1]), int8(s[2])
 			}
 		}
-		if err != nil {
-			cancel()
+	}, func(j *job) error {
+		if j.err != nil {
+			return ingest.Errorf(set.Format(), j.file, j.line, 0, "structure %d: %v", j.g.ID, j.err)
 		}
-		pool.Put(j)
-	}
-	wg.Wait()
-	if rerr := <-readErr; err == nil && rerr != nil {
-		err = rerr
-	}
-	return err
+		if err := w.Append(&j.g); err != nil {
+			return err
+		}
+		done++
+		if progress != nil && (done&255 == 0 || done == int(set.Len())) {
+			progress(done, int(set.Len()))
+		}
+		return nil
+	})
 }
 
 func grownProps(p [][]float64, n int) [][]float64 {

@@ -40,12 +40,12 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/augloader/augloader/ingest"
 	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/internal/ordered"
 	"github.com/augloader/augloader/shard"
 )
 
@@ -172,67 +172,27 @@ func (s *Set) Structures(ctx context.Context, fn func(*ingest.Structure) error) 
 	}
 	first := slices.Clone(s.sources)
 	type job struct {
-		fr   frame
-		st   ingest.Structure
-		err  error
-		done chan struct{}
+		fr  frame
+		st  ingest.Structure
+		err error
 	}
-	workers := runtime.GOMAXPROCS(0)
-	pool := sync.Pool{New: func() any {
-		return &job{done: make(chan struct{}, 1), st: ingest.Structure{Props: make([][]float64, len(s.props))}}
-	}}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work, pending := make(chan *job, 4*workers), make(chan *job, 4*workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				j.err = s.fill(&j.fr, index, &j.st)
-				j.done <- struct{}{}
-			}
-		}()
-	}
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(pending)
-		defer close(work)
-		readErr <- s.read(ctx, false, func(fr *frame) error {
-			j := pool.Get().(*job)
+	err := ordered.Run(ctx, runtime.GOMAXPROCS(0), func(p *ordered.Producer[job]) error {
+		return s.read(p.Context(), false, func(fr *frame) error {
+			j := p.Next()
 			j.fr.copyFrom(fr)
-			// To a parser first: a job the caller waits for is always parsed.
-			select {
-			case work <- j:
-			case <-ctx.Done():
-				return ctx.Err()
+			if j.st.Props == nil {
+				j.st.Props = make([][]float64, len(s.props))
 			}
-			select {
-			case pending <- j:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			return nil
+			return p.Send()
 		})
-	}()
-	var err error
-	for j := range pending {
-		<-j.done
-		if err == nil {
-			if err = j.err; err == nil {
-				err = fn(&j.st)
-			}
-			if err != nil {
-				cancel()
-			}
+	}, func() func(*job) {
+		return func(j *job) { j.err = s.fill(&j.fr, index, &j.st) }
+	}, func(j *job) error {
+		if j.err != nil {
+			return j.err
 		}
-		pool.Put(j)
-	}
-	wg.Wait()
-	if rerr := <-readErr; err == nil {
-		err = rerr
-	}
+		return fn(&j.st)
+	})
 	if err != nil {
 		return err
 	}

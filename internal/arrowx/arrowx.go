@@ -76,3 +76,21 @@ func AppendCodes(b []byte, codes []int32, width int) []byte {
 	}
 	return b
 }
+
+// Record is a record batch of n rows over cols, which it takes over: the
+// caller's references to them are released, the batch holds its own.
+func Record(schema *arrow.Schema, n int, cols []arrow.Array) arrow.RecordBatch {
+	rec := array.NewRecordBatch(schema, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
+}
+
+// Bools is a non-null boolean array of vals (bit-packed, so copied).
+func Bools(mem memory.Allocator, vals []bool) arrow.Array {
+	b := array.NewBooleanBuilder(mem)
+	defer b.Release()
+	b.AppendValues(vals, nil)
+	return b.NewArray()
+}

@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"internal/iox":      {},
 	"internal/ipcframe": {},
 	"internal/jsonseal": {},
+	"internal/ordered":  {},
 	"internal/version":  {},
 
 	// Library.
@@ -57,11 +58,11 @@ var allowed = map[string][]string{
 	"ingest/gin":           {"ingest", "ingest/internal/text", "shard"},
 	"ingest/ogb":           {"ingest", "ingest/internal/text", "shard"},
 	"ingest/parquet":       {"ingest", "shard", "internal/arrowx"},
-	"ingest/extxyz":        {"atoms", "ingest", "shard", "internal/iox"},
+	"ingest/extxyz":        {"atoms", "ingest", "shard", "internal/iox", "internal/ordered"},
 	"ingest/asedb":         {"atoms", "ingest", "shard", "internal/iox"},
 	// convert writes an input's splits as epoch's split files.
 	// Structures get their neighbour lists (atoms) at conversion.
-	"ingest/convert":  {"atoms", "epoch", "ingest", "ingest/tu", "ingest/gin", "ingest/ogb", "ingest/parquet", "ingest/extxyz", "ingest/asedb", "shard"},
+	"ingest/convert":  {"atoms", "epoch", "ingest", "ingest/tu", "ingest/gin", "ingest/ogb", "ingest/parquet", "ingest/extxyz", "ingest/asedb", "shard", "internal/ordered"},
 	"ingest/synth":    {"internal/iox"},
 	"ingest/download": {"internal/iox"},
 	// Object storage: a shard.Store of its own beside the readers.
