@@ -185,6 +185,19 @@ fuzz:
 	AUGLOADER_NO_BINARY=1 .venv-bench/bin/pip install -q $(PIP_C) --no-deps --no-build-isolation -e clients/python
 	touch $@
 
+# fairchem's CPU-graph loader, bench/python_structures.py's second peer
+# (#67), in a venv of its own (fairchem 2.24 pins torch 2.13): the lock
+# bench/requirements-fairchem.txt, its large wheels one pip run each.
+.venv-fairchem/.stamp: bench/requirements-fairchem.txt
+	rm -rf .venv-fairchem
+	$(PYBASE) -m venv .venv-fairchem
+	@set -e; for p in $$(grep -E '^(torch|triton|nvidia-[a-z0-9-]+)==' bench/requirements-fairchem.txt); do \
+	  echo ".venv-fairchem: $$p"; .venv-fairchem/bin/pip install -q $(PIP_C2) "$$p"; done
+	grep -v -E '^(#|torch==|triton==|nvidia-[a-z0-9-]+==)' bench/requirements-fairchem.txt > .venv-fairchem/rest.txt
+	.venv-fairchem/bin/pip install -q $(PIP_C2) -r .venv-fairchem/rest.txt
+	.venv-fairchem/bin/python -c 'from fairchem.core.datasets import AseDBDataset'
+	touch $@
+
 # MosaicML Streaming, bench/s3.sh's peer: bench/requirements-mosaic.txt
 # (a lock, --no-deps) over .venv-torch2's torch, shared by a .pth file.
 .venv-mosaic/.stamp: bench/requirements-mosaic.txt $(VENV2)/.stamp

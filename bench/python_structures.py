@@ -20,10 +20,20 @@ OC20-shaped set (shardconv synth --like oc20: fcc(111)/(100) metal slabs of
                         workers 0, 1, 2 (persistent); the trainer's CPU
                         (getrusage of this process; worker processes are not
                         the trainer's) and the daemon's
+  fairchem/<loader>     the same into fairchem's AtomicData fields (float32):
+                        fairchem's AseDBDataset over an .aselmdb with its CPU
+                        graph (AtomicData.from_ase: pymatgen's neighbour
+                        list at 6 Å, --max-neigh 30), in its own venv
+                        (bench/peers/fairchem_structures.py under
+                        .venv-fairchem: torch 2.13), against
+                        AugloaderDataset(layout="fairchem") over shards
+                        converted with --neighbours fairchem --max-neighbors
+                        30, each at its fastest of workers 0, 1, 2
 
 Prints one RESULT line per row (bench/results/structures.txt keeps a run;
 bench/report renders it in docs/bench.md). Needs .venv-torch2 (mace-torch,
-ase, matscipy, vesin).
+ase, matscipy, vesin), and .venv-fairchem for fairchem's rows (make
+.venv-fairchem/.stamp; without it they say so).
 
 Usage: .venv-torch2/bin/python bench/python_structures.py --bin bin [--structures 4000] [--epochs 3]
 """
@@ -138,11 +148,64 @@ class OnTheFly:
         return data.AtomicData.from_config(self.configs[i], z_table=self.table, cutoff=CUTOFF)
 
 
+def run(loader_fn, name, n, epochs, kind="mace", note=""):
+    """loader_fn(workers)'s epochs at DataLoader workers 0, 1 and 2: a
+    RESULT row each (median of the epochs) and one for the fastest."""
+    best = None
+    for workers in (0, 1, 2):
+        loader = loader_fn(workers)
+        walls, cpus = [], []
+        for e in range(epochs):
+            t, c = time.perf_counter(), cpu_s()
+            got = 0
+            for b in loader:
+                got += int(b.num_graphs)
+            walls.append(time.perf_counter() - t)
+            cpus.append(cpu_s() - c)
+            assert got == n, (name, got, n)
+        w, c = statistics.median(walls), statistics.median(cpus)
+        result(kind=kind, loader=name, workers=workers, structures=n, wall_s=f"{w:.3f}", trainer_cpu_s=f"{c:.3f}",
+               structures_s=f"{n / w:.0f}", note=note or "-")
+        if best is None or w < best[0]:
+            best = (w, c, workers)
+        del loader
+    result(kind=f"{kind}-best", loader=name, workers=best[2], structures=n, wall_s=f"{best[0]:.3f}",
+           trainer_cpu_s=f"{best[1]:.3f}", structures_s=f"{n / best[0]:.0f}")
+    return best
+
+
+def run_ours(bins, shards, batch, extra, scheme, label, n, epochs, kind, **dataset_kw):
+    """AugloaderDataset(**dataset_kw) over a daemon serving shards, through
+    run(); the daemon's CPU an epoch beside it."""
+    import torch
+    from augloader.torch import AugloaderDataset
+    with tempfile.TemporaryDirectory() as d:
+        sock = pathlib.Path(d) / "s.sock"
+        p = subprocess.Popen([str(bins / "augloader"), "serve", "--socket", str(sock), "--shards", str(shards),
+                              "--batch-size", str(batch), *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert json.loads(p.stdout.readline())["ready"]
+        url = f"{scheme}://{sock}"
+        try:
+            c0 = proc_cpu_s(p.pid)
+
+            def ours(workers):
+                ds = AugloaderDataset(url, **dataset_kw)
+                if workers == 0:
+                    return _Epochs(ds)
+                return _Epochs(ds, torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers,
+                                                               persistent_workers=True))
+            best = run(ours, label, n, epochs, kind)
+            result(kind=f"{kind}-daemon", loader=label, daemon_cpu_s=f"{(proc_cpu_s(p.pid) - c0) / (3 * epochs):.3f}")
+            return best
+        finally:
+            p.terminate()
+            p.wait()
+
+
 def bench_mace(bins, shards, atoms, epochs, batch):
     import torch
     from mace import data, tools
     from mace.tools import torch_geometric
-    from augloader.torch import AugloaderDataset
     torch.set_default_dtype(torch.float64)
     torch.set_num_threads(1)
     zs = sorted({int(z) for a in atoms for z in a.numbers})
@@ -154,62 +217,47 @@ def bench_mace(bins, shards, atoms, epochs, batch):
     configs = [data.config_from_atoms(a, key_specification=ks) for a in atoms]
     n = len(configs)
 
-    def run(loader_fn, name, note=""):
-        best = None
-        for workers in (0, 1, 2):
-            loader = loader_fn(workers)
-            walls, cpus = [], []
-            for e in range(epochs):
-                t, c = time.perf_counter(), cpu_s()
-                got = 0
-                for b in loader:
-                    got += int(b.num_graphs)
-                walls.append(time.perf_counter() - t)
-                cpus.append(cpu_s() - c)
-                assert got == n, (name, got, n)
-            w, c = statistics.median(walls), statistics.median(cpus)
-            result(kind="mace", loader=name, workers=workers, structures=n, wall_s=f"{w:.3f}", trainer_cpu_s=f"{c:.3f}",
-                   structures_s=f"{n / w:.0f}", note=note or "-")
-            if best is None or w < best[0]:
-                best = (w, c, workers)
-            del loader
-        result(kind="mace-best", loader=name, workers=best[2], structures=n, wall_s=f"{best[0]:.3f}",
-               trainer_cpu_s=f"{best[1]:.3f}", structures_s=f"{n / best[0]:.0f}")
-        return best
-
     def dl(ds, workers):
         return torch_geometric.dataloader.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
                                                      persistent_workers=workers > 0)
 
-    otf = run(lambda w: dl(OnTheFly(configs, table), w), "mace-on-the-fly")
+    otf = run(lambda w: dl(OnTheFly(configs, table), w), "mace-on-the-fly", n, epochs)
     inmem = [data.AtomicData.from_config(c, z_table=table, cutoff=CUTOFF) for c in configs]
-    mem = run(lambda w: dl(inmem, w), "mace-in-memory")
+    mem = run(lambda w: dl(inmem, w), "mace-in-memory", n, epochs)
     for extra, scheme, label in (((), "unix+shm", "augloader"), ((), "unix", "augloader-socket"),
                                  (("--rotate",), "unix+shm", "augloader-rotate")):
-        with tempfile.TemporaryDirectory() as d:
-            sock = pathlib.Path(d) / "s.sock"
-            p = subprocess.Popen([str(bins / "augloader"), "serve", "--socket", str(sock), "--shards", str(shards),
-                                  "--batch-size", str(batch), *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            assert json.loads(p.stdout.readline())["ready"]
-            url = f"{scheme}://{sock}"
-            try:
-                c0 = proc_cpu_s(p.pid)
-
-                def ours(workers, url=url):
-                    ds = AugloaderDataset(url, layout="mace", z_table=zs)
-                    if workers == 0:
-                        return _Epochs(ds)
-                    return _Epochs(ds, torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers,
-                                                                   persistent_workers=True))
-                best = run(ours, label)
-                daemon = (proc_cpu_s(p.pid) - c0) / (3 * epochs)
-                result(kind="mace-daemon", loader=label, daemon_cpu_s=f"{daemon:.3f}")
-            finally:
-                p.terminate()
-                p.wait()
+        best = run_ours(bins, shards, batch, extra, scheme, label, n, epochs, "mace", layout="mace", z_table=zs)
         if label == "augloader":
             result(kind="mace-ratio", vs="on-the-fly", wall_x=f"{otf[0] / best[0]:.1f}", trainer_cpu_frac=f"{best[1] / otf[1]:.3f}")
             result(kind="mace-ratio", vs="in-memory", wall_x=f"{mem[0] / best[0]:.1f}", trainer_cpu_frac=f"{best[1] / mem[1]:.3f}")
+
+
+def bench_fairchem(bins, folder, shards, n, epochs, batch, python, max_neigh):
+    """fairchem's AseDBDataset with its CPU graph (bench/peers/
+    fairchem_structures.py in fairchem's own venv) against
+    AugloaderDataset(layout="fairchem") over shards in fairchem's
+    neighbour convention (--neighbours fairchem --max-neighbors)."""
+    import torch
+    torch.set_num_threads(1)
+    best = run_ours(bins, shards, batch, (), "unix+shm", "augloader-fairchem", n, epochs, "fairchem", layout="fairchem")
+    if not python:
+        result(kind="fairchem-missing", note="no fairchem venv: make .venv-fairchem/.stamp")
+        return
+    peer = ROOT / "bench" / "peers" / "fairchem_structures.py"
+    with tempfile.TemporaryDirectory() as d:
+        db = pathlib.Path(d) / "oc20.aselmdb"
+        subprocess.run([python, str(peer), "write", str(sorted(folder.glob("*.xyz"))[0]), str(db)], check=True)
+        out = subprocess.run([python, str(peer), "read", str(db), "--batch", str(batch), "--epochs", str(epochs),
+                              "--radius", str(CUTOFF), "--max-neigh", str(max_neigh)], check=True,
+                             capture_output=True, text=True).stdout
+    theirs = None
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            print(line, flush=True)
+            kv = dict(f.split("=", 1) for f in line.split()[1:])
+            if kv["kind"] == "fairchem-best":
+                theirs = (float(kv["wall_s"]), float(kv["trainer_cpu_s"]))
+    result(kind="fairchem-ratio", vs="cpu-graph", wall_x=f"{theirs[0] / best[0]:.1f}", trainer_cpu_frac=f"{best[1] / theirs[1]:.3f}")
 
 
 class _Epochs:
@@ -228,7 +276,7 @@ class _Epochs:
 
 class _Counted:
     def __init__(self, d):
-        self.num_graphs = int(d["num_graphs"])
+        self.num_graphs = int(d["num_graphs"]) if "num_graphs" in d else len(d["natoms"])  # to_fairchem's has natoms
 
 
 def main():
@@ -238,6 +286,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--nl-reps", type=int, default=20)
+    ap.add_argument("--max-neigh", type=int, default=30, help="fairchem's CPU graph: neighbours kept an atom")
+    ap.add_argument("--fairchem-python", default="", help="fairchem's venv's python (default .venv-fairchem's, when built)")
     a = ap.parse_args()
     bins = pathlib.Path(a.bin).resolve()
     with tempfile.TemporaryDirectory() as d:
@@ -250,6 +300,11 @@ def main():
         subprocess.run([str(bins / "shardconv"), "convert", "-q", "-i", str(d / "oc20"), "-o", str(d / "oc20.shards"),
                         "--cutoff", str(CUTOFF)], check=True)
         bench_mace(bins, d / "oc20.shards", atoms, a.epochs, a.batch)
+        subprocess.run([str(bins / "shardconv"), "convert", "-q", "-i", str(d / "oc20"), "-o", str(d / "oc20.fairchem"),
+                        "--cutoff", str(CUTOFF), "--neighbours", "fairchem", "--max-neighbors", str(a.max_neigh)], check=True)
+        py = a.fairchem_python or (str(ROOT / ".venv-fairchem" / "bin" / "python")
+                                   if (ROOT / ".venv-fairchem" / ".stamp").exists() else "")
+        bench_fairchem(bins, d / "oc20", d / "oc20.fairchem", a.structures, a.epochs, a.batch, py, a.max_neigh)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,9 @@ func (pg *page) writeStructures(w *bytes.Buffer) {
 				m["vs"], fs(num(m, "wall_x")), fs(num(m, "trainer_cpu_frac")))
 		}
 	}
-	w.WriteString("\n")
+	w.WriteString("\n*trainer CPU* is the training process's own (getrusage): where a peer is fastest with DataLoader workers, " +
+		"its conversion runs in those processes and is not counted, so the fraction flatters the peer.\n\n")
+	writeFairchem(w, r.rows)
 	pg.writeStructuresScale(w)
 }
 
@@ -133,4 +135,44 @@ func (pg *page) writeConvertFloor(w *bytes.Buffer, rows []map[string]string) {
 		"before any parsing or compression; 20× at this density takes %.0f cores or more (`ase.io.read` uses one).\n",
 		num(ours, "structures_s")/num(ase, "structures_s"), edges, fs(num(nl, "medges_s")), cores, bound,
 		bound/num(ase, "structures_s"), math.Ceil(20*num(ase, "structures_s")*edges/(num(nl, "medges_s")*1e6)))
+}
+
+// writeFairchem: the same set into fairchem's AtomicData fields, fairchem's
+// AseDBDataset with its CPU graph (in its own venv) beside ours.
+func writeFairchem(w *bytes.Buffer, rows []map[string]string) {
+	var best []map[string]string
+	daemon := map[string]string{}
+	for _, m := range rows {
+		switch m["kind"] {
+		case "fairchem-best":
+			best = append(best, m)
+		case "fairchem-daemon":
+			daemon[m["loader"]] = fs(num(m, "daemon_cpu_s"))
+		case "fairchem-missing":
+			fmt.Fprintf(w, "**Into fairchem's batch fields**: not measured in this run (%s).\n\n", m["note"])
+		}
+	}
+	if len(best) == 0 {
+		return
+	}
+	w.WriteString("**Into fairchem's batch fields** (batch 16, float32, `AtomicData`'s fields), each at its fastest of DataLoader workers 0, 1 and 2: " +
+		"fairchem 2.24's `AseDBDataset` over an `.aselmdb` of the same structures with its CPU graph (`a2g_args` `r_edges`: `AtomicData.from_ase`, " +
+		"pymatgen's neighbour list at 6 Å, 30 neighbours an atom at most), in its own venv (torch 2.13; `bench/peers/fairchem_structures.py`), " +
+		"against `AugloaderDataset(url, layout=\"fairchem\")` over shards converted with `--neighbours fairchem --max-neighbors 30`:\n\n" +
+		"| loader | workers | structures/s | trainer CPU s / epoch | daemon CPU s / epoch |\n|---|---:|---:|---:|---:|\n")
+	for _, m := range best {
+		d := daemon[m["loader"]]
+		if d == "" {
+			d = "—"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m["loader"], m["workers"], m["structures_s"], fs(num(m, "trainer_cpu_s")), d)
+	}
+	w.WriteString("\n")
+	for _, m := range rows {
+		if m["kind"] == "fairchem-ratio" {
+			fmt.Fprintf(w, "- against fairchem's CPU-graph loader: %s× the structures a second, the trainer's CPU %s of its.\n",
+				fs(num(m, "wall_x")), fs(num(m, "trainer_cpu_frac")))
+		}
+	}
+	w.WriteString("\n")
 }
