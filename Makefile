@@ -209,11 +209,25 @@ fuzz:
 	.venv-mosaic/bin/python -c 'import streaming, torch'
 	touch $@
 
+# The peers users have today (#68): PyG 2.8.1 and LitData 0.2.76 over
+# .venv-torch2's torch 2.9.1 (a .pth file, as .venv-mosaic), the lock
+# bench/requirements-peers.txt with --no-deps; bench/python_collab.sh,
+# python_tensors.sh and python_twins.sh run in it, and bench/litdata.sh.
+.venv-peers/.stamp: bench/requirements-peers.txt $(VENV2)/.stamp
+	rm -rf .venv-peers
+	$(PYBASE) -m venv .venv-peers
+	echo "$(CURDIR)/$(VENV2)/lib/python$$($(VENV2)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages" \
+	  > "$$(.venv-peers/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch2.pth"
+	.venv-peers/bin/pip install -q $(PIP_C2) -r bench/requirements-peers.txt
+	echo "$(CURDIR)/clients/python" > "$$(.venv-peers/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/augloader-checkout.pth"
+	.venv-peers/bin/python -c 'import torch, torch_geometric, litdata, augloader; assert torch_geometric.__version__ == "2.8.1"'
+	touch $@
+
 # Every benchmark behind docs/bench.md (Go benchmarks, scaling, COLLAB and
 # REDDIT-BINARY epoch stages, machine limits, the Python client against
 # PyG, the COLLAB conversion), raw outputs and exact commands in
 # bench/out/, then bench/report rewrites docs/bench.md and its PNGs.
-bench: build .venv-bench/.stamp .venv-mosaic/.stamp s3proxy
+bench: build .venv-bench/.stamp .venv-peers/.stamp .venv-mosaic/.stamp s3proxy
 	GO=$(GO) BENCHCOUNT=$(BENCHCOUNT) bash bench/run.sh
 
 # The paper's Table 3 rows (MUTAG, PTC_MR, PROTEINS; none, NodeSam, SubMix;

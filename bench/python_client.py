@@ -8,6 +8,10 @@
                                      GPU, where edge_index is widened and x one-hot encoded
   augloader/<t>/<policy>/pyg-layout  + the host-memory layout of a PyG Batch: int64
                                      edge_index [2, E] and the dense one-hot x [N, 369]
+  augloader/<t>/<policy>/pyg-batch   the path a PyG user takes: AugloaderDataset(url,
+                                     pyg=True), torch_geometric Batch objects (int64
+                                     edge_index, dense one-hot x, y, batch, ptr); the
+                                     trainer's CPU and the daemon's per epoch beside it
   augloader/decode-only/nodesam      views built from a recorded epoch held in memory (no daemon)
   pyg/collate/workers=0              PyG's DataLoader collating the same graphs in-process
                                      (Batch.from_data_list), no augmentation
@@ -21,9 +25,11 @@
                                      every fifth graph, one epoch per configuration)
   pyg/dropout_edge/transform-only    dropout_edge over every graph in this process (one core)
   pyg/read_tu_data                   PyG reading the TU text files (--tu; the converter's peer, one run)
-  paired/...                         augloader/socket/nodesam/views and PyG's fastest dropout_edge
+  paired/...                         augloader/socket/nodesam/views, augloader/shm/nodesam/
+                                     pyg-batch (the headline) and PyG's fastest dropout_edge
                                      configuration again, alternating epoch by epoch (--paired
-                                     epochs each)
+                                     epochs each); PyG's CPU counted with its DataLoader
+                                     workers (bench/peers/cpuclock.py)
 
 With --peers-only (and --prefix NAME/) only the two PyG DataLoader peers run,
 on another dataset's shards.
@@ -54,6 +60,16 @@ import pyarrow.ipc as ipc
 import augloader
 from augloader import _wire
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+from cpuclock import loader_cpu_s, self_cpu_s  # noqa: E402
+
+
+def proc_cpu_s(pid):
+    """CPU seconds of a live process (the daemon), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 
 def free_port():
     with socket.socket() as s:
@@ -73,6 +89,7 @@ class Daemon:
                                   policy=policy, batch_size=batch_size,
                                   args=["--metrics", f"127.0.0.1:{mport}", "--drain", "5s"]).start()
         self.unix, self.grpc = f"unix://{sock}", self.d.flight_url
+        self.pid = self.d.proc.pid
         self.metrics_url = f"http://127.0.0.1:{mport}/metrics"
 
     def metrics(self) -> dict:
@@ -168,12 +185,42 @@ def consume(stream, layout):
     return graphs, batches, nbytes
 
 
-def client_epoch(url, epoch, layout):
+def client_epoch(url, epoch, layout, daemon_pid=None):
     if layout == "raw":
         return raw_epoch(url, epoch)
+    if layout == "pyg-batch":
+        return pyg_batch_epoch(url, epoch, daemon_pid)
     t = time.perf_counter()
     g, n, nbytes = consume(augloader.connect(url).epoch(epoch), layout)
     return time.perf_counter() - t, g, n, nbytes
+
+
+_DATASETS = {}
+
+
+def pyg_batch_epoch(url, epoch, daemon_pid):
+    """One epoch of AugloaderDataset(url, pyg=True) (one dataset per url,
+    as a training loop keeps it): PyG Batches, each touched as a loop
+    would (its x and edge_index); the trainer's CPU (this process) and,
+    given its pid, the daemon's, as a fifth element of the run."""
+    from augloader.torch import AugloaderDataset
+    ds = _DATASETS.get(url)
+    if ds is None:
+        ds = _DATASETS[url] = AugloaderDataset(url, pyg=True)
+    ds.set_epoch(epoch)
+    graphs = batches = edges = nodes = 0
+    d0 = proc_cpu_s(daemon_pid) if daemon_pid else 0.0
+    t, c = time.perf_counter(), self_cpu_s()
+    for b in ds:
+        graphs += b.num_graphs
+        batches += 1
+        edges += b.edge_index.shape[1]
+        nodes += b.x.shape[0]
+    wall, cpu = time.perf_counter() - t, self_cpu_s() - c
+    cpus = {"trainer_cpu_s": cpu, "edges": edges, "nodes": nodes, "feature_dim": int(b.x.shape[1])}
+    if daemon_pid:
+        cpus["daemon_cpu_s"] = proc_cpu_s(daemon_pid) - d0
+    return wall, graphs, batches, 0, cpus
 
 
 def decode_only(unix, epochs):
@@ -331,11 +378,13 @@ def versions():
 
 
 def time_loader(loader):
+    """One epoch of a PyG DataLoader; its CPU (this process and its
+    DataLoader workers, bench/peers/cpuclock.py) as a fifth element."""
     graphs = 0
-    t = time.perf_counter()
+    t, c = time.perf_counter(), loader_cpu_s()
     for b in loader:
         graphs += b.num_graphs
-    return time.perf_counter() - t, graphs, 0, 0
+    return time.perf_counter() - t, graphs, 0, 0, {"loader_cpu_s": loader_cpu_s() - c}
 
 
 def write_json(path, rows):
@@ -372,6 +421,10 @@ def main():
         best = min(runs, key=lambda r: r[0])
         row = {"name": name, "epochs": len(runs), "s_per_epoch": secs, "best_s": secs[0],
                "median_s": statistics.median(secs), "graphs": best[1], "batches": best[2], "bytes": best[3]}
+        # CPU seconds and counts a run carries as a fifth element: their
+        # medians over the epochs.
+        for k in sorted({k for r in runs if len(r) > 4 for k in r[4]}):
+            row[k] = statistics.median(r[4][k] for r in runs if len(r) > 4 and k in r[4])
         if daemon:
             row["daemon"] = daemon
         if extra:
@@ -390,8 +443,8 @@ def main():
         try:
             client_epoch(d.unix, 0, "raw")  # NodeSam's index is built in the first epoch
             for transport, url in (("socket", d.unix), ("shm", d.unix.replace("unix://", "unix+shm://")), ("flight", d.grpc)):
-                for layout in ("raw", "views", "pyg-layout"):
-                    runs, daemon = with_counters(d, lambda: [client_epoch(url, e, layout) for e in range(args.epochs)])
+                for layout in ("raw", "views", "pyg-layout", "pyg-batch"):
+                    runs, daemon = with_counters(d, lambda: [client_epoch(url, e, layout, d.pid) for e in range(args.epochs)])
                     record(f"augloader/{transport}/{policy}/{layout}", runs, daemon)
             if policy == "nodesam":
                 record("augloader/decode-only/nodesam", decode_only(d.unix, args.epochs))
@@ -418,14 +471,18 @@ def main():
         d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
         try:
             client_epoch(d.unix, 0, "raw")  # build the NodeSam index
-            ours, peer = [], []
+            shm = d.unix.replace("unix://", "unix+shm://")
+            client_epoch(shm, 0, "pyg-batch", d.pid)  # the dataset's ring, as a training loop's first epoch
+            ours, headline, peer = [], [], []
             pl = pyg_epoch(data, fw, "dropout_edge", fp)
             if fp:
                 time_loader(pl)
             for e in range(args.paired):
                 ours.append(client_epoch(d.unix, e + 1, "views"))
+                headline.append(client_epoch(shm, e + 1, "pyg-batch", d.pid))
                 peer.append(time_loader(pl))
             record("paired/augloader/socket/nodesam/views", ours)
+            record("paired/augloader/shm/nodesam/pyg-batch", headline)
             record("paired/pyg/dropout_edge/fastest", peer, extra={"config": fastest})
         finally:
             d.stop()

@@ -2,9 +2,10 @@
 """The trainer's cost per batch (issue 28): a NodeSam COLLAB epoch turned
 into torch tensors on the CPU device through augloader.torch.to_tensors,
 against PyG's DataLoader applying dropout_edge in the same layout, each at
-its fastest configuration. Per epoch: wall time and this (the trainer)
-process's CPU time (getrusage, user + system; DataLoader worker processes
-are not the trainer's).
+its fastest configuration. Per epoch: wall time and CPU time (user +
+system): for augloader's rows this (the trainer) process's, for PyG's this
+process's and its DataLoader workers' (bench/peers/cpuclock.py), what
+loading costs the trainer's machine besides the daemon.
 
   augloader/<t>/<layout>   t: socket (Unix socket) or shm (unix+shm://)
   pyg/<layout>/workers=<w>[/persistent], pyg/<layout>/fastest
@@ -30,6 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import augloader  # noqa: E402
 from python_client import PEER_CONFIGS, Daemon, DropEdge, load_pyg  # noqa: E402
+from cpuclock import loader_cpu_s  # noqa: E402  (bench/peers, on the path python_client set)
 
 
 def cpu_s():
@@ -183,13 +185,14 @@ def loop(url, layout, batches, epochs, threads):
 
 
 def pyg(loader):
-    def run():
-        g = 0
-        for b in loader:
-            _ = (b.x, b.edge_index, b.batch, b.ptr, b.y)
-            g += b.num_graphs
-        return g
-    return timed(run)
+    """One epoch of a PyG DataLoader; its CPU counts its worker processes
+    too (bench/peers/cpuclock.py: the trainer's machine pays for them)."""
+    g = 0
+    t, c = time.perf_counter(), loader_cpu_s()
+    for b in loader:
+        _ = (b.x, b.edge_index, b.batch, b.ptr, b.y)
+        g += b.num_graphs
+    return time.perf_counter() - t, loader_cpu_s() - c, g
 
 
 def as_codes(data):

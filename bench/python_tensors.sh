@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/collab.sh
 collab_shards python_tensors
-.venv-bench/bin/python bench/python_tensors.py --bin bin --shards "$TMP/collab.shards" --epochs 5 --workdir "$TMP"
+.venv-peers/bin/python bench/python_tensors.py --bin bin --shards "$TMP/collab.shards" --epochs 5 --workdir "$TMP"

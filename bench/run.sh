@@ -3,7 +3,7 @@
 # output and exact command under $BENCHOUT (default bench/out), then
 # bench/report rewrites docs/bench.md and its PNG figures from them.
 # Needs the real COLLAB and REDDIT-BINARY in ../shared/datasets and
-# .venv-bench (make .venv-bench/.stamp), .venv-mosaic and s3proxy (make
+# .venv-bench and .venv-peers (make .venv-bench/.stamp .venv-peers/.stamp), .venv-mosaic and s3proxy (make
 # .venv-mosaic/.stamp s3proxy: make bench does both); root for the throttled-link rows of
 # bench/scaleout.sh (skipped otherwise). About 15 minutes on 2 cores.
 set -euo pipefail
@@ -44,6 +44,7 @@ step scaleout bash bench/scaleout.sh
 step molecules bash bench/molecules.sh
 step tensors bash bench/python_tensors.sh
 step twins bash bench/python_twins.sh
+step litdata bash bench/litdata.sh
 step shuffle bash bench/shuffle.sh
 step large bash bench/large.sh
 step cliff bash bench/cliff.sh bin 64MiB 3

@@ -99,7 +99,7 @@ func load(dir string) (*page, error) {
 	for _, b := range []struct {
 		file string
 		into *[]map[string]string
-	}{{"scaleout.txt", &pg.scaleout}, {"molecules.txt", &pg.molecules}, {"large.txt", &pg.large}, {"shuffle.txt", &pg.shuffle}, {"tensors.txt", &pg.tensors}, {"twins.txt", &pg.twins}, {"cliff.txt", &pg.cliff}, {"s3.txt", &pg.s3}} {
+	}{{"scaleout.txt", &pg.scaleout}, {"molecules.txt", &pg.molecules}, {"large.txt", &pg.large}, {"shuffle.txt", &pg.shuffle}, {"tensors.txt", &pg.tensors}, {"twins.txt", &pg.twins}, {"litdata.txt", &pg.litdata}, {"cliff.txt", &pg.cliff}, {"s3.txt", &pg.s3}} {
 		if p := opt(b.file); p != "" {
 			if *b.into, err = readResultLines(p); err != nil {
 				return nil, err

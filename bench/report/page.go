@@ -18,6 +18,7 @@ type page struct {
 	molecules                         []map[string]string
 	tensors                           []map[string]string
 	twins                             []map[string]string
+	litdata                           []map[string]string
 	gpu, gpuFeed                      *gpuResults            // saved from a lent GPU machine (bench/results)
 	results                           map[string]*gpuResults // every file of bench/results, by name
 	shuffle                           []map[string]string
@@ -88,6 +89,7 @@ func (pg *page) write(w *bytes.Buffer) error {
 	pg.writeTorchrun(w)
 	pg.writeStructures(w)
 	pg.writeTwins(w)
+	pg.writeLitData(w)
 	pg.writeShuffle(w)
 	pg.writeLarge(w)
 	pg.writeCliff(w)
@@ -119,6 +121,16 @@ func rowWith(rows []map[string]string, kv ...string) (map[string]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// pygPeer names the PyG the run measured against, as its Python steps
+// recorded it ("PyG 2.8.1 on torch 2.9.1"), or "PyG" when unrecorded.
+func (pg *page) pygPeer() string {
+	if pg.py == nil || pg.py.versions == nil || pg.py.versions["torch_geometric"] == nil {
+		return "PyG"
+	}
+	v := pg.py.versions
+	return fmt.Sprintf("PyG %v on torch %v", v["torch_geometric"], strings.SplitN(fmt.Sprint(v["torch"]), "+", 2)[0])
 }
 
 func (pg *page) writeMachine(w *bytes.Buffer) {

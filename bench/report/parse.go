@@ -114,6 +114,16 @@ type pyRow struct {
 	Graphs  float64   `json:"graphs"`
 	Batches float64   `json:"batches"`
 	Bytes   float64   `json:"bytes"`
+	// CPU seconds an epoch (medians): the trainer process's and the
+	// daemon's on augloader's pyg-batch rows, a PyG loader's with its
+	// workers (loader); and what a pyg-batch epoch held (edges, nodes and
+	// x's width), for its floor.
+	TrainerCPU float64 `json:"trainer_cpu_s"`
+	DaemonCPU  float64 `json:"daemon_cpu_s"`
+	LoaderCPU  float64 `json:"loader_cpu_s"`
+	Edges      float64 `json:"edges"`
+	Nodes      float64 `json:"nodes"`
+	FeatureDim float64 `json:"feature_dim"`
 	// Config names, on a "pyg/<aug>/fastest" marker row (which has no
 	// epochs of its own), the row of that peer's fastest configuration.
 	Config string `json:"config"`

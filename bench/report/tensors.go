@@ -31,6 +31,18 @@ func tensorCases(layout string) func(*page) ([]any, []measuredCase) {
 	}
 }
 
+// tensorsShmCase: tensorCases("pyg")'s shared-memory case alone (#68's
+// bound on it), the peer's PyG named.
+func (pg *page) tensorsShmCase() ([]any, []measuredCase) {
+	args, cs := tensorCases("pyg")(pg)
+	for _, c := range cs {
+		if strings.HasPrefix(c.shown, "shm:") && c.figures != nil {
+			return append([]any{pg.pygPeer()}, args...), []measuredCase{c}
+		}
+	}
+	return nil, nil
+}
+
 func (pg *page) clientCases() ([]any, []measuredCase) {
 	var cs []measuredCase
 	for _, v := range []string{"socket/no-digest", "socket/digest"} {
@@ -84,16 +96,16 @@ func (pg *page) writeTensors(w *bytes.Buffer) {
 	}
 	fmt.Fprintf(w, "Command: %s (step `tensors`). A NodeSam epoch of the real COLLAB (5,000 graphs, batches of 32) turned into "+
 		"torch tensors on the CPU device by `augloader.torch.to_tensors`, the daemon (every core) on the same machine; against "+
-		"PyG 2.5.3's `DataLoader` applying `dropout_edge(p=0.2)` per graph, in every configuration of workers and persistence, "+
-		"the fastest by wall time taken as the peer. Per epoch (median of 5): wall time, and the CPU time of the trainer process "+
-		"itself (`getrusage`, user + system; DataLoader workers are other processes). Layout `pyg`: PyG's `Batch` fields, "+
+		"%s's `DataLoader` applying `dropout_edge(p=0.2)` per graph, in every configuration of workers and persistence, "+
+		"the fastest by wall time taken as the peer. Per epoch (median of 5): wall time, and CPU time (user + system): ours the trainer "+
+		"process's own, PyG's its process's and its DataLoader workers' (`bench/peers/cpuclock.py`). Layout `pyg`: PyG's `Batch` fields, "+
 		"the dense one-hot `x` [N, 369] float32 (%s) "+
 		"and int64 `edge_index`; layout `codes`: no dense `x`, the int32 codes, nodes and "+
 		"weights (`CodeEmbedding` takes them) against PyG holding the int64 degree code as `x`. "+
 		"`…/loader-workers=W`: the same epochs through `AugloaderDataset` in torch's `DataLoader(batch_size=None)`, "+
 		"W = 0 in the trainer, W = 2 persistent workers making the tensors (the dense `x` in a fresh array each batch: a worker "+
 		"never reuses a buffer the trainer reads from shared memory) and the trainer receiving them. This machine has no GPU: "+
-		"the next section's figures come from a lent one. %s\n\n", pg.command("tensors"), pg.bufferMode(), pg.machineLine())
+		"the next section's figures come from a lent one. %s\n\n", pg.command("tensors"), pg.pygPeer(), pg.bufferMode(), pg.machineLine())
 	fmt.Fprintf(w, "| configuration | wall s/epoch | trainer CPU s/epoch |\n|---|---:|---:|\n")
 	for _, m := range pg.tensors {
 		if m["kind"] == "tensors" {

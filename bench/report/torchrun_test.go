@@ -76,3 +76,42 @@ func TestStructuresSection(t *testing.T) {
 		}
 	}
 }
+
+// The LitData section: conversions beside shardconv's, every loader
+// configuration with the fastest marked, the paired ratio and each check
+// with its URL-quoted values read back.
+func TestLitDataSection(t *testing.T) {
+	dir := t.TempDir()
+	body := "noise\n" +
+		"RESULT kind=about graphs=5000 litdata=0.2.76 torch_geometric=2.8.1 torch=2.9.1+cu128 cores=2 shard_bytes=30000000\n" +
+		"RESULT kind=litdata-optimize storage=dense compression=zstd graphs=5000 seconds=22.245 bytes=26224880\n" +
+		"RESULT kind=litdata name=litdata/dense-zstd/workers=0 wall_s=2.000 loader_cpu_s=3.000 graphs=5000\n" +
+		"RESULT kind=litdata name=litdata/codes-zstd/workers=0 wall_s=1.000 loader_cpu_s=2.000 graphs=5000\n" +
+		"RESULT kind=litdata-fastest name=litdata/codes-zstd/workers=0\n" +
+		"RESULT kind=paired name=augloader/shm/nodesam/pyg-batch wall_s=0.200 trainer_cpu_s=0.150 daemon_cpu_s=0.150 epochs=5\n" +
+		"RESULT kind=paired name=litdata/codes-zstd/workers=0 wall_s=1.200 loader_cpu_s=2.400 epochs=5\n" +
+		"RESULT kind=check name=flipped-litdata-dense-none holds=no file=chunk-0-0.bin graphs_that_differ=1 error=None\n" +
+		"RESULT kind=check name=flipped-augloader holds=yes error=shard%3A%20checksum%20mismatch%20%7C%20x\n"
+	if err := os.WriteFile(filepath.Join(dir, "litdata.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := readResultLines(filepath.Join(dir, "litdata.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	(&page{litdata: rows, convert: map[string]float64{"convert_s": 1.5}, cmds: map[string]string{}}).writeLitData(&w)
+	for _, want := range []string{
+		"| `litdata.optimize`, dense, compression zstd (from the Data in memory) | 22.245 | 26 |",
+		"| `shardconv convert` of the TU text (parsing it too; step `convert`) | 1.500 | 30 |",
+		"| **`litdata/codes-zstd/workers=0`** (fastest) | 1.000 | 2.000 | 5,000 |",
+		"| `litdata/dense-zstd/workers=0` | 2.000 | 3.000 | 2,500 |",
+		"**6.0× the wall time, 8.0× the CPU**",
+		"| `flipped-litdata-dense-none` | no | error: None; file: chunk-0-0.bin; graphs_that_differ: 1 |",
+		"| `flipped-augloader` | yes | error: shard: checksum mismatch \\| x |",
+	} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("the section lacks %q:\n%s", want, w.String())
+		}
+	}
+}

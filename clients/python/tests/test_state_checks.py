@@ -170,6 +170,25 @@ def test_pyg_batch_keeps_the_dict(seed0):
             assert b.y.dtype == torch.int64 and tuple(b.y.shape) == (t["num_graphs"],)
 
 
+@pytest.mark.skipif(PyGBatch is None, reason="torch_geometric is not installed in this venv")
+def test_pyg_batch_made_directly_equals_pygs_own(seed0):
+    """The dataset makes its PyG Batches without PyG's metaclass after the
+    first (_dataset._pyg_batch): each is what PyGBatch(**the same fields)
+    gives: its class, keys, tensors and node and graph counts."""
+    from augloader import _dataset
+    dicts = list(AugloaderDataset(seed0.url, pyg=False))
+    batches = list(AugloaderDataset(seed0.url, pyg=True))
+    assert len(batches) > 2 and _dataset._PYG_BATCH_CLASS is not None
+    for t, b in zip(dicts, batches):
+        want = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
+                        y=t["y_soft"] if t["soft"] else t["y"], padded=t["padded"], graph_id=t["graph_id"])
+        assert type(b) is type(want) and isinstance(b, PyGBatch)
+        assert set(b.keys()) == set(want.keys()) | {"batch_index", "num_classes"}
+        for k in want.keys():
+            assert torch.equal(b[k], want[k]), k
+        assert b.num_graphs == t["num_graphs"] and b.num_nodes == want.num_nodes == t["num_nodes"]
+
+
 def test_client_checks_raise_named_errors(seed0):
     """Item 9: twin weights that are no finite float, resume counts past
     the daemon's 64-bit integers and a rank key of a superscript digit
