@@ -100,9 +100,9 @@ class _OneHotBuffers:
         self._idle_count = None  # a buffer's use count when idle (_idle)
         self._lock = threading.Lock()
         # [flat float32 base (a tensor, or with no use count the NumPy
-        # array), (dim, version, rows, nodes, codes) of the last batch
-        # written into it or None while all zeros, the array's reference
-        # count when idle (NumPy mode)]
+        # array), (dim, version, rows, flat positions set) of the last
+        # batch written into it or None while all zeros, the array's
+        # reference count when idle (NumPy mode)]
         self._bufs: list = []
 
     @property
@@ -157,22 +157,28 @@ class _OneHotBuffers:
         b.check_codes()
         e, claim = self._take(n * dim, dim)
         flat = e[0].numpy() if self.enabled else e[0]
+        # Positions in the flat buffer, node·dim + code: one index array
+        # for the write here and, kept, for the clearing when the buffer
+        # is next taken (1-D indexing, a third of the 2-D's cost).
+        at = node.astype(np.int64)
+        at *= dim
+        at += code
         if e[1] is not None:
-            _, version, rows, nodes, codes = e[1]
+            _, version, rows, last = e[1]
             # Written in place (or, without torch's version counter, maybe
             # so): clear all it handed out; else only what the batch set.
             if version is None or e[0]._version != version:
                 flat[:rows * dim] = 0
             else:
-                flat[:rows * dim].reshape(rows, dim)[nodes, codes] = 0
+                flat[last] = 0
         # (node, code) pairs are unique (a node's codes are merged by the
         # server): plain fancy assignment is exact.
-        flat[:n * dim].reshape(n, dim)[node, code] = w
+        flat[at] = w
         if self.enabled:
-            e[1] = (dim, e[0]._version, n, node.copy(), code.copy())
+            e[1] = (dim, e[0]._version, n, at)
             x = e[0][:n * dim].view(n, dim)
         else:
-            e[1] = (dim, None, n, None, None)
+            e[1] = (dim, None, n, None)
             x = torch.from_numpy(flat[:n * dim].reshape(n, dim))
         del claim
         return x
