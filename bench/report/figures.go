@@ -86,7 +86,7 @@ func (pg *page) figures() map[string]float64 {
 		name string
 		rows []map[string]string
 	}{{"tensors", pg.tensors}, {"twins", pg.twins}, {"molecules", pg.molecules}, {"large", pg.large},
-		{"shuffle", pg.shuffle}, {"scaleout", pg.scaleout}} {
+		{"shuffle", pg.shuffle}, {"scaleout", pg.scaleout}, {"litdata", pg.litdata}} {
 		addRows(out, s.name, s.rows)
 	}
 	for name, r := range pg.results { // bench/results: gpu, gpu-feed, resume-model, …

@@ -122,6 +122,7 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 			"daemon's augmentation and collation sharing the two cores with the client, and the copy through the kernel (`raw`).\n\n",
 			fs(ours.Median), how, fx(hp.Median/ours.Median), configName(hp.Config), fs(hp.Median), fs(lay.Median), fx(peer.Median/lay.Median))
 	}
+	pg.writeHeadlinePyg(w)
 	for _, pol := range []string{"none", "nodesam"} {
 		if parts := pg.shmVsSocket(pol); len(parts) > 0 {
 			fmt.Fprintf(w, "Shared memory against the socket, policy `%s` (median s per epoch, same run; the socket's time ÷ shared memory's "+
@@ -226,6 +227,43 @@ func (pg *page) writeDaemonCounters(w *bytes.Buffer) {
 	for _, r := range rows {
 		d := r.Daemon
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, fs(d.WorkerBusy), fs(d.WorkerIdle), fs(d.WaitWorkers), fs(d.WaitClient), fnum(d.SentBytes/1e6), fnum(d.Batches))
+	}
+	w.WriteString("\n")
+}
+
+// writeHeadlinePyg: #68's headline, the path a PyG user takes
+// (AugloaderDataset(pyg=True) over shared memory, paired with PyG's
+// fastest), its CPU on both sides and this machine's floor, then where the
+// time goes (bench/results/profile.txt, bench/profile.sh).
+func (pg *page) writeHeadlinePyg(w *bytes.Buffer) {
+	if _, cs := pg.headlinePygCase(); len(cs) == 1 {
+		fmt.Fprintf(w, "**The path a PyG user takes** (`AugloaderDataset(url, pyg=True)` over shared memory, PyG `Batch`es; the `paired/` "+
+			"rows, alternating with PyG's fastest `dropout_edge` configuration; CPU: our trainer process and the daemon, against PyG's "+
+			"process and its DataLoader workers): %s.\n\n", cs[0].shown)
+	}
+	r := pg.results["profile"]
+	if r == nil || len(r.rows) == 0 {
+		w.WriteString("Where its time goes: no profile is saved (bench/results/profile.txt is missing: run bench/profile.sh).\n\n")
+		return
+	}
+	fmt.Fprintf(w, "Where its time goes, from `%s`: %s\n\n", r.file, strings.Join(r.about, " "))
+	total := 0.0
+	for _, m := range r.rows {
+		if m["kind"] == "trainer-total" {
+			total = num(m, "s_per_epoch")
+		}
+	}
+	fmt.Fprintf(w, "| the trainer's side (cProfile; %s s an epoch profiled) | calls an epoch | s an epoch | share |\n|---|---:|---:|---:|\n", fs(total))
+	for _, m := range r.rows {
+		if m["kind"] == "trainer-profile" {
+			fmt.Fprintf(w, "| `%s` | %s | %s | %.0f%% |\n", m["func"], m["calls_per_epoch"], fs(num(m, "s_per_epoch")), 100*num(m, "share"))
+		}
+	}
+	w.WriteString("\n| the daemon's side (pprof, one worker) | flat | share |\n|---|---:|---:|\n")
+	for _, m := range r.rows {
+		if m["kind"] == "daemon-profile" {
+			fmt.Fprintf(w, "| `%s` | %s | %s |\n", m["func"], m["flat"], m["share"])
+		}
 	}
 	w.WriteString("\n")
 }

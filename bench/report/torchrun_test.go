@@ -115,3 +115,41 @@ func TestLitDataSection(t *testing.T) {
 		}
 	}
 }
+
+// The headline on a PyG user's path, with the profile bench/profile.sh
+// saved: the trainer's functions and the daemon's beside it.
+func TestHeadlinePygProfile(t *testing.T) {
+	dir := t.TempDir()
+	py := `{"name": "env", "python": "3.11", "torch_geometric": "2.8.1", "torch": "2.9.1+cu128"}
+{"name": "paired/augloader/shm/nodesam/pyg-batch", "epochs": 3, "s_per_epoch": [0.14, 0.15, 0.2], "best_s": 0.14, "median_s": 0.15, "graphs": 5000, "batches": 157, "bytes": 0, "trainer_cpu_s": 0.12, "daemon_cpu_s": 0.13, "edges": 2e7, "nodes": 370000, "feature_dim": 369}
+{"name": "paired/pyg/dropout_edge/fastest", "epochs": 3, "s_per_epoch": [1.1, 1.2, 1.5], "best_s": 1.1, "median_s": 1.2, "graphs": 5000, "batches": 0, "bytes": 0, "config": "pyg/dropout_edge/workers=0", "loader_cpu_s": 2.4}
+`
+	prof := "# bench/profile.sh at abc\n" +
+		"RESULT kind=trainer-total epochs=5 s_per_epoch=0.1500\n" +
+		"RESULT kind=trainer-profile func=augloader/batch.py:123(edge_index) calls_per_epoch=157 s_per_epoch=0.0400 share=0.267\n" +
+		"RESULT kind=daemon-profile func=aug.mergeRun flat=0.95s share=18.77%\n"
+	for name, body := range map[string]string{"python.jsonl": py, "profile.txt": prof} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := readPython(filepath.Join(dir, "python.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := readResultsDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	(&page{py: p, results: res, machine: machine{cores: 2}}).writeHeadlinePyg(&w)
+	for _, want := range []string{
+		"0.150 vs 1.200 s/epoch (medians, epochs alternating, 3 each): 8.00×; CPU 0.120 + 0.130 s (trainer + daemon) vs 2.400 s: 1/9.6",
+		"| `augloader/batch.py:123(edge_index)` | 157 | 0.040 | 27% |",
+		"| `aug.mergeRun` | 0.95s | 18.77% |",
+	} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("the headline lacks %q:\n%s", want, w.String())
+		}
+	}
+}
