@@ -36,14 +36,16 @@ PIP_C      := --disable-pip-version-check -c tests/requirements.txt
 # when the venv holds another.
 VENV_TORCH ?= $(shell $(PYBASE) -c 'import torch' >/dev/null 2>&1 && echo debian || echo torch2)
 SITE_OF = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# .venv-torch2's site-packages, which a torch2.pth file in another venv
+# names to share its torch (.venv without Debian's, .venv-mosaic, .venv-peers).
+TORCH2_SITE = $(CURDIR)/$(VENV2)/lib/python$$($(VENV2)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages
 $(VENV)/.stamp: tests/requirements.txt clients/python/pyproject.toml clients/python/setup.py $(if $(filter torch2,$(VENV_TORCH)),$(VENV2)/.stamp)
 	rm -rf $(VENV)
 	@if [ "$(VENV_TORCH)" = debian ]; then \
 	  echo "$(VENV): Debian's torch, through --system-site-packages"; $(PYBASE) -m venv --system-site-packages $(VENV); \
 	else \
 	  echo "$(VENV): no torch in $(PYBASE): $(VENV2)'s torch, through a .pth file"; $(PYBASE) -m venv $(VENV); \
-	  echo "$(CURDIR)/$(VENV2)/lib/python$$($(VENV2)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages" \
-	    > "$(call SITE_OF,$(VENV))/torch2.pth"; \
+	  echo "$(TORCH2_SITE)" > "$(call SITE_OF,$(VENV))/torch2.pth"; \
 	fi
 	@if [ "$(VENV_TORCH)" = debian ]; then \
 	  $(VENV)/bin/pip install -q $(PIP_C) -r tests/requirements.txt; \
@@ -131,7 +133,7 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 	  echo "$(VENV2): $$p"; $(VENV2)/bin/pip install -q $(PIP_C2) "$$p"; done
 	grep -v -E '^(torch|nvidia-[a-z0-9-]+)==' tests/requirements-torch2.txt > $(VENV2)/rest.txt
 	$(VENV2)/bin/pip install -q $(PIP_C2) -r $(VENV2)/rest.txt
-	echo "$(CURDIR)/clients/python" > "$$($(VENV2)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/augloader-checkout.pth"
+	echo "$(CURDIR)/clients/python" > "$(call SITE_OF,$(VENV2))/augloader-checkout.pth"
 	touch $@
 
 # Both pytest runs take the binaries built once ($(BIN)); without
@@ -203,8 +205,7 @@ fuzz:
 .venv-mosaic/.stamp: bench/requirements-mosaic.txt $(VENV2)/.stamp
 	rm -rf .venv-mosaic
 	$(PYBASE) -m venv .venv-mosaic
-	echo "$(CURDIR)/$(VENV2)/lib/python$$($(VENV2)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages" \
-	  > "$$(.venv-mosaic/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch2.pth"
+	echo "$(TORCH2_SITE)" > "$(call SITE_OF,.venv-mosaic)/torch2.pth"
 	.venv-mosaic/bin/pip install -q $(PIP_C2) -r bench/requirements-mosaic.txt
 	.venv-mosaic/bin/python -c 'import streaming, torch'
 	touch $@
@@ -216,10 +217,9 @@ fuzz:
 .venv-peers/.stamp: bench/requirements-peers.txt $(VENV2)/.stamp
 	rm -rf .venv-peers
 	$(PYBASE) -m venv .venv-peers
-	echo "$(CURDIR)/$(VENV2)/lib/python$$($(VENV2)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages" \
-	  > "$$(.venv-peers/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch2.pth"
+	echo "$(TORCH2_SITE)" > "$(call SITE_OF,.venv-peers)/torch2.pth"
 	.venv-peers/bin/pip install -q $(PIP_C2) -r bench/requirements-peers.txt
-	echo "$(CURDIR)/clients/python" > "$$(.venv-peers/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/augloader-checkout.pth"
+	echo "$(CURDIR)/clients/python" > "$(call SITE_OF,.venv-peers)/augloader-checkout.pth"
 	.venv-peers/bin/python -c 'import torch, torch_geometric, litdata, augloader; assert torch_geometric.__version__ == "2.8.1"'
 	touch $@
 

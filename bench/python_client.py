@@ -61,14 +61,7 @@ import augloader
 from augloader import _wire
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
-from cpuclock import loader_cpu_s, self_cpu_s  # noqa: E402
-
-
-def proc_cpu_s(pid):
-    """CPU seconds of a live process (the daemon), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from cpuclock import loader_cpu_s, process_cpu_s, self_cpu_s  # noqa: E402
 
 
 def free_port():
@@ -209,7 +202,7 @@ def pyg_batch_epoch(url, epoch, daemon_pid):
         ds = _DATASETS[url] = AugloaderDataset(url, pyg=True)
     ds.set_epoch(epoch)
     graphs = batches = edges = nodes = 0
-    d0 = proc_cpu_s(daemon_pid) if daemon_pid else 0.0
+    d0 = process_cpu_s(daemon_pid) if daemon_pid else 0.0
     t, c = time.perf_counter(), self_cpu_s()
     for b in ds:
         graphs += b.num_graphs
@@ -219,7 +212,7 @@ def pyg_batch_epoch(url, epoch, daemon_pid):
     wall, cpu = time.perf_counter() - t, self_cpu_s() - c
     cpus = {"trainer_cpu_s": cpu, "edges": edges, "nodes": nodes, "feature_dim": int(b.x.shape[1])}
     if daemon_pid:
-        cpus["daemon_cpu_s"] = proc_cpu_s(daemon_pid) - d0
+        cpus["daemon_cpu_s"] = process_cpu_s(daemon_pid) - d0
     return wall, graphs, batches, 0, cpus
 
 

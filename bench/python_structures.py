@@ -56,14 +56,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 import augloader  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench" / "peers"))
-from cpuclock import loader_cpu_s, self_cpu_s  # noqa: E402
+from cpuclock import loader_cpu_s, process_cpu_s, self_cpu_s  # noqa: E402
 
 CUTOFF = 6.0
-
-
-def proc_cpu_s(pid):
-    f = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def result(**kv):
@@ -186,7 +181,7 @@ def run_ours(bins, shards, batch, extra, scheme, label, n, epochs, kind, **datas
         assert json.loads(p.stdout.readline())["ready"]
         url = f"{scheme}://{sock}"
         try:
-            c0 = proc_cpu_s(p.pid)
+            c0 = process_cpu_s(p.pid)
 
             def ours(workers):
                 ds = AugloaderDataset(url, **dataset_kw)
@@ -195,7 +190,7 @@ def run_ours(bins, shards, batch, extra, scheme, label, n, epochs, kind, **datas
                 return _Epochs(ds, torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers,
                                                                persistent_workers=True))
             best = run(ours, label, n, epochs, kind, exclude={p.pid})
-            daemon = (proc_cpu_s(p.pid) - c0) / (3 * epochs)
+            daemon = (process_cpu_s(p.pid) - c0) / (3 * epochs)
             result(kind=f"{kind}-daemon", loader=label, daemon_cpu_s=f"{daemon:.3f}")
             return best + (daemon,)
         finally:

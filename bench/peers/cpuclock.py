@@ -50,6 +50,14 @@ def _descendants_cpu(root, exclude):
     return total
 
 
+def process_cpu_s(pid):
+    """One live process's CPU seconds (the daemon a benchmark started)."""
+    st = _stat(pid)
+    if st is None:
+        raise ProcessLookupError(f"cpuclock: no process {pid}")
+    return st[1]
+
+
 def self_cpu_s():
     """This process alone (the trainer's own CPU)."""
     r = resource.getrusage(resource.RUSAGE_SELF)

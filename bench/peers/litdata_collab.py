@@ -187,57 +187,50 @@ def paired(best, url, pid, rounds):
     result(kind="paired", name=best[4], wall_s=f"{m(theirs, 0):.3f}", loader_cpu_s=f"{m(theirs, 1):.3f}", epochs=rounds)
 
 
-def gids_and_edges(batches):
-    return [(b.gid.tolist(), b.edge_index.clone()) for b in batches]
+def resumed(make, ids, k):
+    """(whole, got): an epoch's batches as (graph ids, edge_index), once
+    uninterrupted and once stopped after k batches and finished by a new
+    loader from the first's state_dict; make() gives a loader as the
+    trainer makes it at its start (so a restarted trainer's)."""
+    def rows(it, limit=None):
+        out = []
+        for b in it:
+            out.append((ids(b), b.edge_index.clone()))
+            if len(out) == limit:
+                break
+        return out
+    whole = rows(make())
+    stopped = make()
+    first = rows(stopped, k)
+    again = make()
+    again.load_state_dict(stopped.state_dict())
+    return whole, first + rows(again)
 
 
 def check_resume(folder, url, k=20):
-    """Stop after k batches, resume from the state in a new loader (the
-    trainer restarted: torch seeded again as at its start), finish the
-    epoch; compare with the epoch uninterrupted."""
+    """Stop after k batches, resume from the loader's state in a new one
+    (the trainer restarted: for LitData, torch seeded again as at its
+    start), finish the epoch; compare with the epoch uninterrupted."""
     import torch
-    torch.manual_seed(0)
-    whole = gids_and_edges(loader(folder, 0, False))
-    torch.manual_seed(0)
-    dl = loader(folder, 0, False)
-    first = []
-    for b in dl:
-        first.append(b)
-        if len(first) == k:
-            break
-    state = dl.state_dict()
-    torch.manual_seed(0)  # a restarted trainer seeds as it did at its start
-    dl2 = loader(folder, 0, False)
-    dl2.load_state_dict(state)
-    rest = gids_and_edges(dl2)
-    got = gids_and_edges(first) + rest
-    order = [g for gl, _ in got for g in gl] == [g for gl, _ in whole for g in gl]
-    same = sum(1 for (ga, ea), (gb, eb) in zip(got[k:], whole[k:]) if ga == gb and torch.equal(ea, eb))
-    check("resume-litdata", order and same == len(whole) - k,
-          {"batches": len(whole), "resumed_after": k, "graph_order_equal": order,
-           "augmented_batches_equal_after_resume": same, "of": len(whole) - k})
-    # Ours: the dataset's state after k batches, a new dataset loading it.
     from augloader.torch import AugloaderDataset
-    ds = AugloaderDataset(url, pyg=True)
-    ds.set_epoch(3)
-    whole = [(b.graph_id.tolist(), b.edge_index.clone()) for b in ds]
-    ds = AugloaderDataset(url, pyg=True)
-    ds.set_epoch(3)
-    first = []
-    for b in ds:
-        first.append((b.graph_id.tolist(), b.edge_index.clone()))
-        if len(first) == k:
-            break
-    state = ds.state_dict()
-    ds2 = AugloaderDataset(url, pyg=True)
-    ds2.load_state_dict(state)
-    rest = [(b.graph_id.tolist(), b.edge_index.clone()) for b in ds2]
-    got = first + rest
-    order = [g for gl, _ in got for g in gl] == [g for gl, _ in whole for g in gl]
-    same = sum(1 for (ga, ea), (gb, eb) in zip(got[k:], whole[k:]) if ga == gb and torch.equal(ea, eb))
-    check("resume-augloader", order and same == len(whole) - k and len(got) == len(whole),
-          {"batches": len(whole), "resumed_after": k, "graph_order_equal": order,
-           "augmented_batches_equal_after_resume": same, "of": len(whole) - k})
+
+    def litdata():
+        torch.manual_seed(0)  # the transform's draws: a restarted trainer seeds as it did at its start
+        return loader(folder, 0, False)
+
+    def ours():
+        ds = AugloaderDataset(url, pyg=True)
+        ds.set_epoch(3)
+        return ds
+
+    for name, make, ids in (("resume-litdata", litdata, lambda b: b.gid.tolist()),
+                            ("resume-augloader", ours, lambda b: b.graph_id.tolist())):
+        whole, got = resumed(make, ids, k)
+        order = [g for gl, _ in got for g in gl] == [g for gl, _ in whole for g in gl]
+        same = sum(1 for (ga, ea), (gb, eb) in zip(got[k:], whole[k:]) if ga == gb and torch.equal(ea, eb))
+        check(name, order and same == len(whole) - k and len(got) == len(whole),
+              {"batches": len(whole), "resumed_after": k, "graph_order_equal": order,
+               "augmented_batches_equal_after_resume": same, "of": len(whole) - k})
 
 
 def flip(path, at):

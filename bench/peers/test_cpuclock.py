@@ -63,3 +63,21 @@ def test_a_subprocess_grandchild_counts():
     code = "import time\nt=time.process_time()\nwhile time.process_time()-t<%s: pass" % BURN
     subprocess.run([sys.executable, "-c", code], check=True)
     assert cpuclock.loader_cpu_s() - c >= BURN * 0.9
+
+
+def test_process_cpu_s_reads_one_live_process():
+    ctx = mp.get_context("fork")
+    done, burnt = ctx.Event(), ctx.Queue()
+    p = ctx.Process(target=burn_and_wait, args=(burnt, done))
+    p.start()
+    burnt.get(timeout=60)
+    try:
+        assert cpuclock.process_cpu_s(p.pid) >= BURN * 0.9
+    finally:
+        done.set()
+        p.join()
+    try:
+        cpuclock.process_cpu_s(p.pid)  # reaped: gone from /proc
+    except ProcessLookupError:
+        return
+    raise AssertionError("a reaped process still read")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -26,16 +25,11 @@ func TestBesideSection(t *testing.T) {
 	}
 	var w bytes.Buffer
 	(&page{results: res}).writeBeside(&w)
-	for _, want := range []string{
+	pageHas(t, w.String(),
 		"From bench/results/beside.txt: bench/beside.sh abc: old = abc, new = def.",
 		"| cliff | limit-64MiB | 3.000 (2) | 3.000 (2) | 1.00 |  |",
 		"| s3 | s3 | 8.000 (1) | 10.000 (1) | 1.25 | 132, 132 |",
-		"| s3, alternating | local | 5.000 (1) | 5.000 (1) | 1.00 |  |",
-	} {
-		if !strings.Contains(w.String(), want) {
-			t.Errorf("the section lacks %q:\n%s", want, w.String())
-		}
-	}
+		"| s3, alternating | local | 5.000 (1) | 5.000 (1) | 1.00 |  |")
 	w.Reset()
 	(&page{}).writeBeside(&w)
 	if w.Len() != 0 {

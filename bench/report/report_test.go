@@ -197,10 +197,15 @@ func TestConvertSection(t *testing.T) {
 // pageHas fails t for each of wants the page lacks.
 func pageHas(t *testing.T, page string, wants ...string) {
 	t.Helper()
+	lacks := false
 	for _, want := range wants {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
+			lacks = true
 		}
+	}
+	if lacks {
+		t.Logf("the text:\n%s", page)
 	}
 }
 
