@@ -13,9 +13,70 @@ import (
 // emit writes out.Edges: G″'s edges mapped by the merge (v_o, v_p → v_o;
 // node last → v_p's id), the merged edge and duplicates dropped, sorted.
 // Edges that touch none of v_i, v_o, v_p, last keep their ids and their
-// order, so only the touched ones are sorted (as packed uint64 keys) and
-// merged in: O(|E| + t log t) with t ≤ deg(v_i)+deg(v_o)+deg(v_p)+deg(last)+|S|+1.
+// order, so only the touched ones are rewritten (as packed uint64 keys),
+// sorted and merged in: O(|E| + t log t) with t ≤
+// deg(v_i)+deg(v_o)+deg(v_p)+deg(last)+|S|+1.
 func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
+	if ix := in.Index; ix.valid(in) {
+		s.emitIndexed(in, out, sp, o, p, last, n2)
+		return
+	}
+	s.emitScan(in, out, sp, o, p, last, n2)
+}
+
+// emitIndexed is emit on an indexed graph: the touched input edges come
+// from the index's lists of the four nodes (O(t), no pass over the
+// edges), then one forward pass writes every output edge once: each input
+// edge is copied after the touched keys that sort before it, its cursor
+// stepping back over it without a branch when it is touched. 1.16× the
+// graphs/s of emitScan's two passes on COLLAB (BenchmarkPolicies,
+// nodesam+index, -cpu 1, three alternating rounds); without the index the
+// read-only pass this would need in their place measured 10% slower than
+// emitScan.
+func (s *Scratch) emitIndexed(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
+	marks := [4]int32{sp.i, o, p, last}
+	touched := s.markTouched(in.N, marks, 1)
+	e := in.Edges
+	raw := s.touchedFromIndex(in.Index, touched, marks)
+	clean := len(e)/2 - len(raw)
+	keys := s.touchedKeys(raw, sp, o, p, last, n2)
+	total := 2 * (clean + len(keys))
+	dst := grow(out.Edges, total+2) // two slots of slack: a touched edge is written, then overwritten
+	w, kk := 0, 0
+	next := uint64(math.MaxUint64)
+	if len(keys) > 0 {
+		next = keys[0]
+	}
+	for k := 0; k+1 < len(e); k += 2 {
+		a, b := e[k], e[k+1]
+		// Node ids are non-negative: the packed key orders as (a, b).
+		for key := uint64(a)<<32 | uint64(uint32(b)); next < key; {
+			dst[w], dst[w+1] = int32(next>>32), int32(uint32(next))
+			w += 2
+			kk++
+			next = math.MaxUint64
+			if kk < len(keys) {
+				next = keys[kk]
+			}
+		}
+		dst[w], dst[w+1] = a, b
+		w += 2 - 2*int(touched[a]|touched[b])
+	}
+	for _, key := range keys[kk:] {
+		dst[w], dst[w+1] = int32(key>>32), int32(uint32(key))
+		w += 2
+	}
+	s.markTouched(in.N, marks, 0)
+	if w != total {
+		panic(fmt.Sprintf("aug: nodesam emitted %d edge ids, want %d", w, total))
+	}
+	out.Edges = dst[:total]
+}
+
+// emitScan is emit without an index: one pass over the edges writes the
+// clean ones to out.Edges and collects the touched ones, which are then
+// merged in from the back.
+func (s *Scratch) emitScan(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
 	// Pass 1: clean edges go straight to out.Edges, in input order (already
 	// sorted); touched ones are collected raw. Branch-free: every edge is
 	// written both to out.Edges and to raw, and a table of the touched
@@ -51,6 +112,26 @@ func (s *Scratch) emit(in, out *Graph, sp *splitState, o, p, last, n2 int32) {
 		dst[w], dst[w+1] = u, v
 	}
 	out.Edges = dst
+}
+
+// touchedFromIndex returns the input edges that touch a marked node (the
+// touched table set for them), as packed canonical keys in s.keys's
+// buffer, from the index's lists of the marked nodes: each such edge once.
+func (s *Scratch) touchedFromIndex(ix *Index, touched []uint8, marks [4]int32) []uint64 {
+	n := int32(len(touched))
+	raw := s.keys[:0]
+	for q, x := range marks {
+		if x < 0 || x >= n || slices.Contains(marks[:q], x) {
+			continue
+		}
+		for _, w := range ix.Adj[ix.Off[x]:ix.Off[x+1]] {
+			if touched[w] != 0 && w < x {
+				continue // an edge between touched nodes: taken from w's list
+			}
+			raw = append(raw, uint64(min(x, w))<<32|uint64(uint32(max(x, w))))
+		}
+	}
+	return raw
 }
 
 // markTouched sets s.touched (all 0 between calls) to v for the marked
@@ -141,18 +222,7 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 	ix, n, nOut := in.Index, in.N, out.N
 	marks := [4]int32{sp.i, o, p, last}
 	touched := s.markTouched(n, marks, 1)
-	raw := s.keys[:0]
-	for q, x := range marks {
-		if x < 0 || x >= n || slices.Contains(marks[:q], x) {
-			continue
-		}
-		for _, w := range ix.Adj[ix.Off[x]:ix.Off[x+1]] {
-			if touched[w] != 0 && w < x {
-				continue // an edge between touched nodes: taken from w's list
-			}
-			raw = append(raw, uint64(min(x, w))<<32|uint64(uint32(max(x, w))))
-		}
-	}
+	raw := s.touchedFromIndex(ix, touched, marks)
 	clean := len(in.Edges)/2 - len(raw)
 	keys := s.touchedKeys(raw, sp, o, p, last, n2)
 
