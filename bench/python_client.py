@@ -347,6 +347,31 @@ def peer_configs(record, data, transform, epochs, prefix=""):
     return best
 
 
+def paired(record, args, data, fw, fp, fastest):
+    """The headline comparison, paired: one augloader epoch, then one
+    epoch of PyG's fastest dropout_edge configuration (fw workers,
+    persistent fp), and again, so both see the same machine (it is shared
+    and noisy); the daemon is idle while PyG runs."""
+    d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
+    try:
+        client_epoch(d.unix, 0, "raw")  # build the NodeSam index
+        shm = d.unix.replace("unix://", "unix+shm://")
+        client_epoch(shm, 0, "pyg-batch", d.pid)  # the dataset's ring, as a training loop's first epoch
+        ours, headline, peer = [], [], []
+        pl = pyg_epoch(data, fw, "dropout_edge", fp)
+        if fp:
+            time_loader(pl)
+        for e in range(args.paired):
+            ours.append(client_epoch(d.unix, e + 1, "views"))
+            headline.append(client_epoch(shm, e + 1, "pyg-batch", d.pid))
+            peer.append(time_loader(pl))
+        record("paired/augloader/socket/nodesam/views", ours)
+        record("paired/augloader/shm/nodesam/pyg-batch", headline)
+        record("paired/pyg/dropout_edge/fastest", peer, extra={"config": fastest})
+    finally:
+        d.stop()
+
+
 def transform_only(data):
     """dropout_edge on every graph in this process, no DataLoader: the
     per-graph peer of augloader's policies on one core. bytes: directed edges."""
@@ -398,6 +423,8 @@ def main():
     ap.add_argument("--peers-only", action="store_true", help="only the PyG collate and dropout_edge peers, on --shards")
     ap.add_argument("--prefix", default="", help="prefix of the measurement names (e.g. REDDIT-BINARY/)")
     ap.add_argument("--json", help="append the measurements here, one JSON object per line")
+    ap.add_argument("--headline-only", action="store_true",
+                    help="only the paired headline, against PyG at workers 0 (its fastest in every recorded run): for iterating")
     args = ap.parse_args()
     rows = []
 
@@ -425,6 +452,14 @@ def main():
         rows.append(row)
         print(json.dumps(row), flush=True)
 
+    if args.headline_only:
+        paired(record, args, load_pyg(args.shards), 0, False, "pyg/dropout_edge/workers=0")
+        a, p = rows[-2], rows[-1]
+        cpu = a["trainer_cpu_s"] + a.get("daemon_cpu_s", 0)
+        print(f"headline: {a['median_s']:.3f} vs {p['median_s']:.3f} s = {p['median_s'] / a['median_s']:.2f}x; "
+              f"CPU {a['trainer_cpu_s']:.3f}+{a.get('daemon_cpu_s', 0):.3f} vs {p.get('loader_cpu_s', float('nan')):.3f} s")
+        write_json(args.json, rows)
+        return
     if args.peers_only:
         data = load_pyg(args.shards)
         record(f"{args.prefix}pyg/collate/workers=0", [time_loader(pyg_epoch(data, 0, False)) for _ in range(args.epochs)])
@@ -457,28 +492,7 @@ def main():
         # quotes graphs/s.
         for kind in ("nodesam-cleanroom", "submix-cleanroom"):
             peer_configs(record, data[::5], kind, 1)
-        # The headline comparison, paired: one augloader epoch, then one
-        # epoch of PyG's fastest dropout_edge configuration, and again, so
-        # both see the same machine (it is shared and noisy); the daemon is
-        # idle while PyG runs.
-        d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
-        try:
-            client_epoch(d.unix, 0, "raw")  # build the NodeSam index
-            shm = d.unix.replace("unix://", "unix+shm://")
-            client_epoch(shm, 0, "pyg-batch", d.pid)  # the dataset's ring, as a training loop's first epoch
-            ours, headline, peer = [], [], []
-            pl = pyg_epoch(data, fw, "dropout_edge", fp)
-            if fp:
-                time_loader(pl)
-            for e in range(args.paired):
-                ours.append(client_epoch(d.unix, e + 1, "views"))
-                headline.append(client_epoch(shm, e + 1, "pyg-batch", d.pid))
-                peer.append(time_loader(pl))
-            record("paired/augloader/socket/nodesam/views", ours)
-            record("paired/augloader/shm/nodesam/pyg-batch", headline)
-            record("paired/pyg/dropout_edge/fastest", peer, extra={"config": fastest})
-        finally:
-            d.stop()
+        paired(record, args, data, fw, fp, fastest)
         # SubMix to Python against the clean-room SubMix peer.
         d = Daemon(args.bin, args.shards, "submix:p=0.4", args.workdir)
         try:

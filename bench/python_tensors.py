@@ -8,7 +8,11 @@ process's and its DataLoader workers' (bench/peers/cpuclock.py), what
 loading costs the trainer's machine besides the daemon.
 
   augloader/<t>/<layout>   t: socket (Unix socket) or shm (unix+shm://)
-  pyg/<layout>/workers=<w>[/persistent], pyg/<layout>/fastest
+  pyg/<layout>/workers=<w>[/persistent]   every configuration (the sweep)
+  paired/augloader/<t>/<layout>, paired/pyg/<layout>/fastest
+                           the comparison: ours over each transport and the
+                           sweep's fastest PyG configuration, epoch by epoch
+                           in turn (kind=fastest carries PyG's figures)
 
 layout pyg: PyG's Batch fields with the dense one-hot x [N, dim] (float32)
 and int64 edge_index; codes: the node's degree code instead of the dense x
@@ -251,33 +255,50 @@ def main():
                   f"({args.loop_batches} batches)", flush=True)
             print(f"RESULT kind=loop layout={layout} resident_s={r:.4f} fed_s={f:.4f} wait_s={wait:.4f} "
                   f"batches={args.loop_batches} epochs=3", flush=True)
+        dense = load_pyg(args.shards)
+        for layout, data in (("pyg", dense), ("codes", as_codes(dense))):
+            best = None
+            for workers, persistent in PEER_CONFIGS:
+                name = f"pyg/{layout}/workers={workers}" + ("/persistent" if persistent else "")
+                loader = DataLoader(DropEdge(data), batch_size=32, shuffle=True, num_workers=workers,
+                                    persistent_workers=persistent)
+                if persistent:
+                    pyg(loader)
+                row = record(name, [pyg(loader) for _ in range(args.epochs)], layout=layout, workers=workers,
+                             persistent=persistent)
+                if best is None or row["wall_s"] < best["wall_s"]:
+                    best = row
+            print(f"pyg/{layout}/fastest = {best['name']}")
+            # The comparison itself: ours over each transport and PyG's
+            # fastest configuration, epoch by epoch in turn (the first
+            # round warms both, not counted), so both see the same machine.
+            loader = DataLoader(DropEdge(data), batch_size=32, shuffle=True, num_workers=best["workers"],
+                                persistent_workers=best["persistent"])
+            runs = {"socket": [], "shm": [], "pyg": []}
+            for e in range(args.epochs + 1):
+                for t, url in (("socket", d.unix), ("shm", shm)):
+                    r = ours(url, 200 + e, layout)
+                    if e:
+                        runs[t].append(r)
+                r = pyg(loader)
+                if e:
+                    runs["pyg"].append(r)
+            for t in ("socket", "shm"):
+                record(f"paired/augloader/{t}/{layout}", runs[t], transport=t, layout=layout, paired=True)
+            p = record(f"paired/pyg/{layout}/fastest", runs["pyg"], layout=layout, config=best["name"], paired=True)
+            rows.append({"name": f"pyg/{layout}/fastest", "config": best["name"], "wall_s": p["wall_s"],
+                         "cpu_s": p["cpu_s"], "layout": layout})
+            print(f"RESULT kind=fastest layout={layout} name={best['name']} wall_s={p['wall_s']:.4f} cpu_s={p['cpu_s']:.4f} "
+                  f"paired={args.epochs}", flush=True)
     finally:
         d.stop()
-    dense = load_pyg(args.shards)
-    for layout, data in (("pyg", dense), ("codes", as_codes(dense))):
-        best = None
-        for workers, persistent in PEER_CONFIGS:
-            name = f"pyg/{layout}/workers={workers}" + ("/persistent" if persistent else "")
-            loader = DataLoader(DropEdge(data), batch_size=32, shuffle=True, num_workers=workers,
-                                persistent_workers=persistent)
-            if persistent:
-                pyg(loader)
-            row = record(name, [pyg(loader) for _ in range(args.epochs)], layout=layout, workers=workers,
-                         persistent=persistent)
-            if best is None or row["wall_s"] < best["wall_s"]:
-                best = row
-        rows.append({"name": f"pyg/{layout}/fastest", "config": best["name"], "wall_s": best["wall_s"],
-                     "cpu_s": best["cpu_s"], "layout": layout})
-        print(f"pyg/{layout}/fastest = {best['name']}")
-        print(f"RESULT kind=fastest layout={layout} name={best['name']} wall_s={best['wall_s']:.4f} cpu_s={best['cpu_s']:.4f}",
-              flush=True)
     by = {r["name"]: r for r in rows}
-    print("\n| layout | transport | augloader wall s | PyG wall s (fastest) | wall ratio | augloader trainer CPU s | PyG trainer CPU s | CPU ratio |")
+    print("\n| layout | transport | augloader wall s | PyG wall s (fastest) | wall ratio | augloader trainer CPU s | PyG CPU s (with workers) | CPU ratio |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for layout in ("pyg", "codes"):
         p = by[f"pyg/{layout}/fastest"]
         for t in ("socket", "shm"):
-            a = by[f"augloader/{t}/{layout}"]
+            a = by[f"paired/augloader/{t}/{layout}"]
             print(f"| {layout} | {t} | {a['wall_s']:.3f} | {p['wall_s']:.3f} ({p['config'].split('/', 2)[2]}) | "
                   f"{p['wall_s'] / a['wall_s']:.1f}× | {a['cpu_s']:.3f} | {p['cpu_s']:.3f} | 1/{p['cpu_s'] / max(a['cpu_s'], 1e-9):.0f} |")
     if args.json:

@@ -17,7 +17,11 @@ func tensorCases(layout string) func(*page) ([]any, []measuredCase) {
 		}
 		var cs []measuredCase
 		for _, t := range []string{"socket", "shm"} {
-			ours, ok := rowWith(pg.tensors, "kind", "tensors", "name", "augloader/"+t+"/"+layout)
+			// The epochs alternated with the peer's, where the run has them.
+			ours, ok := rowWith(pg.tensors, "kind", "tensors", "name", "paired/augloader/"+t+"/"+layout)
+			if !ok {
+				ours, ok = rowWith(pg.tensors, "kind", "tensors", "name", "augloader/"+t+"/"+layout)
+			}
 			if !ok {
 				cs = append(cs, measuredCase{shown: t + ": not measured"})
 				continue
@@ -97,7 +101,8 @@ func (pg *page) writeTensors(w *bytes.Buffer) {
 	fmt.Fprintf(w, "Command: %s (step `tensors`). A NodeSam epoch of the real COLLAB (5,000 graphs, batches of 32) turned into "+
 		"torch tensors on the CPU device by `augloader.torch.to_tensors`, the daemon (every core) on the same machine; against "+
 		"%s's `DataLoader` applying `dropout_edge(p=0.2)` per graph, in every configuration of workers and persistence, "+
-		"the fastest by wall time taken as the peer. Per epoch (median of 5): wall time, and CPU time (user + system): ours the trainer "+
+		"the fastest by wall time taken as the peer; the comparison (`paired/…` rows, the goals) then alternates epochs one by one: ours over "+
+		"the socket, ours over shared memory, PyG's fastest, and again. Per epoch (median of 5): wall time, and CPU time (user + system): ours the trainer "+
 		"process's own, PyG's its process's and its DataLoader workers' (`bench/peers/cpuclock.py`). Layout `pyg`: PyG's `Batch` fields, "+
 		"the dense one-hot `x` [N, 369] float32 (%s) "+
 		"and int64 `edge_index`; layout `codes`: no dense `x`, the int32 codes, nodes and "+

@@ -203,8 +203,8 @@ class Batch:
         """Raises ValueError unless every (node, code) pair of the one-hot
         features lies inside the [N, feature_dim] matrix they stand for."""
         n = int(self.ptr[-1])
-        if len(self.x_code) and (self.x_code.max() >= self.feature_dim or self.x_code.min() < 0
-                                 or self.x_node.max() >= n or self.x_node.min() < 0):
+        # As uint32 a negative value is 2**31 or more: one max a column.
+        if len(self.x_code) and (_umax(self.x_code) >= self.feature_dim or _umax(self.x_node) >= n):
             raise ValueError("augloader: feature codes or nodes out of range")
 
     def soft_y(self) -> np.ndarray:
@@ -313,10 +313,16 @@ def _labels(rb: pa.RecordBatch, info: dict, b: int) -> tuple:
     y, y_mix, y_q = (col(c).to_numpy(zero_copy_only=True) for c in ("y", "y_mix", "y_q"))
     # Per-graph checks (a few values per graph, not per edge): a damaged
     # batch fails here rather than in the trainer.
-    if b and (min(y.min(), y_mix.min()) < 0 or max(y.max(), y_mix.max()) >= info["classes"]
-              or not (np.all(y_q >= 0) and np.all(y_q <= 1))):
+    # (A NaN q fails both comparisons: its min or max is NaN.)
+    if b and (max(_umax(y), _umax(y_mix)) >= info["classes"] or not (y_q.min() >= 0 and y_q.max() <= 1)):
         raise ValueError("augloader: labels out of range")
     return y, y_mix, y_q
+
+
+def _umax(a: np.ndarray) -> int:
+    """The largest value of an int32 array read as uint32: at least 2**31
+    when any value is negative, so one comparison checks both ends."""
+    return int(a.view(np.uint32).max())
 
 
 def _categorical(codes: np.ndarray, rows: int, vocab, what: str) -> np.ndarray:
