@@ -77,6 +77,50 @@ def test_golden_stream():
         np.testing.assert_allclose(b.soft_y().sum(1), 1, rtol=1e-6)
 
 
+def _with_column(rb, name, values):
+    """rb with column name's values replaced (same type; a list column's
+    offsets kept)."""
+    import pyarrow as pa
+    i = rb.schema.get_field_index(name)
+    col = rb.column(i)
+    if pa.types.is_list(col.type):
+        col = pa.ListArray.from_arrays(col.offsets, pa.array(values, type=col.type.value_type), type=col.type)
+    else:
+        col = pa.array(values, type=col.type)
+    return rb.set_column(i, rb.schema.field(i), col)
+
+
+@pytest.mark.parametrize("column, value", [
+    ("y", -1), ("y", 1 << 20), ("y_mix", -1), ("y_mix", 1 << 20),
+    ("y_q", -0.5), ("y_q", 1.5), ("y_q", float("nan")),
+])
+def test_label_ranges_refused(column, value):
+    """A label out of [0, classes), the other class too, or a q outside
+    [0, 1] (NaN included) is refused by name when the batch is decoded:
+    each end of each range (one uint32 max a column checks both ends)."""
+    from augloader import Batch
+    _, batches = parse((GOLDEN / "stream-tiny.bin").read_bytes())
+    rb = batches[0].record
+    vals = rb.column(column).to_pylist()
+    vals[-1] = value
+    with pytest.raises(ValueError, match="labels out of range"):
+        Batch.from_record_batch(_with_column(rb, column, vals))
+
+
+@pytest.mark.parametrize("column, value", [("x_code", -1), ("x_code", 1 << 20), ("x_node", -1), ("x_node", 1 << 20)])
+def test_code_ranges_refused(column, value):
+    """A one-hot code outside [0, feature_dim) or a node outside [0, N)
+    is refused before the dense x is written."""
+    from augloader import Batch
+    _, batches = parse((GOLDEN / "stream-tiny.bin").read_bytes())
+    rb = batches[0].record
+    vals = rb.column(column).values.to_pylist()
+    vals[-1] = value
+    b = Batch.from_record_batch(_with_column(rb, column, vals))
+    with pytest.raises(ValueError, match="feature codes or nodes out of range"):
+        b.check_codes()
+
+
 def test_request_encoding():
     frame = _wire.encode_request({"epoch": 3, "rank": 1, "world": 2})
     m, v, s, r, n = _wire.HEADER.unpack(frame[:_wire.HEADER_SIZE])
