@@ -5,7 +5,9 @@
 # Needs the real COLLAB and REDDIT-BINARY in ../shared/datasets and
 # .venv-bench and .venv-peers (make .venv-bench/.stamp .venv-peers/.stamp), .venv-mosaic and s3proxy (make
 # .venv-mosaic/.stamp s3proxy: make bench does both); root for the throttled-link rows of
-# bench/scaleout.sh (skipped otherwise). About 15 minutes on 2 cores.
+# bench/scaleout.sh (skipped otherwise). About an hour on 2 cores (60 minutes at
+# 539c18f). Step profile rewrites bench/results/profile.txt (bench/profile.sh:
+# where the headline's time goes, rendered beside it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${BENCHOUT:-bench/out}
@@ -39,6 +41,7 @@ step scaling "$GO" test -run XXX -bench BenchmarkScaling -benchtime 0.5s -timeou
 step collate "$GO" test -run XXX -bench BenchmarkCoalesce -count "$COUNT" ./aug
 step epoch "$GO" test -run XXX -bench 'Epoch|Limit' -benchtime 3x -timeout 30m ./bench
 step python bash bench/python_collab.sh "$OUT/python.jsonl"
+step profile bash bench/profile.sh
 step convert bash bench/convert_collab.sh
 step scaleout bash bench/scaleout.sh
 step molecules bash bench/molecules.sh
