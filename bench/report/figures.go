@@ -38,8 +38,10 @@ func measureField(k string) bool {
 }
 
 // countField is a field that neither measures nor identifies a row
-// (how many epochs or graphs it ran).
-func countField(k string) bool { return k == "epochs" || k == "graphs" || k == "batches" }
+// (how many epochs or graphs it ran, or epochs alternated with a peer).
+func countField(k string) bool {
+	return k == "epochs" || k == "graphs" || k == "batches" || k == "paired"
+}
 
 func addRows(out map[string]float64, source string, rows []map[string]string) {
 	for _, m := range rows {
