@@ -173,12 +173,12 @@ def test_pyg_batch_keeps_the_dict(seed0):
 @pytest.mark.skipif(PyGBatch is None, reason="torch_geometric is not installed in this venv")
 def test_pyg_batch_made_directly_equals_pygs_own(seed0):
     """The dataset makes its PyG Batches without PyG's metaclass after the
-    first (_dataset._pyg_batch): each is what PyGBatch(**the same fields)
+    first (_pyg.pyg_batch): each is what PyGBatch(**the same fields)
     gives: its class, keys, tensors and node and graph counts."""
-    from augloader import _dataset
+    from augloader import _pyg
     dicts = list(AugloaderDataset(seed0.url, pyg=False))
     batches = list(AugloaderDataset(seed0.url, pyg=True))
-    assert len(batches) > 2 and _dataset._PYG_BATCH_CLASS is not None
+    assert len(batches) > 2 and _pyg._PYG_BATCH_CLASS is not None
     for t, b in zip(dicts, batches):
         want = PyGBatch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
                         y=t["y_soft"] if t["soft"] else t["y"], padded=t["padded"], graph_id=t["graph_id"])
