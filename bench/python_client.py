@@ -455,9 +455,10 @@ def main():
     if args.headline_only:
         paired(record, args, load_pyg(args.shards), 0, False, "pyg/dropout_edge/workers=0")
         a, p = rows[-2], rows[-1]
-        cpu = a["trainer_cpu_s"] + a.get("daemon_cpu_s", 0)
+        daemon = a.get("daemon_cpu_s", 0)
+        cpu, peer_cpu = a["trainer_cpu_s"] + daemon, p.get("loader_cpu_s", float("nan"))
         print(f"headline: {a['median_s']:.3f} vs {p['median_s']:.3f} s = {p['median_s'] / a['median_s']:.2f}x; "
-              f"CPU {a['trainer_cpu_s']:.3f}+{a.get('daemon_cpu_s', 0):.3f} vs {p.get('loader_cpu_s', float('nan')):.3f} s")
+              f"CPU {a['trainer_cpu_s']:.3f}+{daemon:.3f} vs {peer_cpu:.3f} s = 1/{peer_cpu / cpu:.2f}")
         write_json(args.json, rows)
         return
     if args.peers_only:

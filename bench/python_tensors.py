@@ -25,7 +25,6 @@ import argparse
 import copy
 import json
 import os
-import resource
 import statistics
 import sys
 import time
@@ -35,18 +34,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import augloader  # noqa: E402
 from python_client import PEER_CONFIGS, Daemon, DropEdge, load_pyg  # noqa: E402
-from cpuclock import loader_cpu_s  # noqa: E402  (bench/peers, on the path python_client set)
-
-
-def cpu_s():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+from cpuclock import loader_cpu_s, self_cpu_s  # noqa: E402  (bench/peers, on the path python_client set)
 
 
 def timed(fn):
-    t, c = time.perf_counter(), cpu_s()
+    t, c = time.perf_counter(), self_cpu_s()
     graphs = fn()
-    return time.perf_counter() - t, cpu_s() - c, graphs
+    return time.perf_counter() - t, self_cpu_s() - c, graphs
 
 
 def ours(url, epoch, layout):

@@ -32,7 +32,6 @@ Usage: python bench/python_twins.py --bin bin --shards COLLAB.shards --epochs 3 
 """
 import argparse
 import os
-import resource
 import statistics
 import sys
 import time
@@ -40,19 +39,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import augloader  # noqa: E402
-from cpuclock import loader_cpu_s  # noqa: E402
+from cpuclock import loader_cpu_s, self_cpu_s  # noqa: E402
 from python_client import PEER_CONFIGS, load_pyg  # noqa: E402
 from python_tensors import as_codes  # noqa: E402
 
 PAIR = "dropnode:ratio=0.1 / subgraph:ratio=0.2"
 
 
-def cpu_s():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def timed(it, cpu=cpu_s):
+def timed(it, cpu=self_cpu_s):
     """(wall s, CPU s, graphs) of one pass over it; cpu: the clock
     (this process's, or with its DataLoader workers' for PyG)."""
     t, c, graphs = time.perf_counter(), cpu(), 0
