@@ -332,6 +332,33 @@ func TestMemoryBoundsStreams(t *testing.T) {
 	}
 }
 
+// Bytes an idle holder keeps (the daemon's cached shared-memory rings)
+// go back when a batch needs them: a stream under a budget that such a
+// holder fills asks it (AddReclaim) instead of waiting, and the budget
+// still bounds what is held.
+func TestMemoryReclaimsIdleHolders(t *testing.T) {
+	const limit = 4 << 20
+	mem := loader.NewMemory(limit)
+	var mu sync.Mutex
+	idle, reclaims := int64(0), 0
+	mem.AddReclaim(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		reclaims++
+		mem.Release(idle)
+		idle = 0
+	})
+	if !mem.TryAcquire(limit) {
+		t.Fatal("an empty budget refused its whole size")
+	}
+	idle = limit
+	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), loader.Config{Workers: 2, Window: 4, Memory: mem}, nil)
+	_, batches := stream(t, l, wire.Request{Epoch: 1, World: 1, BatchSize: 4})
+	if len(batches) != 15 || reclaims == 0 || mem.Held() != 0 || mem.Peak() > limit {
+		t.Fatalf("%d batches, %d reclaims, %d bytes held after, peak %d (budget %d)", len(batches), reclaims, mem.Held(), mem.Peak(), limit)
+	}
+}
+
 // Striding and counting select batches of the rank's epoch: the streams
 // (start k, stride s) for k < s interleave back into the whole epoch, and
 // consecutive chunks (count c) concatenate into it, batch for batch.

@@ -2,6 +2,7 @@ package loader
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
@@ -23,6 +24,12 @@ type Memory struct {
 	sem        *semaphore.Weighted
 	limit      int64
 	held, peak atomic.Int64
+	// takers counts takes under way (acquire, TryAcquire); reclaim, when
+	// set, gives back bytes that idle holders keep (the daemon's cached
+	// rings) and is called before a take waits or fails.
+	takers  atomic.Int64
+	reclaim atomic.Pointer[[]func()]
+	addMu   sync.Mutex
 }
 
 // DefaultMemory is the budget a Loader gets when given none.
@@ -54,11 +61,44 @@ func (m *Memory) Held() int64 { return m.held.Load() }
 // Peak is the most bytes batches held at once.
 func (m *Memory) Peak() int64 { return m.peak.Load() }
 
+// AddReclaim registers f, which gives back the bytes of holders that
+// keep them only while nothing else needs them (a server's idle
+// shared-memory rings, server.ringCache). A take that cannot have its
+// bytes at once calls every f first.
+func (m *Memory) AddReclaim(f func()) {
+	m.addMu.Lock()
+	defer m.addMu.Unlock()
+	var fs []func()
+	if p := m.reclaim.Load(); p != nil {
+		fs = append(fs, *p...)
+	}
+	fs = append(fs, f)
+	m.reclaim.Store(&fs)
+}
+
+// Wanted reports whether a take is under way: an idle holder should give
+// its bytes back rather than keep them.
+func (m *Memory) Wanted() bool { return m.takers.Load() > 0 }
+
+// reclaimIdle asks the idle holders for their bytes (AddReclaim).
+func (m *Memory) reclaimIdle() {
+	if p := m.reclaim.Load(); p != nil {
+		for _, f := range *p {
+			f()
+		}
+	}
+}
+
 // acquire takes n bytes (at most the whole budget), waiting for them.
 func (m *Memory) acquire(ctx context.Context, n int64) (int64, error) {
 	n = min(n, m.limit)
-	if err := m.sem.Acquire(ctx, n); err != nil {
-		return 0, err
+	m.takers.Add(1)
+	defer m.takers.Add(-1)
+	if !m.sem.TryAcquire(n) {
+		m.reclaimIdle()
+		if err := m.sem.Acquire(ctx, n); err != nil {
+			return 0, err
+		}
 	}
 	h := m.held.Add(n)
 	for p := m.peak.Load(); h > p && !m.peak.CompareAndSwap(p, h); p = m.peak.Load() {
@@ -73,8 +113,16 @@ func (m *Memory) TryAcquire(n int64) bool {
 	if n <= 0 {
 		return true
 	}
-	if n > m.limit || !m.sem.TryAcquire(n) {
+	if n > m.limit {
 		return false
+	}
+	m.takers.Add(1)
+	defer m.takers.Add(-1)
+	if !m.sem.TryAcquire(n) {
+		m.reclaimIdle()
+		if !m.sem.TryAcquire(n) {
+			return false
+		}
 	}
 	h := m.held.Add(n)
 	for p := m.peak.Load(); h > p && !m.peak.CompareAndSwap(p, h); p = m.peak.Load() {

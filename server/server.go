@@ -41,8 +41,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )
@@ -78,6 +76,7 @@ type Server struct {
 	sess   *session
 	active atomic.Int64
 	wg     sync.WaitGroup
+	rings  *ringCache // shared-memory clients' rings, mapped between streams
 
 	mu      sync.Mutex
 	pending []*pendingConn        // accepted, request not read yet; oldest first
@@ -114,7 +113,7 @@ func New(o Options) (*Server, error) {
 		o.ShmRingLimit = DefaultShmRingLimit
 	}
 	sess := &session{src: o.Source, adm: adm, metrics: o.Metrics, log: log, served: served}
-	return &Server{opts: o, lim: lim, log: log, sess: sess, conns: map[net.Conn]struct{}{}}, nil
+	return &Server{opts: o, lim: lim, log: log, sess: sess, conns: map[net.Conn]struct{}{}, rings: newRingCache(o.Memory)}, nil
 }
 
 // Active is the number of streams being served.
@@ -267,6 +266,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.unblock()
 		<-done
 	}
+	s.rings.close()
 	if s.opts.admission == nil { // a daemon (Run) logs its own, for every transport
 		s.log.Info("stopped", "streams_served", s.sess.served.Load())
 	}
@@ -375,12 +375,12 @@ func (s *Server) handle(ctx context.Context, pc *pendingConn) {
 // response frame, the Arrow IPC stream inline or through the client's
 // shared-memory ring, the trailer frame.
 type socketFramer struct {
-	srv  *Server
-	conn net.Conn
-	fdr  fdReader
-	ring []byte // the mapped part of a shared-memory client's ring
-	held int64  // bytes of the memory budget the ring holds
-	shm  *shmWriter
+	srv    *Server
+	conn   net.Conn
+	fdr    fdReader
+	ring   []byte      // the mapped part of a shared-memory client's ring
+	mapped *cachedRing // ring's mapping (and its budget), back to the cache at release
+	shm    *shmWriter
 	// tracked: the stream counts as active and its connection is cut at
 	// shutdown (release undoes it).
 	tracked bool
@@ -404,23 +404,21 @@ func (f *socketFramer) open(ctx context.Context, cancel context.CancelFunc, st S
 		// can use, counted against the memory budget (or none at all when
 		// the budget has no room now: every message then goes inline).
 		n := ringUse(f.fdr.size, f.srv.opts.ShmRingLimit, st)
-		if f.srv.opts.Memory == nil || f.srv.opts.Memory.TryAcquire(n) {
-			if f.srv.opts.Memory != nil {
-				f.held = n
-			}
-			// Populated: the pages are the client's ring, which the Python
-			// client populated when it made it and reuses stream after
-			// stream, so this maps pages that exist in one call instead of
-			// a fault per page as messages land. A ring whose pages do not
-			// exist yet gets its n bytes now instead of as the stream
-			// fills them; they are counted against the budget either way.
-			mem, err := unix.Mmap(f.fdr.fd, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
-			if err != nil {
-				err = fmt.Errorf("%w: shm ring: map: %v", wire.ErrProtocol, err)
-				f.srv.sess.refuse(f, wire.CodeBadRequest, err)
-				return nil, err
-			}
-			f.ring = mem
+		// Populated: the pages are the client's ring, which the Python
+		// client populated when it made it and reuses stream after stream,
+		// so this maps pages that exist in one call instead of a fault per
+		// page as messages land. A ring whose pages do not exist yet gets
+		// its n bytes now instead of as the stream fills them; they are
+		// counted against the budget either way. The mapping is kept for
+		// the client's next stream over the same ring (ringCache).
+		r, err := f.srv.rings.get(f.fdr.fd, n)
+		if err != nil {
+			err = fmt.Errorf("%w: shm ring: map: %v", wire.ErrProtocol, err)
+			f.srv.sess.refuse(f, wire.CodeBadRequest, err)
+			return nil, err
+		}
+		if r != nil {
+			f.mapped, f.ring = r, r.mem[:n]
 		}
 		f.fdr.close()
 	}
@@ -474,21 +472,17 @@ func (f *socketFramer) attrs() []any {
 }
 
 // release ends the stream's hold on the server: it stops counting as
-// active, its ring is unmapped and its budget given back, a descriptor
-// still held is closed.
+// active, its ring's mapping goes back to the cache (with the budget it
+// holds), a descriptor still held is closed.
 func (f *socketFramer) release() {
 	if f.tracked {
 		f.srv.active.Add(-1)
 		f.srv.track(f.conn, false)
 		f.tracked = false
 	}
-	if f.ring != nil {
-		unix.Munmap(f.ring)
-		f.ring = nil
-	}
-	if f.held > 0 {
-		f.srv.opts.Memory.Release(f.held)
-		f.held = 0
+	if f.mapped != nil {
+		f.srv.rings.put(f.mapped)
+		f.mapped, f.ring = nil, nil
 	}
 	f.fdr.close()
 }
