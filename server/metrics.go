@@ -26,6 +26,7 @@ type Metrics struct {
 	disk                                    func() DiskCacheStats
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
+	ringMaps                                atomic.Int64 // shared-memory rings mapped (ringCache)
 }
 
 // MemoryGauge is what Metrics reports of a loader.Memory.
@@ -144,6 +145,12 @@ func (m *Metrics) overBudgetBatches(n int) {
 	}
 }
 
+func (m *Metrics) ringMapped() {
+	if m != nil {
+		m.ringMaps.Add(1)
+	}
+}
+
 func (m *Metrics) acceptError() {
 	if m != nil {
 		m.acceptErrors.Add(1)
@@ -175,6 +182,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	count("augloader_server_batches_total", "Batches sent.", "counter", m.batches.Load())
 	count("augloader_server_batches_over_budget_total", "Batches of one graph that may alone exceed the node or edge budget.", "counter", m.overBudget.Load())
 	count("augloader_server_sent_bytes_total", "Arrow IPC bytes sent.", "counter", m.bytes.Load())
+	count("augloader_server_shm_ring_maps_total", "Shared-memory rings mapped; a client's next stream over the same ring reuses the mapping.", "counter", m.ringMaps.Load())
 	count("augloader_aug_submix_unchanged_total", "Graphs SubMix sent unchanged, with their hard label, because the mix had no edge (docs/schedule.md).", "counter", m.unchanged.Load())
 	counter("augloader_loader_worker_busy_seconds_total", "Time workers spent augmenting and collating.", time.Duration(m.busy.Load()).Seconds())
 	counter("augloader_loader_worker_idle_seconds_total", "Time workers spent waiting for a batch to build or for room in the window (the client is behind).", time.Duration(m.idle.Load()).Seconds())

@@ -33,7 +33,8 @@ import (
 // when more than maxIdleRings are idle; until then it keeps its ring's
 // memory alive even if its client has closed it.
 type ringCache struct {
-	budget *loader.Memory // nil: none
+	budget  *loader.Memory // nil: none
+	metrics *Metrics       // nil: none
 
 	mu     sync.Mutex
 	rings  []*cachedRing
@@ -51,8 +52,8 @@ type cachedRing struct {
 	idle     time.Time // when it was last given back
 }
 
-func newRingCache(budget *loader.Memory) *ringCache {
-	c := &ringCache{budget: budget}
+func newRingCache(budget *loader.Memory, metrics *Metrics) *ringCache {
+	c := &ringCache{budget: budget, metrics: metrics}
 	if budget != nil {
 		budget.AddReclaim(c.reclaim)
 	}
@@ -100,6 +101,7 @@ func (c *ringCache) get(fd int, n int64) (*cachedRing, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.maps++
+	c.metrics.ringMapped()
 	if !c.closed { // else not kept: put unmaps it
 		c.rings = append(c.rings, r)
 	}

@@ -55,7 +55,7 @@ func mustGet(t *testing.T, c *ringCache, fd int, n int64) *cachedRing {
 func TestRingCacheReuse(t *testing.T) {
 	const n = 256 << 10
 	budget := loader.NewMemory(8 << 20)
-	c := newRingCache(budget)
+	c := newRingCache(budget, nil)
 	a := ringFD(t, 4<<20)
 	steps := []struct {
 		name     string
@@ -103,7 +103,7 @@ func TestRingCacheGivesWay(t *testing.T) {
 	const n = 256 << 10
 	t.Run("budget", func(t *testing.T) {
 		budget := loader.NewMemory(3 * n)
-		c := newRingCache(budget)
+		c := newRingCache(budget, nil)
 		c.put(mustGet(t, c, ringFD(t, 1<<20), 2*n))
 		if budget.Held() != 2*n {
 			t.Fatalf("idle ring holds %d bytes, want %d", budget.Held(), 2*n)
@@ -123,7 +123,7 @@ func TestRingCacheGivesWay(t *testing.T) {
 	})
 	t.Run("count", func(t *testing.T) {
 		budget := loader.NewMemory(64 << 20)
-		c := newRingCache(budget)
+		c := newRingCache(budget, nil)
 		for range maxIdleRings + 2 {
 			c.put(mustGet(t, c, ringFD(t, 1<<20), n))
 		}
@@ -134,7 +134,7 @@ func TestRingCacheGivesWay(t *testing.T) {
 	})
 	t.Run("ttl and close", func(t *testing.T) {
 		budget := loader.NewMemory(64 << 20)
-		c := newRingCache(budget)
+		c := newRingCache(budget, nil)
 		old, recent := mustGet(t, c, ringFD(t, 1<<20), n), mustGet(t, c, ringFD(t, 1<<20), n)
 		busy := mustGet(t, c, ringFD(t, 1<<20), n)
 		c.put(old)

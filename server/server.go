@@ -113,7 +113,7 @@ func New(o Options) (*Server, error) {
 		o.ShmRingLimit = DefaultShmRingLimit
 	}
 	sess := &session{src: o.Source, adm: adm, metrics: o.Metrics, log: log, served: served}
-	return &Server{opts: o, lim: lim, log: log, sess: sess, conns: map[net.Conn]struct{}{}, rings: newRingCache(o.Memory)}, nil
+	return &Server{opts: o, lim: lim, log: log, sess: sess, conns: map[net.Conn]struct{}{}, rings: newRingCache(o.Memory, o.Metrics)}, nil
 }
 
 // Active is the number of streams being served.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"sync"
 	"syscall"
@@ -135,11 +136,15 @@ const DefaultShmRingLimit = 64 << 20
 // is), at least MinShmRing, at most limit and the ring. The daemon's
 // memory is then bounded by what its streams can use, whatever ring a
 // client passes (four clients with 1 GiB rings cost the host 4.2 GB of
-// shared memory when the daemon mapped and populated whole rings).
+// shared memory when the daemon mapped and populated whole rings). It is
+// rounded up to a power of two: a client's next stream, whose largest
+// batch differs a little, then asks for the same size, and reuses the
+// mapping (ringCache).
 func ringUse(size, limit int64, st Stream) int64 {
 	want := int64(wire.MinShmRing)
 	if m, ok := st.(interface{ MaxMessageBytes() int64 }); ok {
 		want = max(want, ringMessages*m.MaxMessageBytes())
+		want = 1 << bits.Len64(uint64(want-1))
 	} else {
 		want = limit
 	}

@@ -17,6 +17,7 @@ import pytest
 
 import augloader
 from augloader import _socket, _wire
+from conftest import free_port
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memfd is Linux's")
 
@@ -137,11 +138,25 @@ def watch_rings(monkeypatch):
     _socket._IDLE_RINGS.clear()
 
 
+def ring_maps(metrics_port: int) -> int:
+    """The daemon's augloader_server_shm_ring_maps_total (its /metrics)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("augloader_server_shm_ring_maps_total "):
+                return int(float(line.split()[1]))
+    raise AssertionError("no augloader_server_shm_ring_maps_total in /metrics")
+
+
 def test_ring_reused_after_a_complete_stream(synth_shards, daemon, watch_rings):
     """A stream read to its trailer, its batches dropped: the next stream
     of the process gets the same ring (no new memfd, no populating), and
-    its bytes are still the socket's."""
-    d = serve(daemon, synth_shards)
+    its bytes are still the socket's. The daemon maps that ring once and
+    keeps the mapping for its next streams (its /metrics count it)."""
+    port = free_port()
+    d = daemon("--shards", synth_shards, "--policy", POLICY, "--seed", "4", "--batch-size", "8",
+               "--metrics", f"127.0.0.1:{port}")
     url = shm_url(d)
     for e in (1, 2, 3):
         s = augloader.connect(url).epoch(e, digest=True)
@@ -151,6 +166,7 @@ def test_ring_reused_after_a_complete_stream(synth_shards, daemon, watch_rings):
         list(want)
         assert s.sha256 == want.sha256, f"epoch {e}"
     assert len({r.address for r in watch_rings}) == 1, "a ring was made for each stream"
+    assert ring_maps(port) == 1, "the daemon mapped the one ring again for a later stream"
 
 
 def test_ring_of_kept_or_abandoned_streams_not_reused(synth_shards, daemon, watch_rings):
