@@ -21,6 +21,9 @@ type Loader struct {
 	// collators holds batch buffers between batches and requests (see
 	// collator): a steady stream allocates none.
 	collators sync.Pool
+	// workers holds workers' buffers (scratch, graphs) between streams:
+	// each stream's workers start warm (newWorker).
+	workers sync.Pool
 	// st: the source holds structures (format 4), served so.
 	st *structures
 }

@@ -179,6 +179,7 @@ func (s *stream) reserve(b int) bool {
 // slots.
 func (s *stream) work() error {
 	w := newWorker(s.l, s.p, s.pages)
+	defer w.done()
 	waiting := time.Now()
 	defer func() { s.idle.Add(int64(time.Since(waiting))) }()
 	for b := range s.jobs {

@@ -27,8 +27,27 @@ type worker struct {
 	sw  *structWork // structures: the rotation's and noise's draws, the neighbour list
 }
 
+// newWorker returns a worker for one stream, with the buffers an earlier
+// stream's worker left in the Loader's pool (a stream's first batches
+// then grow none), or new ones. Outputs do not depend on a buffer's
+// history (aug.TestScratchHistoryIndependent).
 func newWorker(l *Loader, p *Plan, pages *shard.Schedule) *worker {
-	return &worker{l: l, p: p, pages: pages}
+	w, _ := l.workers.Get().(*worker)
+	if w == nil {
+		w = new(worker)
+	}
+	w.l, w.p, w.pages = l, p, pages
+	return w
+}
+
+// done gives the worker's buffers back to the Loader's pool once its
+// stream has no more batches for it.
+func (w *worker) done() {
+	l := w.l
+	w.l, w.p, w.pages = nil, nil, nil
+	clear(w.ops) // no op outlives its stream through the pool
+	w.ops = w.ops[:0]
+	l.workers.Put(w)
 }
 
 // batch builds batch b of the plan into a collator from the loader's pool.
