@@ -458,6 +458,11 @@ func (f *socketFramer) close(ctx context.Context, tr wire.Trailer, err error) er
 	if err != nil {
 		status = wire.StatusError
 	}
+	// Nothing is written into the ring after its stream: its mapping goes
+	// back to the cache before the trailer, so the client's next request,
+	// sent once the trailer is read, finds it idle (after the trailer it
+	// raced this handler's return). f.ring keeps only its length (attrs).
+	f.putRing()
 	if ctx.Err() == nil {
 		f.conn.SetWriteDeadline(time.Now().Add(f.srv.lim.RequestTimeout))
 	}
@@ -480,11 +485,17 @@ func (f *socketFramer) release() {
 		f.srv.track(f.conn, false)
 		f.tracked = false
 	}
+	f.putRing()
+	f.ring = nil
+	f.fdr.close()
+}
+
+// putRing gives the stream's ring mapping back to the cache, once.
+func (f *socketFramer) putRing() {
 	if f.mapped != nil {
 		f.srv.rings.put(f.mapped)
-		f.mapped, f.ring = nil, nil
+		f.mapped = nil
 	}
-	f.fdr.close()
 }
 
 func (s *Server) track(c net.Conn, on bool) {

@@ -191,6 +191,30 @@ func TestShmSameBytes(t *testing.T) {
 	}
 }
 
+// A client's next stream over the same ring reuses the daemon's mapping
+// of it: over five streams the ring is mapped once, and each stream's
+// bytes are the socket's.
+func TestShmRingMappedOnce(t *testing.T) {
+	want, err := os.ReadFile(testutil.Testdata(t, "golden", "stream-tiny.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := server.NewMetrics()
+	l := newLoaderSeed(t, testutil.Testdata(t, "golden", "tiny.shards"), policy, 2, 7)
+	sock := serveWith(t, server.Options{Source: server.Live{L: l}, Metrics: m, Limits: server.Limits{Drain: time.Second}})
+	c := newShmClient(t, 1<<20)
+	for i := range 5 {
+		if got, _ := c.conversation(t, sock, goldenRequest, false); !bytes.Equal(got, want) {
+			t.Fatalf("stream %d: shm conversation (%d bytes) differs from the socket's (%d)", i, len(got), len(want))
+		}
+	}
+	var text strings.Builder
+	m.WriteText(&text)
+	if !strings.Contains(text.String(), "\naugloader_server_shm_ring_maps_total 1\n") {
+		t.Fatalf("one ring over five streams, back to back: want it mapped once\n%s", text.String())
+	}
+}
+
 // A larger epoch through a ring of a fifth of it: messages wrap around the
 // ring and reuse released space, however slow the client (the server waits
 // for it); a client that releases nothing gets the rest inline; the bytes
