@@ -19,3 +19,9 @@ func WarmPPR(g *Graph, p float64, selfLoops bool, s *Scratch) {
 		ix.ppr.store(sd.slots, root, s.order, l)
 	}
 }
+
+// ScratchRefs reports whether s refers to a request's context or to a
+// partner's views (Scratch.Forget drops them).
+func ScratchRefs(s *Scratch) bool {
+	return s.ctx != nil || s.partner.Edges != nil || s.partner.Index != nil
+}

@@ -207,6 +207,11 @@ func (g *Graph) SetDense(x []float32, dim int32) {
 	g.X = append(g.X[:0], x...)
 }
 
+// ForgetInput drops an input graph's views of memory not its own, Edges
+// (the input's, or EdgeBuf's, which it keeps) and Index, before the graph
+// is kept idle between requests; the next load sets them again.
+func (g *Graph) ForgetInput() { g.Edges, g.Index = nil, nil }
+
 // CopyFrom makes g a deep copy of src, reusing g's buffers.
 func (g *Graph) CopyFrom(src *Graph) {
 	g.Index = nil

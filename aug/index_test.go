@@ -196,3 +196,35 @@ func (u indexedPartners) Partner(_ context.Context, target int64, r aug.Rand, in
 	into.Index = u.graphs[i].Index
 	return nil
 }
+
+// Scratch.Forget drops the request's context and SubMix's partner views
+// (its edges and index), which a scratch kept between requests must not
+// hold, and the scratch still works after it.
+func TestScratchForget(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	graphs := make([]aug.Graph, 4)
+	for i := range graphs {
+		graphs[i] = testutil.DenseGraph(r, int64(i), 20+r.IntN(20), 0.3, 4)
+		graphs[i].Index = aug.BuildIndex(&graphs[i])
+	}
+	op := aug.SubMix{P: 0.4, Partners: indexedPartners{graphs}}
+	var s aug.Scratch
+	var out aug.Graph
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for round := range 2 {
+		s.SetContext(ctx)
+		for i := range graphs {
+			if err := op.Apply(&graphs[i], &out, s.Rand(1, uint64(round), graphs[i].ID, aug.OpID(op)), &s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !aug.ScratchRefs(&s) {
+			t.Fatal("no partner or context to forget: the test does not test")
+		}
+		s.Forget()
+		if aug.ScratchRefs(&s) {
+			t.Fatalf("round %d: the scratch keeps a context or a partner's views after Forget", round)
+		}
+	}
+}

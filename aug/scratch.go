@@ -128,6 +128,15 @@ func (s *Scratch) sortPairs(n int32, e []int32) {
 // client that goes away stops them. Until set, context.Background().
 func (s *Scratch) SetContext(ctx context.Context) { s.ctx = ctx }
 
+// Forget drops what s refers to beyond its own buffers, which it keeps:
+// the request's context and the last partner's views of its shard and
+// its Index. A scratch kept between requests (the loader's pool of
+// workers) then holds no page or index a cache limit has let go.
+func (s *Scratch) Forget() {
+	s.ctx = nil
+	s.partner.ForgetInput()
+}
+
 func (s *Scratch) context() context.Context {
 	if s.ctx == nil {
 		return context.Background()

@@ -52,3 +52,29 @@ func TestCollatorFusedMix(t *testing.T) {
 		}
 	}
 }
+
+// A worker given back to the Loader's pool keeps its buffers but nothing
+// of its stream: no plan, op or context, and no view of a page or an
+// index (a cache limit may have let them go).
+func TestWorkerDoneKeepsNoViews(t *testing.T) {
+	l := &Loader{}
+	r := rand.New(rand.NewPCG(3, 4))
+	g := testutil.DenseGraph(r, 1, 30, 0.3, 4)
+	w := newWorker(l, &Plan{}, nil)
+	w.in = g
+	w.in.Index = aug.BuildIndex(&g)
+	w.in.EdgeBuf = append(w.in.EdgeBuf, g.Edges...)
+	w.out.Index = w.in.Index
+	w.ops = append(w.ops, aug.NodeSam{})
+	w.done()
+	switch {
+	case w.l != nil || w.p != nil || w.pages != nil:
+		t.Error("the pooled worker keeps its loader, plan or schedule")
+	case w.in.Edges != nil || w.in.Index != nil || w.out.Index != nil:
+		t.Error("the pooled worker keeps its last input's edges or an index")
+	case len(w.ops) != 0 || slices.ContainsFunc(w.ops[:cap(w.ops)], func(op aug.Op) bool { return op != nil }):
+		t.Error("the pooled worker keeps an op")
+	case len(w.in.EdgeBuf) == 0 || len(w.in.Codes) == 0:
+		t.Error("the pooled worker dropped its own buffers")
+	}
+}

@@ -41,12 +41,16 @@ func newWorker(l *Loader, p *Plan, pages *shard.Schedule) *worker {
 }
 
 // done gives the worker's buffers back to the Loader's pool once its
-// stream has no more batches for it.
+// stream has no more batches for it, holding nothing of the stream's: no
+// op, context, page view or index (a cache limit may let those go).
 func (w *worker) done() {
 	l := w.l
 	w.l, w.p, w.pages = nil, nil, nil
-	clear(w.ops) // no op outlives its stream through the pool
+	clear(w.ops)
 	w.ops = w.ops[:0]
+	w.in.ForgetInput()
+	w.out.Index = nil
+	w.scratch.Forget()
 	l.workers.Put(w)
 }
 
