@@ -40,8 +40,6 @@ type ringCache struct {
 	rings  []*cachedRing
 	timer  *time.Timer
 	closed bool
-
-	maps int // mappings made (a test's view of the reuse)
 }
 
 type cachedRing struct {
@@ -100,7 +98,6 @@ func (c *ringCache) get(fd int, n int64) (*cachedRing, error) {
 	r := &cachedRing{dev: st.Dev, ino: st.Ino, mem: mem, held: held, busy: true}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.maps++
 	c.metrics.ringMapped()
 	if !c.closed { // else not kept: put unmaps it
 		c.rings = append(c.rings, r)
@@ -146,7 +143,7 @@ func (c *ringCache) expire() {
 func (c *ringCache) reclaim() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.trim(0, time.Now().Add(time.Hour))
+	c.trim(0, time.Time{})
 }
 
 // close unmaps every idle ring; a busy one is unmapped when its stream
@@ -155,23 +152,15 @@ func (c *ringCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	c.trim(0, time.Now().Add(time.Hour))
+	c.trim(0, time.Time{})
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
 	}
-	kept := c.rings[:0]
-	for _, r := range c.rings {
-		if r.busy {
-			kept = append(kept, r)
-		}
-	}
-	clear(c.rings[len(kept):])
-	c.rings = kept
 }
 
 // trim unmaps idle rings given back before cutoff, then the longest idle
-// ones beyond keep. c.mu is held.
+// ones beyond keep (keep 0: every idle ring). c.mu is held.
 func (c *ringCache) trim(keep int, cutoff time.Time) {
 	for {
 		idle, oldest := 0, -1

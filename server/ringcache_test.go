@@ -11,21 +11,7 @@ import (
 
 // ringFD makes a client's ring as checkRing takes it: a memfd of size
 // bytes, sealed against shrinking.
-func ringFD(t *testing.T, size int64) int {
-	t.Helper()
-	fd, err := unix.MemfdCreate("augloader-test-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Skipf("no memfd here: %v", err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Ftruncate(fd, size); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
-		t.Fatal(err)
-	}
-	return fd
-}
+func ringFD(t *testing.T, size int64) int { return Memfd(t, size, unix.F_SEAL_SHRINK) }
 
 // dupFD is another descriptor of fd's file, as a client's next request
 // passes it.
@@ -55,7 +41,7 @@ func mustGet(t *testing.T, c *ringCache, fd int, n int64) *cachedRing {
 func TestRingCacheReuse(t *testing.T) {
 	const n = 256 << 10
 	budget := loader.NewMemory(8 << 20)
-	c := newRingCache(budget, nil)
+	c := newRingCache(budget, NewMetrics())
 	a := ringFD(t, 4<<20)
 	steps := []struct {
 		name     string
@@ -77,9 +63,9 @@ func TestRingCacheReuse(t *testing.T) {
 		if first == nil {
 			first = r
 		}
-		if (r == first) != s.same || c.maps != s.maps || budget.Held() != s.heldWant || int64(len(r.mem)) < s.n {
+		if (r == first) != s.same || int(c.metrics.ringMaps.Load()) != s.maps || budget.Held() != s.heldWant || int64(len(r.mem)) < s.n {
 			t.Fatalf("%s: same mapping %v, %d maps, %d bytes held, %d mapped; want %v, %d, %d, >= %d",
-				s.name, r == first, c.maps, budget.Held(), len(r.mem), s.same, s.maps, s.heldWant, s.n)
+				s.name, r == first, c.metrics.ringMaps.Load(), budget.Held(), len(r.mem), s.same, s.maps, s.heldWant, s.n)
 		}
 		c.put(r)
 	}
@@ -103,7 +89,7 @@ func TestRingCacheGivesWay(t *testing.T) {
 	const n = 256 << 10
 	t.Run("budget", func(t *testing.T) {
 		budget := loader.NewMemory(3 * n)
-		c := newRingCache(budget, nil)
+		c := newRingCache(budget, NewMetrics())
 		c.put(mustGet(t, c, ringFD(t, 1<<20), 2*n))
 		if budget.Held() != 2*n {
 			t.Fatalf("idle ring holds %d bytes, want %d", budget.Held(), 2*n)
@@ -123,7 +109,7 @@ func TestRingCacheGivesWay(t *testing.T) {
 	})
 	t.Run("count", func(t *testing.T) {
 		budget := loader.NewMemory(64 << 20)
-		c := newRingCache(budget, nil)
+		c := newRingCache(budget, NewMetrics())
 		for range maxIdleRings + 2 {
 			c.put(mustGet(t, c, ringFD(t, 1<<20), n))
 		}
@@ -134,7 +120,7 @@ func TestRingCacheGivesWay(t *testing.T) {
 	})
 	t.Run("ttl and close", func(t *testing.T) {
 		budget := loader.NewMemory(64 << 20)
-		c := newRingCache(budget, nil)
+		c := newRingCache(budget, NewMetrics())
 		old, recent := mustGet(t, c, ringFD(t, 1<<20), n), mustGet(t, c, ringFD(t, 1<<20), n)
 		busy := mustGet(t, c, ringFD(t, 1<<20), n)
 		c.put(old)

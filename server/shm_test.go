@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -36,7 +37,7 @@ type shmClient struct {
 
 func newShmClient(t *testing.T, size int) *shmClient {
 	t.Helper()
-	fd := memfd(t, int64(size), unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+	fd := server.Memfd(t, int64(size), unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
 	ring, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
@@ -44,23 +45,6 @@ func newShmClient(t *testing.T, size int) *shmClient {
 	c := &shmClient{fd: fd, ring: ring}
 	t.Cleanup(func() { unix.Munmap(ring) })
 	return c
-}
-
-// memfd makes a memfd of size bytes with the given seals.
-func memfd(t *testing.T, size int64, seals int) int {
-	t.Helper()
-	fd, err := unix.MemfdCreate("augloader-test-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Skipf("no memfd here: %v", err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Ftruncate(fd, size); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		t.Fatal(err)
-	}
-	return fd
 }
 
 // sendRequest sends req's frame with fds attached to its bytes.
@@ -156,17 +140,19 @@ func (c *shmClient) slowConversation(t *testing.T, sock string, req wire.Request
 }
 
 // Over shared memory the conversation carries the very bytes of the socket
-// one (the golden file), stream after stream over the same ring: with a
-// ring that holds the whole stream, and a client that never releases
-// (once it has read every ring message, the rest come inline).
+// one (the golden file), stream after stream over the same ring, which the
+// daemon maps once: with a ring that holds the whole stream, and a client
+// that never releases (once it has read every ring message, the rest come
+// inline).
 func TestShmSameBytes(t *testing.T) {
 	want, err := os.ReadFile(testutil.Testdata(t, "golden", "stream-tiny.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := server.NewMetrics()
 	l := newLoaderSeed(t, testutil.Testdata(t, "golden", "tiny.shards"), policy, 2, 7)
-	sock := serve(t, server.Live{L: l})
-	for _, tc := range []struct {
+	sock := serveWith(t, server.Options{Source: server.Live{L: l}, Metrics: m, Limits: server.Limits{Drain: time.Second}})
+	for i, tc := range []struct {
 		name string
 		ring int
 		hold bool
@@ -176,42 +162,23 @@ func TestShmSameBytes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newShmClient(t, tc.ring)
-			// Three streams over the one ring, as a training loop's
-			// epochs: the daemon keeps its mapping between them.
-			for i := range 3 {
+			// Five streams over the one ring, as a training loop's
+			// epochs: the daemon maps it once and keeps the mapping.
+			for s := range 5 {
 				got, st := c.conversation(t, sock, goldenRequest, tc.hold)
 				if !bytes.Equal(got, want) {
-					t.Fatalf("stream %d: shm conversation (%d bytes) differs from the socket's (%d)", i, len(got), len(want))
+					t.Fatalf("stream %d: shm conversation (%d bytes) differs from the socket's (%d)", s, len(got), len(want))
 				}
 				if st.inline != 0 {
-					t.Errorf("stream %d: %d messages inline from a ring that holds the stream", i, st.inline)
+					t.Errorf("stream %d: %d messages inline from a ring that holds the stream", s, st.inline)
 				}
 			}
+			var text strings.Builder
+			m.WriteText(&text)
+			if want := fmt.Sprintf("\naugloader_server_shm_ring_maps_total %d\n", i+1); !strings.Contains(text.String(), want) {
+				t.Fatalf("one more ring over five streams, back to back: want it mapped once (%q)\n%s", want, text.String())
+			}
 		})
-	}
-}
-
-// A client's next stream over the same ring reuses the daemon's mapping
-// of it: over five streams the ring is mapped once, and each stream's
-// bytes are the socket's.
-func TestShmRingMappedOnce(t *testing.T) {
-	want, err := os.ReadFile(testutil.Testdata(t, "golden", "stream-tiny.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := server.NewMetrics()
-	l := newLoaderSeed(t, testutil.Testdata(t, "golden", "tiny.shards"), policy, 2, 7)
-	sock := serveWith(t, server.Options{Source: server.Live{L: l}, Metrics: m, Limits: server.Limits{Drain: time.Second}})
-	c := newShmClient(t, 1<<20)
-	for i := range 5 {
-		if got, _ := c.conversation(t, sock, goldenRequest, false); !bytes.Equal(got, want) {
-			t.Fatalf("stream %d: shm conversation (%d bytes) differs from the socket's (%d)", i, len(got), len(want))
-		}
-	}
-	var text strings.Builder
-	m.WriteText(&text)
-	if !strings.Contains(text.String(), "\naugloader_server_shm_ring_maps_total 1\n") {
-		t.Fatalf("one ring over five streams, back to back: want it mapped once\n%s", text.String())
 	}
 }
 
@@ -262,7 +229,7 @@ func TestShmRingWraps(t *testing.T) {
 func TestShmRefusals(t *testing.T) {
 	l := newLoaderSeed(t, testutil.Testdata(t, "golden", "tiny.shards"), policy, 1, 7)
 	sock := serve(t, server.Live{L: l})
-	sealed := func(size int64) int { return memfd(t, size, unix.F_SEAL_SHRINK) }
+	sealed := func(size int64) int { return server.Memfd(t, size, unix.F_SEAL_SHRINK) }
 	reopen := func(fd, flags int) int {
 		ro, err := unix.Open("/proc/self/fd/"+itoa(fd), flags|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -296,8 +263,8 @@ func TestShmRefusals(t *testing.T) {
 		{"too small", shmReq, []int{sealed(4096)}, "4096 bytes"},
 		{"too large", shmReq, []int{sealed(wire.MaxShmRing + 1)}, "bytes (want"},
 		{"read-only", shmReq, []int{reopen(sealed(1<<20), unix.O_RDONLY)}, "not open for reading and writing"},
-		{"not sealed", shmReq, []int{memfd(t, 1<<20, 0)}, "not sealed against shrinking"},
-		{"sealed against writing", shmReq, []int{memfd(t, 1<<20, unix.F_SEAL_SHRINK|unix.F_SEAL_WRITE)}, "sealed against writing"},
+		{"not sealed", shmReq, []int{server.Memfd(t, 1<<20, 0)}, "not sealed against shrinking"},
+		{"sealed against writing", shmReq, []int{server.Memfd(t, 1<<20, unix.F_SEAL_SHRINK|unix.F_SEAL_WRITE)}, "sealed against writing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "a file on disk" && !onDisk {
