@@ -136,6 +136,55 @@ func TestApplyCoalesced(t *testing.T) {
 	coalescedEqual(t, gs, 20)
 }
 
+// TestDropOnly: a clean node's run is its input list less one value
+// exactly when every touched key is a mark the list has and at most one
+// such mark lacks a key; anything else is mergeRun's.
+func TestDropOnly(t *testing.T) {
+	marks := [4]int32{32, 19, 29, 74} // v_i, v_o, v_p, last (not an input node)
+	for _, c := range []struct {
+		name  string
+		marks [4]int32
+		mask  uint8
+		ks    []int32
+		d     int32
+		ok    bool
+	}{
+		{"keeps v_i and v_o, drops v_p", marks, 0b111, []int32{19, 32}, 29, true},
+		{"keeps all three", marks, 0b111, []int32{19, 29, 32}, -1, true},
+		{"no mark, no key", marks, 0, nil, -1, true},
+		{"drops its only mark", marks, 0b010, nil, 19, true},
+		{"a key the list lacks", marks, 0b011, []int32{19, 29, 32}, -1, false},
+		{"v_p's neighbour gains v_o", marks, 0b100, []int32{19}, -1, false},
+		{"two to drop", marks, 0b111, []int32{19}, -1, false},
+		{"equal marks count once", [4]int32{5, 5, 9, 12}, 0b0101, []int32{5}, 9, true},
+	} {
+		d, ok := aug.DropOnly(c.marks, c.mask, c.ks)
+		if d != c.d || ok != c.ok {
+			t.Errorf("%s: dropOnly = %d, %v; want %d, %v", c.name, d, ok, c.d, c.ok)
+		}
+	}
+}
+
+func TestDropRun(t *testing.T) {
+	list := []int32{1, 3, 5, 8}
+	for _, c := range []struct {
+		d    int32
+		want []int32
+	}{
+		{5, []int32{11, 13, 18}},
+		{-1, []int32{11, 13, 15, 18}},
+		{8, []int32{11, 13, 15}},
+		{1, []int32{13, 15, 18}},
+		{4, []int32{11, 13, 15, 18}}, // not in the list
+	} {
+		dst := make([]int32, len(list)+1) // the one slot of slack
+		n := aug.DropRun(dst, list, c.d, 10)
+		if !slices.Equal(dst[:n], c.want) {
+			t.Errorf("dropRun(%d) = %v, want %v", c.d, dst[:n], c.want)
+		}
+	}
+}
+
 // BenchmarkCoalesce: one batch of 32 COLLAB-sized graphs (74 nodes,
 // density 0.9 ≈ 2,460 pairs): NodeSam's output expanded by Append after
 // Apply, against ApplyCoalesced on the indexed input, and Append alone.

@@ -25,3 +25,10 @@ func WarmPPR(g *Graph, p float64, selfLoops bool, s *Scratch) {
 func ScratchRefs(s *Scratch) bool {
 	return s.ctx != nil || s.partner.Edges != nil || s.partner.Index != nil
 }
+
+// DropOnly and DropRun are emitCoalesced's fast path for a clean node's
+// run (dropOnly, dropRun).
+var (
+	DropOnly = dropOnly
+	DropRun  = dropRun
+)
