@@ -26,7 +26,7 @@ func ScratchRefs(s *Scratch) bool {
 	return s.ctx != nil || s.partner.Edges != nil || s.partner.Index != nil
 }
 
-// DropOnly and DropRun are emitCoalesced's fast path for a clean node's
+// DropOnly and DropRun are NodeSam's emit fast path for a clean node's
 // run (dropOnly, dropRun).
 var (
 	DropOnly = dropOnly

@@ -285,9 +285,7 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 			w += addBase(dst[w:], ks, base)
 		default:
 			list := ix.Adj[ix.Off[y]:ix.Off[y+1]]
-			if d, ok := dropOnly(marks, present[y], ks); ok && d < 0 {
-				w += addBase(dst[w:], list, base)
-			} else if ok {
+			if d, ok := dropOnly(marks, present[y], ks); ok {
 				w += dropRun(dst[w:], list, d, base)
 			} else {
 				w += mergeRun(dst[w:], list, ks, touched, base)
@@ -356,10 +354,14 @@ func dropOnly(marks [4]int32, mask uint8, ks []int32) (d int32, ok bool) {
 }
 
 // dropRun writes to dst, offset by base, list less the value d (if it has
-// it; d < 0: none), and returns its length. As mergeRun, dst has one slot
-// of slack: d is written, then overwritten, without a branch. Twice
-// mergeRun's speed where it applies (no table read, no keys to merge).
+// it; d < 0: none, a plain add-copy), and returns its length. As
+// mergeRun, dst has one slot of slack: d is written, then overwritten,
+// without a branch. Twice mergeRun's speed where it applies (no table
+// read, no keys to merge).
 func dropRun(dst, list []int32, d, base int32) int {
+	if d < 0 {
+		return addBase(dst, list, base)
+	}
 	dst = dst[:len(list)+1]
 	w := 0
 	for _, v := range list {

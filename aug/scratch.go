@@ -25,8 +25,8 @@ type Scratch struct {
 	tmp        []int32
 	touched    []uint8 // emit: 1 for the ≤ 4 nodes whose edges change (all 0 between calls)
 	koff, kadj []int32 // emitCoalesced: adjacency of the touched output edges
-	present    []uint8 // emitCoalesced: bit q for a neighbour of marks[q] (all 0 between calls)
 	kpairs     []int32 // and those edges as (u, v) pairs
+	present    []uint8 // emitIndexed, emitCoalesced: bit q for a neighbour of marks[q] (all 0 between calls)
 
 	// SubMix
 	score, y, rr, pp, ap, x []float64
