@@ -102,7 +102,7 @@ class _OneHotBuffers:
         # [flat float32 base (a tensor, or with no use count the NumPy
         # array), (dim, version, rows, flat positions set) of the last
         # batch written into it or None while all zeros, the array's
-        # reference count when idle (NumPy mode)]
+        # reference count when idle (NumPy mode), its elements]
         self._bufs: list = []
 
     @property
@@ -126,17 +126,23 @@ class _OneHotBuffers:
         rows of dim (or never), or a new one; claimed by the view returned
         beside it until the caller drops that view."""
         with self._lock:
-            # A buffer whose storage went to shared memory (a tensor over it
-            # was sent to another process, which may read it after this
-            # process let go) is never written again: dropped here.
-            if self.enabled:
-                self._bufs = [e for e in self._bufs if not _storage(e[0]).is_shared()]
-            for e in self._bufs:
-                if len(e[0]) >= nelem and (e[1] is None or e[1][0] == dim) and self._idle(e):
+            i = 0
+            while i < len(self._bufs):
+                e = self._bufs[i]
+                if e[3] >= nelem and (e[1] is None or e[1][0] == dim) and self._idle(e):
+                    # A buffer whose storage went to shared memory (a tensor
+                    # over it was sent to another process, which may read it
+                    # after this process let go) is never written again:
+                    # dropped here.
+                    if self.enabled and _storage(e[0]).is_shared():
+                        del self._bufs[i]
+                        continue
                     return e, e[0][:0]
+                i += 1
             if len(self._bufs) >= self._KEEP:
                 self._bufs.pop(0)  # the oldest goes; whoever holds it keeps it
-            e = [np.zeros(max(nelem + nelem // 4, 1 << 16), dtype=np.float32), None, 0]
+            size = max(nelem + nelem // 4, 1 << 16)
+            e = [np.zeros(size, dtype=np.float32), None, 0, size]
             if self.enabled:
                 e[0] = torch.from_numpy(e[0])
             else:
@@ -176,7 +182,9 @@ class _OneHotBuffers:
         flat[at] = w
         if self.enabled:
             e[1] = (dim, e[0]._version, n, at)
-            x = e[0][:n * dim].view(n, dim)
+            # A view of the base's first rows (one call: a third of slice
+            # and view's cost), sharing its storage and version counter.
+            x = e[0].as_strided((n, dim), (dim, 1))
         else:
             e[1] = (dim, None, n, None)
             x = torch.from_numpy(flat[:n * dim].reshape(n, dim))
@@ -185,6 +193,7 @@ class _OneHotBuffers:
 
 
 _ONE_HOT = _OneHotBuffers()
+_CPU = torch.device("cpu")
 
 
 def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: bool = False) -> dict:
@@ -214,7 +223,7 @@ def to_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: boo
     for (use on a side stream, as :class:`Prefetcher` does)."""
     if layout not in LAYOUTS:
         raise ValueError(f"augloader: layout {layout!r}: want one of {', '.join(LAYOUTS)}")
-    dev = torch.device(device)
+    dev = _CPU if device == "cpu" else torch.device(device)
     nb = non_blocking
     n = int(b.ptr[-1])
     out = {}
@@ -251,12 +260,12 @@ def _node_tensors(b: Batch, dev: torch.device, nb: bool, layout: str, out: dict)
         return _to(_view(np.ascontiguousarray(b.x_float)), dev, nb)
     if b.x_code is None:
         return torch.zeros((n, 0), dtype=torch.float32, device=dev)
+    if layout == "pyg" and dev.type == "cpu":
+        return _ONE_HOT.dense_x(b)  # reused buffers, O(nonzeros) a batch
     node, code, weight = (_to(_view(a), dev, nb) for a in (b.x_node, b.x_code, b.x_weight))
     if layout == "codes":
         out.update(x_node=node, x_code=code, x_weight=weight, feature_dim=b.feature_dim)
         return None
-    if dev.type == "cpu":
-        return _ONE_HOT.dense_x(b)  # reused buffers, O(nonzeros) a batch
     x = torch.zeros((n, b.feature_dim), dtype=torch.float32, device=dev)
     return x.index_put_((node.long(), code.long()), weight)  # (node, code) pairs are unique
 
@@ -285,11 +294,25 @@ def _label_tensors(b: Batch, dev: torch.device, nb: bool) -> tuple:
         return y, y, False
     y = _long(b.y, dev, nb)
     # Hard labels (every q is 1) need no distribution: one-hot of y, built
-    # where y is.
-    soft = bool(len(b.y_q)) and bool(b.y_q.min() < 1)
-    if soft:
+    # where y is (on the CPU, rows of an identity matrix kept per class
+    # count: one gather, a third of zeros and scatter_).
+    if b.soft_labels:
         return y, _to(torch.from_numpy(b.soft_y()), dev, nb), True
+    if dev.type == "cpu":
+        return y, torch.from_numpy(_identity(b.num_classes)[b.y]), False
     return y, torch.zeros((len(b.y), b.num_classes), dtype=torch.float32, device=dev).scatter_(1, y.unsqueeze(1), 1.0), False
+
+
+_IDENTITY: dict = {}
+
+
+def _identity(classes: int) -> np.ndarray:
+    """float32 [classes, classes] identity, made once per class count (its
+    rows gathered are fresh arrays: the batch's y_soft is its own)."""
+    eye = _IDENTITY.get(classes)
+    if eye is None:
+        eye = _IDENTITY[classes] = np.eye(classes, dtype=np.float32)
+    return eye
 
 
 def twin_tensors(b: Batch, device="cpu", *, layout: str = "pyg", non_blocking: bool = False) -> tuple:

@@ -64,6 +64,9 @@ class Batch:
     _x: Optional[np.ndarray] = field(default=None, repr=False)
     _edge_index: Optional[np.ndarray] = field(default=None, repr=False)
     _policy: Optional[list] = field(default=None, repr=False)
+    # Whether any graph's label is mixed (a q below 1), found by the
+    # label check; None: not known yet (soft_labels finds it).
+    _soft: Optional[bool] = field(default=None, repr=False)
 
     @property
     def num_graphs(self) -> int:
@@ -207,6 +210,14 @@ class Batch:
         if len(self.x_code) and (_umax(self.x_code) >= self.feature_dim or _umax(self.x_node) >= n):
             raise ValueError("augloader: feature codes or nodes out of range")
 
+    @property
+    def soft_labels(self) -> bool:
+        """Whether any graph's label is mixed (SubMix: a q below 1), so
+        that soft_y is not simply one-hot of y; False for targets."""
+        if self._soft is None:
+            self._soft = self.task == "class" and bool(len(self.y_q)) and bool(_MIN(self.y_q) < 1)
+        return self._soft
+
     def soft_y(self) -> np.ndarray:
         """Label distributions [B, C] (one-hot for hard labels); for float
         targets, the targets themselves [B, T]."""
@@ -223,12 +234,17 @@ class Batch:
     def from_record_batch(cls, rb: pa.RecordBatch, info: Optional[dict] = None) -> "Batch":
         """The Batch over rb, a record batch of a checked stream; info: its
         schema's ``_wire.schema_info`` (parsed once per stream by the
-        reader), else parsed from rb's schema."""
+        reader; the schema's column names are kept in it, under
+        "_columns"), else parsed from rb's schema."""
         if info is None:
             from ._wire import schema_info_of
             info = schema_info_of(rb.schema)
         col = rb.column
-        names = rb.schema.names
+        # The column names, once per stream (every batch of a stream has
+        # its schema).
+        names = info.get("_columns")
+        if names is None:
+            names = info["_columns"] = frozenset(rb.schema.names)
 
         def values(name, dtype=None):
             v = col(name).values.to_numpy(zero_copy_only=True)
@@ -239,11 +255,13 @@ class Batch:
         twins = info.get("twins", 1)
         if b % twins:
             raise ValueError(f"augloader: {b} rows in a batch of {twins} twins")
-        if len(num_nodes) and num_nodes.min() < 0:
+        # (ufunc reductions: ndarray.min() goes through a Python wrapper
+        # that costs as much again on arrays this small.)
+        if b and _MIN(num_nodes) < 0:
             raise ValueError("augloader: node counts out of range")
-        y, y_mix, y_q = _labels(rb, info, b)
+        y, y_mix, y_q, soft = _labels(rb, info, b)
         ptr = np.zeros(b + 1, dtype=np.int64)
-        np.cumsum(num_nodes, out=ptr[1:])
+        np.add.accumulate(num_nodes, dtype=np.int64, out=ptr[1:])
         n = int(ptr[-1])
         dense = "x" in names
         sparse = "x_code" in names
@@ -251,12 +269,20 @@ class Batch:
         # count is bounded by what was received, so a damaged count cannot
         # make the arrays below gigabytes.
         feature_dim = info["feature_dim"]
-        if dense and len(col("x").values) != n * feature_dim:
-            raise ValueError("augloader: node count does not match the features")
-        if sparse and len(col("x_code").values) < n:
-            raise ValueError("augloader: node count does not match the features")
+        x_float = x_node = x_code = x_weight = None
+        if dense:
+            x_float = values("x", np.float32)
+            if len(x_float) != n * feature_dim:
+                raise ValueError("augloader: node count does not match the features")
+            x_float = x_float.reshape(n, -1)
+        if sparse:
+            x_code = values("x_code", np.int32)
+            if len(x_code) < n:
+                raise ValueError("augloader: node count does not match the features")
+            x_node, x_weight = values("x_node", np.int32), values("x_weight", np.float32)
         x_cat = edge_cat = edge_x = None
-        ne = len(col("edge_src").values)
+        edge_src = values("edge_src", np.int32)
+        ne = len(edge_src)
         if info["node_vocab"]:
             # A column's size is its reserved code (attrmask's mask).
             x_cat = _categorical(values("x_cat"), n, info["node_vocab"], "node")
@@ -276,12 +302,12 @@ class Batch:
             num_nodes=num_nodes,
             ptr=ptr,
             batch=np.repeat(np.arange(b, dtype=np.int64), num_nodes),
-            edge_src=values("edge_src", np.int32),
+            edge_src=edge_src,
             edge_dst=values("edge_dst", np.int32),
-            x_node=values("x_node", np.int32) if sparse else None,
-            x_code=values("x_code", np.int32) if sparse else None,
-            x_weight=values("x_weight", np.float32) if sparse else None,
-            x_float=values("x", np.float32).reshape(n, -1) if dense else None,
+            x_node=x_node,
+            x_code=x_code,
+            x_weight=x_weight,
+            x_float=x_float,
             y=y,
             y_mix=y_mix,
             y_q=y_q,
@@ -297,32 +323,42 @@ class Batch:
             edge_vocab=tuple(info["edge_vocab"]),
             edge_fill=tuple(info["edge_fill"]),
             twins=twins,
+            _soft=soft,
         )
 
 
 def _labels(rb: pa.RecordBatch, info: dict, b: int) -> tuple:
-    """(y, y_mix, y_q) of a classification batch's b graphs, checked; a
-    regression batch's targets [b, T] as y (y_mix, y_q None)."""
+    """(y, y_mix, y_q, soft) of a classification batch's b graphs, checked,
+    soft whether any q is below 1 (a mixed label); a regression batch's
+    targets [b, T] as y (y_mix, y_q None, soft False)."""
     col = rb.column
     if info["targets"]:
         t = info["targets"]
         targets = col("targets").values.to_numpy(zero_copy_only=True)
         if len(targets) != b * t:
             raise ValueError(f"augloader: {len(targets)} targets for {b} graphs × {t}")
-        return targets.reshape(b, t), None, None
-    y, y_mix, y_q = (col(c).to_numpy(zero_copy_only=True) for c in ("y", "y_mix", "y_q"))
+        return targets.reshape(b, t), None, None, False
+    y = col("y").to_numpy(zero_copy_only=True)
+    y_mix = col("y_mix").to_numpy(zero_copy_only=True)
+    y_q = col("y_q").to_numpy(zero_copy_only=True)
+    if not b:
+        return y, y_mix, y_q, False
     # Per-graph checks (a few values per graph, not per edge): a damaged
     # batch fails here rather than in the trainer.
     # (A NaN q fails both comparisons: its min or max is NaN.)
-    if b and (max(_umax(y), _umax(y_mix)) >= info["classes"] or not (y_q.min() >= 0 and y_q.max() <= 1)):
+    q_min = _MIN(y_q)
+    if max(_umax(y), _umax(y_mix)) >= info["classes"] or not (q_min >= 0 and _MAX(y_q) <= 1):
         raise ValueError("augloader: labels out of range")
-    return y, y_mix, y_q
+    return y, y_mix, y_q, bool(q_min < 1)
+
+
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
 
 
 def _umax(a: np.ndarray) -> int:
     """The largest value of an int32 array read as uint32: at least 2**31
     when any value is negative, so one comparison checks both ends."""
-    return int(a.view(np.uint32).max())
+    return int(_MAX(a.view(np.uint32)))
 
 
 def _categorical(codes: np.ndarray, rows: int, vocab, what: str) -> np.ndarray:

@@ -1,5 +1,7 @@
 """augloader.torch's trainer side: the two layouts of to_tensors, the code
 embedding that stands in for one-hot × W, and the prefetcher."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -36,6 +38,33 @@ def test_layouts_agree(batches):
         assert torch.allclose(got, want, atol=1e-12), float((got - want).abs().max())
         several += int(codes["x_code"].shape[0] != codes["num_nodes"])
     assert several, "no batch had a node with two codes: the index_add_ path went untested"
+
+
+def test_hard_labels_one_hot_and_own(batches):
+    """Hard labels (NodeSam: every q is 1): soft is False and y_soft is
+    one-hot of y, each batch its own array (rows of the identity kept per
+    class count are gathered, not handed out): writing into one batch's
+    y_soft changes no other. The label check's answer (soft_labels) is
+    the one a Batch built by hand finds."""
+    import torch
+    from augloader.torch import to_tensors
+
+    bs, _ = batches
+    for b in bs:
+        t = to_tensors(b, "cpu")
+        assert not t["soft"] and not b.soft_labels
+        assert dataclasses.replace(b, _soft=None).soft_labels is False
+        want = torch.nn.functional.one_hot(t["y"], b.num_classes).float()
+        assert torch.equal(t["y_soft"], want)
+        t["y_soft"].mul_(5.0).add_(1.0)
+        assert torch.equal(to_tensors(b, "cpu")["y_soft"], want)
+    mixed = bs[0]
+    q = mixed.y_q.copy()
+    q[0] = 0.25
+    b = dataclasses.replace(mixed, y_q=q, _soft=None)
+    t = to_tensors(b, "cpu")
+    assert b.soft_labels and t["soft"]
+    assert torch.equal(t["y_soft"], torch.from_numpy(b.soft_y()))
 
 
 def test_views_share_the_batch_memory(batches):
@@ -162,3 +191,33 @@ def test_one_hot_buffers_never_reused_while_referenced(batches, one_hot, monkeyp
     assert torch.equal(x, want[0])
     bufs = {e[0].ctypes.data if mode == "numpy" else e[0].data_ptr() for e in one_hot._bufs}
     assert x.data_ptr() in ptrs | bufs
+
+
+def test_one_hot_buffer_moved_to_shared_memory_leaves_the_pool(batches, one_hot):
+    """A batch's x whose storage went to shared memory (what torch does to
+    a tensor sent to another process, which may read it after this one let
+    go) never serves again, idle or not: the next batches get other
+    buffers, the sent x keeps its values, and the shared buffer leaves the
+    pool once a search finds it idle."""
+    import torch
+    from augloader.torch import to_tensors
+
+    if not one_hot.enabled:
+        pytest.skip(f"torch {torch.__version__} cannot say a storage's use count: every buffer there is a NumPy array")
+    bs, _ = batches
+    sent = to_tensors(bs[0], "cpu")["x"]
+    sent.share_memory_()
+    want = sent.clone()
+    shared = sent.untyped_storage().data_ptr()
+    for b in bs[1:] * 2:
+        x = to_tensors(b, "cpu")["x"]
+        assert torch.equal(x, torch.from_numpy(b.dense_x()))
+        assert x.untyped_storage().data_ptr() != shared
+        del x
+    assert torch.equal(sent, want)
+    del sent
+    # Idle now, and large enough for the batch it served: the search finds
+    # it, and drops it.
+    x = to_tensors(bs[0], "cpu")["x"]
+    assert x.untyped_storage().data_ptr() != shared
+    assert all(not e[0].untyped_storage().is_shared() for e in one_hot._bufs), "the shared buffer stayed in the pool"
