@@ -21,6 +21,7 @@ Needs mace-torch (pip install mace-torch) and torch 2.x.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -177,6 +178,16 @@ def main(argv=None):
     if blog:
         blog.close()
     if distributed:
+        # DistributedDataParallel's reducer holds the process group: it goes
+        # first, while the group is registered, so that destroying the group
+        # drops the last reference. Dropped after (at main's return), the
+        # reducer's destructor, GIL held, joins gloo's worker threads, one of
+        # which waits for the GIL to free a tensor of the last barrier's
+        # work: the rank hung at exit (pytorch/pytorch#56297; seen once in
+        # this job's test, a rank stuck in ~ProcessGroupGloo after its last
+        # epoch).
+        del net, opt
+        gc.collect()
         dist.destroy_process_group()
 
 
