@@ -13,6 +13,7 @@ Arrow buffers without any per-graph Python loop::
         batch.batch        # int64 [N], graph of each node
         batch.dense_x()    # float32 [N, dim] one-hot (mixes for merged nodes)
         batch.soft_y()     # float32 [B, C]
+        batch.soft_labels  # whether a label is mixed (SubMix): else soft_y() is one-hot of y
 
 ``unix+shm://`` (same host, Linux) reads the same stream through a memfd
 ring this process maps (``?ring=BYTES``, 32 MiB by default): the daemon
