@@ -245,11 +245,6 @@ class Batch:
         names = info.get("_columns")
         if names is None:
             names = info["_columns"] = frozenset(rb.schema.names)
-
-        def values(name, dtype=None):
-            v = col(name).values.to_numpy(zero_copy_only=True)
-            return v if dtype is None else v.astype(dtype, copy=False)
-
         num_nodes = col("num_nodes").to_numpy(zero_copy_only=True)
         b = len(num_nodes)
         twins = info.get("twins", 1)
@@ -263,47 +258,16 @@ class Batch:
         ptr = np.zeros(b + 1, dtype=np.int64)
         np.add.accumulate(num_nodes, dtype=np.int64, out=ptr[1:])
         n = int(ptr[-1])
-        dense = "x" in names
-        sparse = "x_code" in names
-        # Every node has a feature row or at least one code: the node
-        # count is bounded by what was received, so a damaged count cannot
-        # make the arrays below gigabytes.
-        feature_dim = info["feature_dim"]
-        x_float = x_node = x_code = x_weight = None
-        if dense:
-            x_float = values("x", np.float32)
-            if len(x_float) != n * feature_dim:
-                raise ValueError("augloader: node count does not match the features")
-            x_float = x_float.reshape(n, -1)
-        if sparse:
-            x_code = values("x_code", np.int32)
-            if len(x_code) < n:
-                raise ValueError("augloader: node count does not match the features")
-            x_node, x_weight = values("x_node", np.int32), values("x_weight", np.float32)
-        x_cat = edge_cat = edge_x = None
-        edge_src = values("edge_src", np.int32)
-        ne = len(edge_src)
-        if info["node_vocab"]:
-            # A column's size is its reserved code (attrmask's mask).
-            x_cat = _categorical(values("x_cat"), n, info["node_vocab"], "node")
-        if not (dense or sparse or x_cat is not None) and n > (1 << 26):
-            raise ValueError(f"augloader: {n} nodes without features")
-        if info["edge_vocab"]:
-            # The fill's reserved code is the vocabulary size.
-            edge_cat = _categorical(values("edge_cat"), ne, info["edge_vocab"], "edge")
-        if info["edge_dense"]:
-            d = info["edge_dense"]
-            edge_x = values("edge_x", np.float32)
-            if len(edge_x) != ne * d:
-                raise ValueError(f"augloader: {len(edge_x)} edge values for {ne} edges × {d}")
-            edge_x = edge_x.reshape(ne, d)
+        x_float, x_node, x_code, x_weight, x_cat = _node_features(rb, names, info, n)
+        edge_src = _values(rb, "edge_src", np.int32)
+        edge_cat, edge_x = _edge_features(rb, info, len(edge_src))
         return cls(
             graph_id=col("graph_id").to_numpy(zero_copy_only=True),
             num_nodes=num_nodes,
             ptr=ptr,
             batch=np.repeat(np.arange(b, dtype=np.int64), num_nodes),
             edge_src=edge_src,
-            edge_dst=values("edge_dst", np.int32),
+            edge_dst=_values(rb, "edge_dst", np.int32),
             x_node=x_node,
             x_code=x_code,
             x_weight=x_weight,
@@ -312,7 +276,7 @@ class Batch:
             y_mix=y_mix,
             y_q=y_q,
             padded=col("padded").to_numpy(zero_copy_only=False),
-            feature_dim=feature_dim,
+            feature_dim=info["feature_dim"],
             num_classes=info["classes"],
             record=rb,
             x_cat=x_cat,
@@ -325,6 +289,53 @@ class Batch:
             twins=twins,
             _soft=soft,
         )
+
+
+def _values(rb: pa.RecordBatch, name: str, dtype=None) -> np.ndarray:
+    """A list column's values, a view of the Arrow buffer (cast to dtype
+    when it is another)."""
+    v = rb.column(name).values.to_numpy(zero_copy_only=True)
+    return v if dtype is None else v.astype(dtype, copy=False)
+
+
+def _node_features(rb: pa.RecordBatch, names, info: dict, n: int) -> tuple:
+    """(x_float, x_node, x_code, x_weight, x_cat) of a batch of n nodes,
+    checked against n: every node has a feature row or at least one code,
+    so the node count is bounded by what was received, and a damaged count
+    cannot make the arrays built from it gigabytes."""
+    feature_dim = info["feature_dim"]
+    x_float = x_node = x_code = x_weight = x_cat = None
+    if "x" in names:
+        x_float = _values(rb, "x", np.float32)
+        if len(x_float) != n * feature_dim:
+            raise ValueError("augloader: node count does not match the features")
+        x_float = x_float.reshape(n, -1)
+    if "x_code" in names:
+        x_code = _values(rb, "x_code", np.int32)
+        if len(x_code) < n:
+            raise ValueError("augloader: node count does not match the features")
+        x_node, x_weight = _values(rb, "x_node", np.int32), _values(rb, "x_weight", np.float32)
+    if info["node_vocab"]:
+        # A column's size is its reserved code (attrmask's mask).
+        x_cat = _categorical(_values(rb, "x_cat"), n, info["node_vocab"], "node")
+    if x_float is None and x_code is None and x_cat is None and n > (1 << 26):
+        raise ValueError(f"augloader: {n} nodes without features")
+    return x_float, x_node, x_code, x_weight, x_cat
+
+
+def _edge_features(rb: pa.RecordBatch, info: dict, ne: int) -> tuple:
+    """(edge_cat, edge_x) of a batch of ne directed edges, checked."""
+    edge_cat = edge_x = None
+    if info["edge_vocab"]:
+        # The fill's reserved code is the vocabulary size.
+        edge_cat = _categorical(_values(rb, "edge_cat"), ne, info["edge_vocab"], "edge")
+    if info["edge_dense"]:
+        d = info["edge_dense"]
+        edge_x = _values(rb, "edge_x", np.float32)
+        if len(edge_x) != ne * d:
+            raise ValueError(f"augloader: {len(edge_x)} edge values for {ne} edges × {d}")
+        edge_x = edge_x.reshape(ne, d)
+    return edge_cat, edge_x
 
 
 def _labels(rb: pa.RecordBatch, info: dict, b: int) -> tuple:
