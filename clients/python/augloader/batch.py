@@ -345,7 +345,7 @@ def _labels(rb: pa.RecordBatch, info: dict, b: int) -> tuple:
     col = rb.column
     if info["targets"]:
         t = info["targets"]
-        targets = col("targets").values.to_numpy(zero_copy_only=True)
+        targets = _values(rb, "targets")
         if len(targets) != b * t:
             raise ValueError(f"augloader: {len(targets)} targets for {b} graphs × {t}")
         return targets.reshape(b, t), None, None, False
