@@ -22,6 +22,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .batch import _values
+
 __all__ = ["StructureBatch", "to_mace", "mace_batch", "to_fairchem", "fairchem_batch"]
 
 
@@ -77,9 +79,6 @@ class StructureBatch:
         def offsets(name):
             return col(name).offsets.to_numpy(zero_copy_only=False)
 
-        def values(name):
-            return col(name).values.to_numpy(zero_copy_only=True)
-
         num_atoms = col("num_nodes").to_numpy(zero_copy_only=True)
         b = len(num_atoms)
         if b and num_atoms.min() < 1:
@@ -87,14 +86,14 @@ class StructureBatch:
         ptr = np.zeros(b + 1, dtype=np.int64)
         np.cumsum(num_atoms, out=ptr[1:])
         n = int(ptr[-1])
-        numbers = values("numbers")
-        positions = values("positions")
-        cell = values("cell")
+        numbers = _values(rb, "numbers")
+        positions = _values(rb, "positions")
+        cell = _values(rb, "cell")
         if len(numbers) != n or len(positions) != 3 * n or len(cell) != 9 * b:
             raise ValueError(f"augloader: {len(numbers)} atomic numbers, {len(positions)} positions, "
                              f"{len(cell)} cell values for {b} structures of {n} atoms")
-        src, dst = values("edge_src"), values("edge_dst")
-        unit, shifts = values("unit_shifts"), values("shifts")
+        src, dst = _values(rb, "edge_src"), _values(rb, "edge_dst")
+        unit, shifts = _values(rb, "unit_shifts"), _values(rb, "shifts")
         e = len(src)
         if len(dst) != e or len(unit) != 3 * e or len(shifts) != 3 * e:
             raise ValueError("augloader: edge columns of different lengths")
@@ -104,11 +103,11 @@ class StructureBatch:
         pbc = (pbc_bits[:, None] >> np.arange(3, dtype=np.uint8)) & 1 == 1
         props, present = {}, {}
         for name, per, size in info["properties"]:
-            props[name], present[name] = _property(values("prop." + name), offsets("prop." + name),
+            props[name], present[name] = _property(_values(rb, "prop." + name), offsets("prop." + name),
                                                    per, size, num_atoms, n)
         noise = None
         if info["noise"]:
-            noise = values("noise").reshape(n, 3)
+            noise = _values(rb, "noise").reshape(n, 3)
         return cls(graph_id=col("graph_id").to_numpy(zero_copy_only=True), num_atoms=num_atoms, ptr=ptr,
                    batch=np.repeat(np.arange(b, dtype=np.int64), num_atoms), numbers=numbers,
                    positions=positions.reshape(n, 3), cell=cell.reshape(b, 3, 3), pbc=pbc, edge_src=src,
