@@ -26,10 +26,12 @@
   pyg/dropout_edge/transform-only    dropout_edge over every graph in this process (one core)
   pyg/read_tu_data                   PyG reading the TU text files (--tu; the converter's peer, one run)
   paired/...                         augloader/socket/nodesam/views, augloader/shm/nodesam/
-                                     pyg-batch (the headline) and PyG's fastest dropout_edge
-                                     configuration again, alternating epoch by epoch (--paired
-                                     epochs each); PyG's CPU counted with its DataLoader
-                                     workers (bench/peers/cpuclock.py)
+                                     pyg-batch (the headline), the same from a daemon on every
+                                     core (.../procs=every-core; the others as augloader.Daemon
+                                     starts them: every core but the trainer's) and PyG's
+                                     fastest dropout_edge configuration again, alternating
+                                     epoch by epoch (--paired epochs each); PyG's CPU counted
+                                     with its DataLoader workers (bench/peers/cpuclock.py)
 
 With --peers-only (and --prefix NAME/) only the two PyG DataLoader peers run,
 on another dataset's shards.
@@ -75,11 +77,14 @@ class Daemon:
     started by augloader.Daemon (the one launcher the client, the tests
     and the bench share), with serve's own --drain."""
 
-    def __init__(self, bin_dir, shards, policy, workdir, batch_size=32):
-        sock = os.path.join(workdir, f"{policy.split(':')[0]}-{batch_size}.sock")
+    def __init__(self, bin_dir, shards, policy, workdir, batch_size=32, procs=None):
+        tag = "" if procs is None else f"-procs{procs}"
+        sock = os.path.join(workdir, f"{policy.split(':')[0]}-{batch_size}{tag}.sock")
         mport = free_port()
+        # procs None: the launcher's default (--procs, every core but the
+        # trainer's), as a user's augloader.Daemon starts it.
         self.d = augloader.Daemon(shards, binary=os.path.join(bin_dir, "augloader"), socket=sock, flight=True,
-                                  policy=policy, batch_size=batch_size,
+                                  policy=policy, batch_size=batch_size, procs=procs,
                                   args=["--metrics", f"127.0.0.1:{mport}", "--drain", "5s"]).start()
         self.unix, self.grpc = f"unix://{sock}", self.d.flight_url
         self.pid = self.d.proc.pid
@@ -351,25 +356,35 @@ def paired(record, args, data, fw, fp, fastest):
     """The headline comparison, paired: one augloader epoch, then one
     epoch of PyG's fastest dropout_edge configuration (fw workers,
     persistent fp), and again, so both see the same machine (it is shared
-    and noisy); the daemon is idle while PyG runs."""
+    and noisy); the daemons are idle while PyG runs. A second daemon,
+    its runtime on every core (--procs 0, what `augloader serve` alone
+    does), serves the headline's epochs again beside them: what the
+    launcher's default (every core but the trainer's) changes."""
     d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
+    every = Daemon(args.bin, args.shards, "nodesam", args.workdir, procs=0)
     try:
         client_epoch(d.unix, 0, "raw")  # build the NodeSam index
         shm = d.unix.replace("unix://", "unix+shm://")
         client_epoch(shm, 0, "pyg-batch", d.pid)  # the dataset's ring, as a training loop's first epoch
-        ours, headline, peer = [], [], []
+        every_shm = every.unix.replace("unix://", "unix+shm://")
+        client_epoch(every.unix, 0, "raw")
+        client_epoch(every_shm, 0, "pyg-batch", every.pid)
+        ours, headline, peer, all_cores = [], [], [], []
         pl = pyg_epoch(data, fw, "dropout_edge", fp)
         if fp:
             time_loader(pl)
         for e in range(args.paired):
             ours.append(client_epoch(d.unix, e + 1, "views"))
             headline.append(client_epoch(shm, e + 1, "pyg-batch", d.pid))
+            all_cores.append(client_epoch(every_shm, e + 1, "pyg-batch", every.pid))
             peer.append(time_loader(pl))
         record("paired/augloader/socket/nodesam/views", ours)
         record("paired/augloader/shm/nodesam/pyg-batch", headline)
+        record("paired/augloader/shm/nodesam/pyg-batch/procs=every-core", all_cores)
         record("paired/pyg/dropout_edge/fastest", peer, extra={"config": fastest})
     finally:
         d.stop()
+        every.stop()
 
 
 def transform_only(data):
@@ -454,11 +469,15 @@ def main():
 
     if args.headline_only:
         paired(record, args, load_pyg(args.shards), 0, False, "pyg/dropout_edge/workers=0")
-        a, p = rows[-2], rows[-1]
-        daemon = a.get("daemon_cpu_s", 0)
-        cpu, peer_cpu = a["trainer_cpu_s"] + daemon, p.get("loader_cpu_s", float("nan"))
-        print(f"headline: {a['median_s']:.3f} vs {p['median_s']:.3f} s = {p['median_s'] / a['median_s']:.2f}x; "
-              f"CPU {a['trainer_cpu_s']:.3f}+{daemon:.3f} vs {peer_cpu:.3f} s = 1/{peer_cpu / cpu:.2f}")
+        named = {r["name"]: r for r in rows}
+        p = named["paired/pyg/dropout_edge/fastest"]
+        for name, label in (("paired/augloader/shm/nodesam/pyg-batch", "headline"),
+                            ("paired/augloader/shm/nodesam/pyg-batch/procs=every-core", "every core")):
+            a = named[name]
+            daemon = a.get("daemon_cpu_s", 0)
+            cpu, peer_cpu = a["trainer_cpu_s"] + daemon, p.get("loader_cpu_s", float("nan"))
+            print(f"{label}: {a['median_s']:.3f} vs {p['median_s']:.3f} s = {p['median_s'] / a['median_s']:.2f}x; "
+                  f"CPU {a['trainer_cpu_s']:.3f}+{daemon:.3f} vs {peer_cpu:.3f} s = 1/{peer_cpu / cpu:.2f}")
         write_json(args.json, rows)
         return
     if args.peers_only:

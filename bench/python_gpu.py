@@ -3,7 +3,8 @@
 machine): a NodeSam COLLAB epoch from the daemon into CUDA tensors, and a
 GIN-0 training loop on the GPU fed by augloader's Prefetcher or by PyG's
 DataLoader, at batch sizes 32 and 128. The daemon runs on the same
-machine, on every core.
+machine as augloader.Daemon starts it (its runtime on every core but the
+trainer's: --procs).
 
   tensors  augloader/<t>/<layout>/bs=<b>: an epoch through to_tensors(b,
            "cuda"), t socket or shm; pyg/<layout>/bs=<b>/<config>: PyG's

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -174,6 +175,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	count := func(name, help, typ string, v int64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", name, help, name, typ, name, v)
 	}
+	count("augloader_server_procs", "Cores the daemon's Go code runs on at once (GOMAXPROCS: --procs, else every core or $GOMAXPROCS).", "gauge", int64(runtime.GOMAXPROCS(0)))
 	count("augloader_server_streams_total", "Streams started.", "counter", m.streams.Load())
 	count("augloader_server_streams_active", "Streams being served.", "gauge", m.active.Load())
 	count("augloader_server_streams_cut_total", "Streams ended by an error or shutdown.", "counter", m.cut.Load())

@@ -83,7 +83,7 @@ func (pg *page) writeMolecules(w *bytes.Buffer) {
 		return 0
 	})
 	fmt.Fprintf(w, "**An epoch to Python in PyG's layout** (%s molecules; int64 `edge_index` [2, 2E], `edge_attr` [2E, 3] and "+
-		"`x` [N, 9], `batch`, `y` [B, 128] per batch). Ours: the daemon with NodeSam on every core, the client over the Unix "+
+		"`x` [N, 9], `batch`, `y` [B, 128] per batch). Ours: the daemon with NodeSam as `augloader.Daemon` starts it (its runtime on every core but the trainer's: `--procs`), the client over the Unix "+
 		"socket (`bench/python_molecules.py`). PyG: OGB's `PygGraphPropPredDataset` of the same folder (processed once, not timed) "+
 		"in a `DataLoader` whose dataset applies `dropout_edge(p=0.2)` to each graph and masks `edge_attr` with it, in every "+
 		"configuration of workers, persistence and batch size listed; a much lighter augmentation than NodeSam.\n\n", fnum(num(rows[0], "graphs")))

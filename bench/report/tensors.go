@@ -99,7 +99,8 @@ func (pg *page) writeTensors(w *bytes.Buffer) {
 		return
 	}
 	fmt.Fprintf(w, "Command: %s (step `tensors`). A NodeSam epoch of the real COLLAB (5,000 graphs, batches of 32) turned into "+
-		"torch tensors on the CPU device by `augloader.torch.to_tensors`, the daemon (every core) on the same machine; against "+
+		"torch tensors on the CPU device by `augloader.torch.to_tensors`, the daemon on the same machine as `augloader.Daemon` starts it "+
+		"(its runtime on every core but the trainer's: `--procs`); against "+
 		"%s's `DataLoader` applying `dropout_edge(p=0.2)` per graph, in every configuration of workers and persistence, "+
 		"the fastest by wall time taken as the peer; the comparison (`paired/…` rows, the goals) then alternates epochs one by one: ours over "+
 		"the socket, ours over shared memory, PyG's fastest, and again. Per epoch (median of 5): wall time, and CPU time (user + system): ours the trainer "+

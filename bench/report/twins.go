@@ -35,7 +35,7 @@ func (pg *page) writeTwins(w *bytes.Buffer) {
 		"(docs/contrastive.md, twins). One epoch of the real COLLAB (5,000 graphs) and REDDIT-BINARY (2,000) with the pair node "+
 		"dropping 10%% / a subgraph of 20%% of the nodes, into a pair of PyG `Batch`es per batch: augloader's "+
 		"`AugloaderDataset(twins=2, pyg=True)` from a daemon declaring `--twins 'dropnode:ratio=0.1 / subgraph:ratio=0.2'` "+
-		"(the daemon on every core of the same machine), against a PyG `DataLoader` over a `Dataset` whose `get` makes both views "+
+		"(the daemon on the same machine as `augloader.Daemon` starts it: its runtime on every core but the trainer's), against a PyG `DataLoader` over a `Dataset` whose `get` makes both views "+
 		"of the graph per call, GraphCL's augmentations written clean-room with `torch_geometric.utils` and NumPy "+
 		"(`bench/peers/graphcl.py`), in every configuration of workers, persistence and batch size (32, 128; REDDIT-BINARY 128 "+
 		"only), the fastest by wall time taken as the peer; ours at that batch size, the comparison with it from epochs alternated "+

@@ -16,7 +16,7 @@ var flagGroups = []struct {
 	{"1. Data and views", []string{"shards", "materialized", "split", "split-set", "folds", "view", "views", "epochs", "out", "world", "force"}},
 	{"2. Augmentation", []string{"seed", "policy", "schedule", "twins", "augment-test", "edge-fill", "rotate", "noise", "cutoff"}},
 	{"3. Epoch, batches and shuffle", []string{"batch-size", "remainder", "node-budget", "edge-budget", "max-atoms", "max-edges", "balanced", "shuffle", "max-epoch"}},
-	{"4. Memory, caches and workers", []string{"workers", "memory-budget", "cache-limit", "disk-cache", "disk-cache-limit", "ppr-cache", "no-index", "shm-ring-limit"}},
+	{"4. Memory, caches and workers", []string{"workers", "procs", "memory-budget", "cache-limit", "disk-cache", "disk-cache-limit", "ppr-cache", "no-index", "shm-ring-limit"}},
 	{"5. Transports and security", []string{"socket", "socket-mode", "flight", "flight-allow-remote", "flight-token-file", "tls-cert", "tls-key", "wire-compression", "peers", "max-streams", "max-streams-per-client", "max-pending"}},
 	{"6. Lifecycle and monitoring", []string{"drain", "metrics", "metrics-allow-remote", "exit-when-stdin-closes", "exit-with-pid", "remove-on-exit"}},
 }

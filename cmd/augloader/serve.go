@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,6 +60,7 @@ func serveCmd() *cli.Command {
 			&cli.StringFlag{Name: "wire-compression", Usage: "compress Flight record batch bodies: zstd or lz4 (Arrow IPC body compression; the socket is never compressed; part of the configuration identity Flight clients compare)", Action: cliutil.OneOf("wire-compression", wire.Compressions()...)},
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve Flight over TLS with this certificate (PEM; with --tls-key; the address is then grpc+tls://)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert (PEM)"},
+			&cli.IntFlag{Name: "procs", Usage: "once the shards are loaded, run the daemon's Go code on at most N cores at once (GOMAXPROCS; 0: the runtime's choice, every core or $GOMAXPROCS): beside its trainer on a machine of few cores, a daemon that leaves the trainer's loop a core is faster, and augloader.Daemon starts it so (docs/deploy.md)", Action: cliutil.IntRange("procs", 0, 1024)},
 			&cli.StringFlag{Name: "shm-ring-limit", Value: "64MiB", Usage: "use (and map) at most this much of a shared-memory client's ring per stream; a stream maps room for 8 of its largest batches, counted against --memory-budget (e.g. 16MiB)"},
 			&cli.BoolFlag{Name: "exit-when-stdin-closes", Usage: "stop, as on SIGTERM, when standard input reaches its end: a launcher that holds a pipe to it (augloader.Daemon does) takes the daemon with it however it ends, SIGKILL included"},
 			&cli.IntFlag{Name: "exit-with-pid", Usage: "stop, as on SIGTERM, once process PID has ended (checked twice a second): a node's daemon that one of torchrun's workers started ends with the torchrun agent, the workers' parent, not with that worker (augloader.node_daemon does)"},
@@ -253,6 +255,14 @@ func serveCmd() *cli.Command {
 				if fo.TLS, err = server.LoadTLS(cert, key); err != nil {
 					return err
 				}
+			}
+			if n := c.Int("procs"); n > 0 {
+				// After the load, which decodes shards on every core while
+				// the trainer waits for readiness: from now on the trainer
+				// runs beside the daemon, and a core of its own spares it
+				// the runtime's idle threads spinning where it would run.
+				runtime.GOMAXPROCS(n)
+				log.Info("cores", "procs", n)
 			}
 			return server.Run(c.Context, server.DaemonOptions{
 				// The ranks of one job (a request's job) must ask for the

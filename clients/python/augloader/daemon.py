@@ -89,6 +89,20 @@ def _scripts_dirs() -> list:
     return out
 
 
+def default_procs(trainers: int = 1) -> int:
+    """The ``--procs`` of a daemon started beside ``trainers`` trainer
+    processes: the cores this process may run on (its CPU affinity, as the
+    daemon's runtime counts them) less one for each trainer's loop, at
+    least 1. A daemon whose runtime may use every core spins idle threads
+    where the trainer would run (docs/bench.md, the ``procs=every-core``
+    row beside the headline)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores - trainers)
+
+
 class Daemon:
     """An ``augloader serve`` process serving ``shards`` (or replaying the
     epochs ``augloader materialize`` wrote to ``materialized``).
@@ -97,7 +111,12 @@ class Daemon:
     ``NAME=SPLITFILE:training|valid|test[:POLICY]``); folds: the folder of
     ``fold-*.json`` split files ``{fold}`` views use; policy: the schedule
     of views that give none; flight: also serve Arrow Flight on a free
-    loopback port (or on this ``grpc://HOST:PORT``); args: any other
+    loopback port (or on this ``grpc://HOST:PORT``); procs: the cores the
+    daemon's code runs on at once once loaded (``--procs``; default
+    :func:`default_procs`, every core this process may use but one, which
+    its trainer's loop keeps (docs/deploy.md, "One daemon per node"); 0
+    leaves it to the daemon's runtime: every core, or ``$GOMAXPROCS``);
+    args: any other
     ``serve`` flags, as a list, e.g. ``args=["--cache-limit", "2GiB",
     "--shuffle", "window:64MiB", "--memory-budget", "512MiB"]`` (``augloader
     serve --help`` lists them); twins: twin sets (``"A / B"`` each), the
@@ -109,7 +128,7 @@ class Daemon:
                  policy: Optional[str] = None, seed: int = 0, workers: Optional[int] = None,
                  batch_size: Optional[int] = None, flight=False, socket=None, binary: Optional[str] = None,
                  args: Sequence[str] = (), ready_timeout: float = 120.0, stop_timeout: float = 30.0,
-                 twins: Sequence[str] = ()):
+                 twins: Sequence[str] = (), procs: Optional[int] = None):
         if (shards is None) == (materialized is None):
             raise ValueError("augloader.Daemon: give shards (a shard folder) or materialized (a folder of materialized epochs)")
         self._tmp = tempfile.TemporaryDirectory(prefix="augloader-daemon-")
@@ -137,6 +156,12 @@ class Daemon:
         if flight:
             cmd += ["--flight", flight if isinstance(flight, str) else "grpc://127.0.0.1:0"]
         args = [str(a) for a in args]
+        # An explicit --procs in args, or a GOMAXPROCS the user set, wins.
+        if procs is None and "GOMAXPROCS" not in os.environ and \
+                not any(a == "--procs" or a.startswith("--procs=") for a in args):
+            procs = default_procs()
+        if procs is not None:
+            cmd += ["--procs", str(procs)]
         # Whoever launched the daemon owns it: it ends when this process
         # does (the stdin pipe), and takes its folder with it.
         cmd += ["--exit-when-stdin-closes", "--remove-on-exit", self._tmp.name]
