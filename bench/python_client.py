@@ -26,7 +26,7 @@
   pyg/dropout_edge/transform-only    dropout_edge over every graph in this process (one core)
   pyg/read_tu_data                   PyG reading the TU text files (--tu; the converter's peer, one run)
   paired/...                         augloader/socket/nodesam/views, augloader/shm/nodesam/
-                                     pyg-batch (the headline), the same from a daemon on every
+                                     pyg-batch (the headline), both again from a daemon on every
                                      core (.../procs=every-core; the others as augloader.Daemon
                                      starts them: every core but the trainer's) and PyG's
                                      fastest dropout_edge configuration again, alternating
@@ -358,8 +358,10 @@ def paired(record, args, data, fw, fp, fastest):
     persistent fp), and again, so both see the same machine (it is shared
     and noisy); the daemons are idle while PyG runs. A second daemon,
     its runtime on every core (--procs 0, what `augloader serve` alone
-    does), serves the headline's epochs again beside them: what the
-    launcher's default (every core but the trainer's) changes."""
+    does), serves the views and the headline's epochs again beside them:
+    what the launcher's default (every core but the trainer's) changes for
+    a client that does little with its batches and for one that builds
+    PyG Batches."""
     d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
     every = Daemon(args.bin, args.shards, "nodesam", args.workdir, procs=0)
     try:
@@ -369,17 +371,19 @@ def paired(record, args, data, fw, fp, fastest):
         every_shm = every.unix.replace("unix://", "unix+shm://")
         client_epoch(every.unix, 0, "raw")
         client_epoch(every_shm, 0, "pyg-batch", every.pid)
-        ours, headline, peer, all_cores = [], [], [], []
+        ours, headline, peer, all_cores, all_cores_views = [], [], [], [], []
         pl = pyg_epoch(data, fw, "dropout_edge", fp)
         if fp:
             time_loader(pl)
         for e in range(args.paired):
             ours.append(client_epoch(d.unix, e + 1, "views"))
             headline.append(client_epoch(shm, e + 1, "pyg-batch", d.pid))
+            all_cores_views.append(client_epoch(every.unix, e + 1, "views"))
             all_cores.append(client_epoch(every_shm, e + 1, "pyg-batch", every.pid))
             peer.append(time_loader(pl))
         record("paired/augloader/socket/nodesam/views", ours)
         record("paired/augloader/shm/nodesam/pyg-batch", headline)
+        record("paired/augloader/socket/nodesam/views/procs=every-core", all_cores_views)
         record("paired/augloader/shm/nodesam/pyg-batch/procs=every-core", all_cores)
         record("paired/pyg/dropout_edge/fastest", peer, extra={"config": fastest})
     finally:

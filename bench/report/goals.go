@@ -228,11 +228,13 @@ func (pg *page) headlineCase() ([]any, []measuredCase) {
 
 // headlinePygCase: the paired pyg-batch rows against PyG's fastest, with
 // how far each side is from this machine's floor: the trainer must write
-// edge_index as int64 and the dense one-hot x (their bytes at the run's
-// memcpy rate), and the daemon must augment every graph (NodeSam at its
-// median one-core rate from the policies step); on the run's cores the
-// epoch cannot beat the larger of the trainer's floor and both floors
-// spread over every core.
+// edge_index as int64 and the dense one-hot x's nonzeros (their bytes at
+// the run's memcpy rate; x's buffers are reused, so a batch sets its ones
+// and clears the last batch's, 8 bytes a node, and counting x whole put
+// the floor above epochs measured below it), and the daemon must augment
+// every graph (NodeSam at its median one-core rate from the policies
+// step); on the run's cores the epoch cannot beat the larger of the
+// trainer's floor and both floors spread over every core.
 func (pg *page) headlinePygCase() ([]any, []measuredCase) {
 	ours, ok1 := pg.py.get("paired/augloader/shm/nodesam/pyg-batch")
 	peer, ok2 := pg.py.get("paired/pyg/dropout_edge/fastest")
@@ -260,19 +262,21 @@ func (pg *page) pygFloor(r pyRow, peer float64) (string, bool) {
 	if pg.epoch == nil || pg.policies == nil || r.Edges == 0 {
 		return "", false
 	}
-	bytes := 16*r.Edges + 4*r.Nodes*r.FeatureDim
+	bytes := 16*r.Edges + 8*r.Nodes
 	trainer := bytes / (pg.memcpyMBs() * 1e6)
+	whole := 4 * r.Nodes * r.FeatureDim // dense x written whole
 	rate := pg.policies.med("BenchmarkPolicies/shape=collab/policy=nodesam+index", "graphs/s")
 	daemon := r.Graphs / rate
 	floor := math.Max(trainer, (trainer+daemon)/float64(pg.machine.cores))
 	if math.IsNaN(floor) || floor == 0 {
 		return "", false
 	}
-	return fmt.Sprintf("this machine's floor %s s (the trainer writing %.0f MB of int64 edge_index and dense x at memcpy's %s: %s s; "+
+	return fmt.Sprintf("this machine's floor %s s (the trainer writing %.0f MB at memcpy's %s: int64 edge_index and the dense x's "+
+		"nonzeros, its [N, %.0f] buffers reused, a batch setting its ones and clearing the last one's; written whole, x would add %.0f MB, %s s: %s s; "+
 		"NodeSam at %s graphs/s a core: %s s; over %d cores): the epoch is %.1f× the floor, and PyG's epoch %.1f× it "+
 		"(10× would need %s s)",
-		fs(floor), bytes/1e6, gbs(pg.memcpyMBs()), fs(trainer), fnum(rate), fs(daemon), pg.machine.cores, r.Median/floor,
-		peer/floor, fs(peer/10)), true
+		fs(floor), bytes/1e6, gbs(pg.memcpyMBs()), r.FeatureDim, whole/1e6, fs(whole/(pg.memcpyMBs()*1e6)), fs(trainer), fnum(rate),
+		fs(daemon), pg.machine.cores, r.Median/floor, peer/floor, fs(peer/10)), true
 }
 
 func (pg *page) scalingCases() ([]any, []measuredCase) {

@@ -53,7 +53,7 @@ func (pg *page) writePython(w *bytes.Buffer) error {
 	}
 	fmt.Fprintf(w, "Command: %s (step `python`; uses `.venv-peers`: %s). Data: the **real** COLLAB, converted by the script; the daemon "+
 		"(`augloader serve` as `augloader.Daemon` starts it: default workers = cores, its runtime on every core but the trainer's, `--procs`; "+
-		"`…/procs=every-core`: a second daemon on every core, `--procs 0`, its epochs alternating with the headline's) and the client "+
+		"`…/procs=every-core`: a second daemon on every core, `--procs 0`, its epochs alternating with the other `paired/` rows') and the client "+
 		"share the machine's %d cores. %s\n\n", pg.command("python"), pg.pygPeer(), pg.machine.cores, pg.machineLine())
 	w.WriteString("What each row delivers per batch:\n\n" +
 		"- `raw`: the epoch's bytes read and dropped, no Arrow decoding (the transport alone; over shared memory each message's " +
