@@ -271,11 +271,11 @@ func (pg *page) pygFloor(r pyRow, peer float64) (string, bool) {
 	if math.IsNaN(floor) || floor == 0 {
 		return "", false
 	}
-	return fmt.Sprintf("this machine's floor %s s (the trainer writing %.0f MB at memcpy's %s: int64 edge_index and the dense x's "+
-		"nonzeros, its [N, %.0f] buffers reused, a batch setting its ones and clearing the last one's; written whole, x would add %.0f MB, %s s: %s s; "+
+	return fmt.Sprintf("this machine's floor %s s (the trainer writing %.0f MB at memcpy's %s, %s s: int64 edge_index and the dense x's "+
+		"nonzeros, its [N, %.0f] buffers being reused, a batch setting its ones and clearing the last one's (x written whole would add %.0f MB, %s s); "+
 		"NodeSam at %s graphs/s a core: %s s; over %d cores): the epoch is %.1f× the floor, and PyG's epoch %.1f× it "+
 		"(10× would need %s s)",
-		fs(floor), bytes/1e6, gbs(pg.memcpyMBs()), r.FeatureDim, whole/1e6, fs(whole/(pg.memcpyMBs()*1e6)), fs(trainer), fnum(rate),
+		fs(floor), bytes/1e6, gbs(pg.memcpyMBs()), fs(trainer), r.FeatureDim, whole/1e6, fs(whole/(pg.memcpyMBs()*1e6)), fnum(rate),
 		fs(daemon), pg.machine.cores, r.Median/floor, peer/floor, fs(peer/10)), true
 }
 
