@@ -86,7 +86,7 @@ class Daemon:
         self.d = augloader.Daemon(shards, binary=os.path.join(bin_dir, "augloader"), socket=sock, flight=True,
                                   policy=policy, batch_size=batch_size, procs=procs,
                                   args=["--metrics", f"127.0.0.1:{mport}", "--drain", "5s"]).start()
-        self.unix, self.grpc = f"unix://{sock}", self.d.flight_url
+        self.unix, self.shm, self.grpc = f"unix://{sock}", self.d.shm_url, self.d.flight_url
         self.pid = self.d.proc.pid
         self.metrics_url = f"http://127.0.0.1:{mport}/metrics"
 
@@ -365,21 +365,18 @@ def paired(record, args, data, fw, fp, fastest):
     d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
     every = Daemon(args.bin, args.shards, "nodesam", args.workdir, procs=0)
     try:
-        client_epoch(d.unix, 0, "raw")  # build the NodeSam index
-        shm = d.unix.replace("unix://", "unix+shm://")
-        client_epoch(shm, 0, "pyg-batch", d.pid)  # the dataset's ring, as a training loop's first epoch
-        every_shm = every.unix.replace("unix://", "unix+shm://")
-        client_epoch(every.unix, 0, "raw")
-        client_epoch(every_shm, 0, "pyg-batch", every.pid)
+        for dm in (d, every):
+            client_epoch(dm.unix, 0, "raw")  # build the NodeSam index
+            client_epoch(dm.shm, 0, "pyg-batch", dm.pid)  # the dataset's ring, as a training loop's first epoch
         ours, headline, peer, all_cores, all_cores_views = [], [], [], [], []
         pl = pyg_epoch(data, fw, "dropout_edge", fp)
         if fp:
             time_loader(pl)
         for e in range(args.paired):
             ours.append(client_epoch(d.unix, e + 1, "views"))
-            headline.append(client_epoch(shm, e + 1, "pyg-batch", d.pid))
+            headline.append(client_epoch(d.shm, e + 1, "pyg-batch", d.pid))
             all_cores_views.append(client_epoch(every.unix, e + 1, "views"))
-            all_cores.append(client_epoch(every_shm, e + 1, "pyg-batch", every.pid))
+            all_cores.append(client_epoch(every.shm, e + 1, "pyg-batch", every.pid))
             peer.append(time_loader(pl))
         record("paired/augloader/socket/nodesam/views", ours)
         record("paired/augloader/shm/nodesam/pyg-batch", headline)

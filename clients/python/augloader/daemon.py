@@ -89,6 +89,11 @@ def _scripts_dirs() -> list:
     return out
 
 
+def _given(args: Sequence[str], flag: str) -> bool:
+    """Whether args set flag (``--flag V`` or ``--flag=V``)."""
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
 def default_procs(trainers: int = 1) -> int:
     """The ``--procs`` of a daemon started beside ``trainers`` trainer
     processes: the cores this process may run on (its CPU affinity, as the
@@ -157,15 +162,14 @@ class Daemon:
             cmd += ["--flight", flight if isinstance(flight, str) else "grpc://127.0.0.1:0"]
         args = [str(a) for a in args]
         # An explicit --procs in args, or a GOMAXPROCS the user set, wins.
-        if procs is None and "GOMAXPROCS" not in os.environ and \
-                not any(a == "--procs" or a.startswith("--procs=") for a in args):
+        if procs is None and "GOMAXPROCS" not in os.environ and not _given(args, "--procs"):
             procs = default_procs()
         if procs is not None:
             cmd += ["--procs", str(procs)]
         # Whoever launched the daemon owns it: it ends when this process
         # does (the stdin pipe), and takes its folder with it.
         cmd += ["--exit-when-stdin-closes", "--remove-on-exit", self._tmp.name]
-        if not any(a == "--drain" or a.startswith("--drain=") for a in args):
+        if not _given(args, "--drain"):
             cmd += ["--drain", "500ms"]
         self.cmd = cmd + args
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
