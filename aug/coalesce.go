@@ -1,6 +1,9 @@
 package aug
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // Coalesced accumulates graphs' edges in both directions, coalesced: per
 // graph sorted by source, then target, with the graph's node ids offset by
@@ -9,14 +12,45 @@ import "slices"
 // columns without a copy).
 type Coalesced struct {
 	Src, Dst []int32
+	// DeferSrc leaves Src alone: Runs records instead, as (source, count)
+	// pairs in order, the runs Src would hold (each node's edges share
+	// their source), and FillSrc writes them once the batch is whole. The
+	// loader defers Src when Dst is written straight into the transport's
+	// buffer: Src's place there depends on the batch's edge count, known
+	// only at its end. Dst (and Len) are as without it; AppendIDs needs Src
+	// and refuses.
+	DeferSrc bool
+	Runs     []int32
 	deg      []int32 // Append's run starts
 }
 
 // Reset empties c, keeping its buffers.
-func (c *Coalesced) Reset() { c.Src, c.Dst = c.Src[:0], c.Dst[:0] }
+func (c *Coalesced) Reset() { c.Src, c.Dst, c.Runs = c.Src[:0], c.Dst[:0], c.Runs[:0] }
 
 // Len is the number of directed edges appended.
-func (c *Coalesced) Len() int { return len(c.Src) }
+func (c *Coalesced) Len() int { return len(c.Dst) }
+
+// run records, under DeferSrc, that the n directed edges before Dst's end
+// have source v.
+func (c *Coalesced) run(v int32, n int) {
+	if n > 0 {
+		c.Runs = append(c.Runs, v, int32(n))
+	}
+}
+
+// FillSrc writes into src (Len() long) the sources Runs records: what Src
+// would hold without DeferSrc.
+func (c *Coalesced) FillSrc(src []int32) {
+	at := 0
+	for k := 0; k+1 < len(c.Runs); k += 2 {
+		n := int(c.Runs[k+1])
+		fill(src[at:at+n], c.Runs[k])
+		at += n
+	}
+	if at != len(src) {
+		panic(fmt.Sprintf("aug: coalesced runs cover %d directed edges, want %d", at, len(src)))
+	}
+}
 
 // CoalescedApplier is an op that can write its output's edges straight
 // into a Coalesced instead of out.Edges. ApplyCoalesced makes the same
@@ -60,17 +94,23 @@ func (c *Coalesced) Append(g *Graph, base int32) {
 		}
 		deg[u+1] += run
 	}
-	start := int32(len(c.Src))
+	start := int32(len(c.Dst))
 	deg[0] = start
 	for i := 0; i < n; i++ {
 		deg[i+1] += deg[i]
 	}
 	end := int(start) + len(e)
-	c.Src = slices.Grow(c.Src, len(e))[:end]
 	c.Dst = slices.Grow(c.Dst, len(e))[:end]
-	src, dst := c.Src, c.Dst
-	for u := 0; u < n; u++ {
-		fill(src[deg[u]:deg[u+1]], base+int32(u))
+	dst := c.Dst
+	if c.DeferSrc {
+		for u := 0; u < n; u++ {
+			c.run(base+int32(u), int(deg[u+1]-deg[u]))
+		}
+	} else {
+		c.Src = slices.Grow(c.Src, len(e))[:end]
+		for u := 0; u < n; u++ {
+			fill(c.Src[deg[u]:deg[u+1]], base+int32(u))
+		}
 	}
 	pos := deg[:n]
 	for k := 0; k < len(e); {
@@ -98,8 +138,17 @@ func (c *Coalesced) appendSparse(e []int32, base int32) {
 		keys = append(keys, u<<32|v, v<<32|u)
 	}
 	slices.Sort(keys)
-	for _, k := range keys {
-		c.Src = append(c.Src, base+int32(k>>32))
+	for i, k := range keys {
+		if !c.DeferSrc {
+			c.Src = append(c.Src, base+int32(k>>32))
+		} else if i == len(keys)-1 || keys[i+1]>>32 != k>>32 {
+			// k ends its source's run (the keys are sorted by source).
+			j := i
+			for j > 0 && keys[j-1]>>32 == k>>32 {
+				j--
+			}
+			c.run(base+int32(k>>32), i-j+1)
+		}
 		c.Dst = append(c.Dst, base+int32(k&(1<<32-1)))
 	}
 }
@@ -125,6 +174,9 @@ func fill(s []int32, v int32) {
 // appended, the index of the undirected edge (the pair of g.Edges) it is a
 // direction of: the row of the edge's features (Graph.EdgeCat, EdgeX).
 func (c *Coalesced) AppendIDs(g *Graph, base int32, ids []int32) []int32 {
+	if c.DeferSrc {
+		panic("aug: Coalesced.AppendIDs under DeferSrc")
+	}
 	start := len(c.Src)
 	c.Append(g, base)
 	added := c.Src[start:]

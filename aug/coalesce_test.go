@@ -52,18 +52,39 @@ func TestCoalescedAppend(t *testing.T) {
 	}
 	graphs = append(graphs, aug.Graph{N: 5000, Edges: []int32{3, 4000, 10, 11, 10, 4999, 11, 4000}}, aug.Graph{N: 1 << 20, Edges: []int32{0, 1 << 19}})
 	var c aug.Coalesced
+	deferred := aug.Coalesced{DeferSrc: true}
 	for round := range 2 { // the second round reuses grown buffers
 		c.Reset()
+		deferred.Reset()
 		base := int32(0)
 		for i := range graphs {
 			g := &graphs[i]
 			from := c.Len()
 			c.Append(g, base)
+			deferred.Append(g, base)
 			if got, want := appended(&c, from), sortedDirected(g, base); !slices.Equal(got, want) {
 				t.Fatalf("round %d graph %d (n=%d, %d pairs): got %v, want %v", round, i, g.N, len(g.Edges)/2, got, want)
 			}
 			base += g.N
 		}
+		sameDeferred(t, &c, &deferred)
+	}
+}
+
+// sameDeferred checks that d, filled under DeferSrc, holds what c holds
+// without it: the same Dst, and Src as FillSrc writes it.
+func sameDeferred(t *testing.T, c, d *aug.Coalesced) {
+	t.Helper()
+	if len(d.Src) != 0 {
+		t.Fatalf("DeferSrc wrote %d sources", len(d.Src))
+	}
+	if d.Len() != c.Len() || !slices.Equal(d.Dst, c.Dst) {
+		t.Fatalf("DeferSrc: Dst differs (%d against %d directed edges)", d.Len(), c.Len())
+	}
+	src := make([]int32, d.Len())
+	d.FillSrc(src)
+	if !slices.Equal(src, c.Src) {
+		t.Fatalf("FillSrc differs from Src:\n%v\n%v", src, c.Src)
 	}
 }
 
@@ -74,15 +95,18 @@ func TestCoalescedAppend(t *testing.T) {
 func coalescedEqual(t *testing.T, gs []aug.Graph, draws int) {
 	t.Helper()
 	ops := []aug.CoalescedApplier{aug.NodeSam{}, aug.NodeSamBase{}, aug.SplitOnly{}, aug.MergeOnly{}}
-	var s1, s2, s3 aug.Scratch
-	var ref, fused, plainOut aug.Graph
+	var s1, s2, s3, s4 aug.Scratch
+	var ref, fused, plainOut, deferOut aug.Graph
 	var want, got, gotPlain aug.Coalesced
+	gotDeferred := aug.Coalesced{DeferSrc: true} // indexed, its sources as runs
 	base := int32(0)
 	for i := range gs {
 		if want.Len() > 1<<20 { // a batch's worth: start the next
+			sameDeferred(t, &got, &gotDeferred)
 			want.Reset()
 			got.Reset()
 			gotPlain.Reset()
+			gotDeferred.Reset()
 			base = 0
 		}
 		plain := gs[i]
@@ -103,6 +127,9 @@ func coalescedEqual(t *testing.T, gs []aug.Graph, draws int) {
 				if err := op.ApplyCoalesced(&plain, &plainOut, seed(&s3), &s3, &gotPlain, base); err != nil {
 					t.Fatal(err)
 				}
+				if err := op.ApplyCoalesced(&indexed, &deferOut, seed(&s4), &s4, &gotDeferred, base); err != nil {
+					t.Fatal(err)
+				}
 				w := appended(&want, from)
 				if g := appended(&got, from); !slices.Equal(g, w) {
 					t.Fatalf("%s graph %d (n=%d, m=%d) draw %d, indexed: got %v, want %v", op.Spec().Name, plain.ID, plain.N, len(plain.Edges)/2, k, g, w)
@@ -121,6 +148,7 @@ func coalescedEqual(t *testing.T, gs []aug.Graph, draws int) {
 			}
 		}
 	}
+	sameDeferred(t, &got, &gotDeferred)
 }
 
 func TestApplyCoalesced(t *testing.T) {

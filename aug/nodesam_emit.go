@@ -272,8 +272,10 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 	s.koff, s.kadj = s.buildCSR(nOut, pairs, s.koff, s.kadj)
 	koff, kadj := s.koff, s.kadj
 
-	start, total := len(c.Src), 2*(clean+len(keys))
-	c.Src = slices.Grow(c.Src, total)[:start+total]
+	start, total := len(c.Dst), 2*(clean+len(keys))
+	if !c.DeferSrc {
+		c.Src = slices.Grow(c.Src, total)[:start+total]
+	}
 	dst := slices.Grow(c.Dst, total+1)[:start+total+1] // mergeRun's slack
 	present := s.markPresent(ix, n, marks)
 	w := start
@@ -291,7 +293,11 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 				w += mergeRun(dst[w:], list, ks, touched, base)
 			}
 		}
-		fill(c.Src[from:w], base+y)
+		if c.DeferSrc {
+			c.run(base+y, w-from)
+		} else {
+			fill(c.Src[from:w], base+y)
+		}
 	}
 	clear(present) // n bytes: what the marks' lists set
 	s.markTouched(n, marks, 0)

@@ -56,6 +56,12 @@ type collator struct {
 	tgtOff                 []int32
 
 	st structCollator // a structure batch's columns
+
+	// lent is the transport's room this batch's edges are written into
+	// (EdgeLender), and ownSrc, ownDst the collator's own edge buffers,
+	// kept meanwhile.
+	lent           loan
+	ownSrc, ownDst []int32
 }
 
 func (c *collator) reset(lay *shard.Layout, nodeWidth, edgeWidth int) {
@@ -140,6 +146,9 @@ func (c *collator) add(g *aug.Graph, policy string, padded, fused bool) {
 func (c *collator) record(schema *arrow.Schema, mem memory.Allocator) arrow.RecordBatch {
 	n := len(c.ids)
 	lay := c.lay
+	if c.edges.DeferSrc {
+		c.lentSrc()
+	}
 	i32 := arrow.PrimitiveTypes.Int32
 	f32 := arrow.PrimitiveTypes.Float32
 	cols := []arrow.Array{

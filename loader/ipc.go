@@ -21,7 +21,13 @@ func (l *Loader) WriteStream(ctx context.Context, p *Plan, w io.Writer) (Stats, 
 	// Small enough that a batch's large buffers (edge columns, about half a
 	// megabyte each) bypass it after one short fill instead of being
 	// copied in whole; large enough to coalesce the small ones.
-	bw := bufio.NewWriterSize(w, 64<<10)
+	var bw flusher = bufio.NewWriterSize(w, 64<<10)
+	if p.Lender != nil {
+		// The lender's writer takes each buffer where it lies (a lent
+		// batch's edges are not copied at all): a buffer in between would
+		// copy what it coalesces.
+		bw = unbuffered{w}
+	}
 	opts := []ipc.Option{ipc.WithSchema(p.Schema), ipc.WithAllocator(l.cfg.Mem)}
 	switch p.Compression {
 	case wire.CompressNone:
@@ -47,3 +53,13 @@ func (l *Loader) WriteStream(ctx context.Context, p *Plan, w io.Writer) (Stats, 
 	}
 	return st, err
 }
+
+type flusher interface {
+	io.Writer
+	Flush() error
+}
+
+// unbuffered is a flusher with nothing to flush.
+type unbuffered struct{ io.Writer }
+
+func (unbuffered) Flush() error { return nil }

@@ -24,6 +24,12 @@ type Plan struct {
 	Bytes []int64
 	// Work[i] bounds what augmenting batch i's largest graph allocates.
 	Work []int64
+	// Edges[i] bounds batch i's directed edges (both directions of its
+	// graphs' bounds).
+	Edges []int
+	// Lender, when set, lends the batches' edge columns room in the
+	// transport's buffer (WriteStream; set by the transport).
+	Lender EdgeLender
 	// The code widths of the x_cat and edge_cat columns (bytes).
 	nodeWidth, edgeWidth int
 	// Index[i] is Batches[i]'s index in the rank's epoch.
@@ -310,6 +316,11 @@ func (l *Loader) addBatch(p *Plan, bi int, b []epoch.Item, bounds []aug.Size) er
 		p.Bytes = append(p.Bytes, batchBytes(bounds, &lay, p.nodeWidth, p.edgeWidth)+rows+work)
 	}
 	p.Work = append(p.Work, work)
+	edges := 0
+	for _, s := range bounds {
+		edges += 2 * s.Edges
+	}
+	p.Edges = append(p.Edges, edges)
 	return nil
 }
 

@@ -86,6 +86,9 @@ type stream struct {
 	nb  int
 	// slots[b%len(slots)] carries batch b from its worker to the sender.
 	slots []chan result
+	// loans[b%len(loans)] is the transport's room lent to batch b
+	// (Plan.Lender), written by the dispatcher before b is dispatched.
+	loans []loan
 	// tokens holds one token per batch in flight (dispatched, not yet
 	// retired): at most the window.
 	tokens chan struct{}
@@ -107,7 +110,7 @@ type stream struct {
 func newStream(l *Loader, p *Plan, ctx context.Context) *stream {
 	window := l.cfg.Window
 	s := &stream{l: l, p: p, ctx: ctx, nb: len(p.Batches),
-		slots: make([]chan result, window), tokens: make(chan struct{}, window), jobs: make(chan int),
+		slots: make([]chan result, window), loans: make([]loan, window), tokens: make(chan struct{}, window), jobs: make(chan int),
 		held: make([]int64, len(p.Batches))}
 	for i := range s.slots {
 		s.slots[i] = make(chan result, 1)
@@ -145,6 +148,7 @@ func (s *stream) dispatch() error {
 		if !s.reserve(b) {
 			return nil
 		}
+		s.loans[b%len(s.loans)] = s.lend(b)
 		select {
 		case s.jobs <- b:
 		case <-s.ctx.Done():
@@ -185,7 +189,7 @@ func (s *stream) work() error {
 	for b := range s.jobs {
 		t0 := time.Now()
 		s.idle.Add(int64(t0.Sub(waiting)))
-		res := w.batch(s.ctx, b)
+		res := w.batch(s.ctx, b, s.loans[b%len(s.loans)])
 		waiting = time.Now()
 		s.busy.Add(int64(waiting.Sub(t0)))
 		select {
@@ -224,6 +228,7 @@ func (s *stream) send(sink func(arrow.RecordBatch) error) error {
 		if err != nil {
 			return err
 		}
+		r.col.giveBack()
 		s.l.collators.Put(r.col) // the sink is done with its buffers
 		s.retire(b)
 	}

@@ -54,12 +54,14 @@ func (w *worker) done() {
 	l.workers.Put(w)
 }
 
-// batch builds batch b of the plan into a collator from the loader's pool.
-func (w *worker) batch(ctx context.Context, b int) result {
+// batch builds batch b of the plan into a collator from the loader's pool,
+// its edges into the room lent to it, if any.
+func (w *worker) batch(ctx context.Context, b int, lent loan) result {
 	col, _ := w.l.collators.Get().(*collator)
 	if col == nil {
 		col = new(collator)
 	}
+	col.borrow(lent)
 	var rec arrow.RecordBatch
 	var err error
 	if w.l.st != nil {

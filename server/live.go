@@ -64,6 +64,10 @@ func (s *liveStream) MaxMessageBytes() int64 {
 	return slices.Max(append([]int64{0}, s.p.Bytes...)) + 64<<10
 }
 
+// SetLender has the stream's batches write their edge columns into the
+// transport's buffer (the shared-memory ring) where it lends room.
+func (s *liveStream) SetLender(l loader.EdgeLender) { s.p.Lender = l }
+
 // SetCompression compresses the stream's record batch bodies.
 func (s *liveStream) SetCompression(codec wire.Compression) error {
 	if _, err := wire.ParseCompression(string(codec)); err != nil {

@@ -28,6 +28,7 @@ type Metrics struct {
 	cut, acceptErrors, overBudget           atomic.Int64
 	unchanged                               atomic.Int64
 	ringMaps                                atomic.Int64 // shared-memory rings mapped (ringCache)
+	shmLent, shmInline                      atomic.Int64 // batches written around their lent edges; messages sent inline
 }
 
 // MemoryGauge is what Metrics reports of a loader.Memory.
@@ -152,6 +153,15 @@ func (m *Metrics) ringMapped() {
 	}
 }
 
+// shmStream counts a shared-memory stream's batches written around their
+// lent edge columns and its messages sent inline.
+func (m *Metrics) shmStream(lent, inline int) {
+	if m != nil {
+		m.shmLent.Add(int64(lent))
+		m.shmInline.Add(int64(inline))
+	}
+}
+
 func (m *Metrics) acceptError() {
 	if m != nil {
 		m.acceptErrors.Add(1)
@@ -185,6 +195,8 @@ func (m *Metrics) WriteText(w io.Writer) {
 	count("augloader_server_batches_over_budget_total", "Batches of one graph that may alone exceed the node or edge budget.", "counter", m.overBudget.Load())
 	count("augloader_server_sent_bytes_total", "Arrow IPC bytes sent.", "counter", m.bytes.Load())
 	count("augloader_server_shm_ring_maps_total", "Shared-memory rings mapped; a client's next stream over the same ring reuses the mapping.", "counter", m.ringMaps.Load())
+	count("augloader_server_shm_lent_batches_total", "Batches whose edge columns the workers wrote straight into the client's shared-memory ring, where the batch was sent from without copying them.", "counter", m.shmLent.Load())
+	count("augloader_server_shm_inline_messages_total", "Messages of shared-memory streams sent inline on the socket: the client held its ring full (a larger ring, or releasing batches sooner, avoids it).", "counter", m.shmInline.Load())
 	count("augloader_aug_submix_unchanged_total", "Graphs SubMix sent unchanged, with their hard label, because the mix had no edge (docs/schedule.md).", "counter", m.unchanged.Load())
 	counter("augloader_loader_worker_busy_seconds_total", "Time workers spent augmenting and collating.", time.Duration(m.busy.Load()).Seconds())
 	counter("augloader_loader_worker_idle_seconds_total", "Time workers spent waiting for a batch to build or for room in the window (the client is behind).", time.Duration(m.idle.Load()).Seconds())

@@ -462,6 +462,9 @@ func (f *socketFramer) close(ctx context.Context, tr wire.Trailer, err error) er
 	// back to the cache before the trailer, so the client's next request,
 	// sent once the trailer is read, finds it idle (after the trailer it
 	// raced this handler's return). f.ring keeps only its length (attrs).
+	if f.shm != nil {
+		f.srv.sess.metrics.shmStream(f.shm.lent, f.shm.inline)
+	}
 	f.putRing()
 	if ctx.Err() == nil {
 		f.conn.SetWriteDeadline(time.Now().Add(f.srv.lim.RequestTimeout))
@@ -473,7 +476,7 @@ func (f *socketFramer) attrs() []any {
 	if f.shm == nil {
 		return nil
 	}
-	return []any{"shm_ring_MB", float64(len(f.ring)) / 1e6, "shm_inline_messages", f.shm.inline}
+	return []any{"shm_ring_MB", float64(len(f.ring)) / 1e6, "shm_inline_messages", f.shm.inline, "shm_lent_messages", f.shm.lent}
 }
 
 // release ends the stream's hold on the server: it stops counting as

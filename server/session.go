@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/augloader/augloader/internal/iox"
+	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -102,6 +103,11 @@ func (s *session) serve(ctx context.Context, req wire.Request, client string, f 
 	if err != nil {
 		s.metrics.done(0, 0, 0, workerTimes{}, err)
 		return err
+	}
+	if lw, ok := w.(loader.EdgeLender); ok {
+		if ls, ok := st.(interface{ SetLender(loader.EdgeLender) }); ok {
+			ls.SetLender(lw)
+		}
 	}
 	cw := &iox.CountingWriter{W: w}
 	if req.Digest {

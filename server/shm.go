@@ -11,10 +11,13 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"unsafe"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sys/unix"
 
 	"github.com/augloader/augloader/internal/ipcframe"
+	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/wire"
 )
 
@@ -22,9 +25,10 @@ import (
 // client's memfd arrives with the request and is checked; once the stream
 // is open, the part of it the stream will use (ringUse) is mapped, without
 // populating it, and counted against the memory budget; the stream's
-// messages are copied into the mapping (no kernel copy) and descriptors go
-// out on the socket. A mapping faults (SIGBUS) where its file has shrunk
-// away, so only a memfd sealed against shrinking is taken; a memfd lives
+// messages are copied into the mapping (no kernel copy), or written
+// around the edge columns the workers put there (LendEdges), and
+// descriptors go out on the socket. A mapping faults (SIGBUS) where its
+// file has shrunk away, so only a memfd sealed against shrinking is taken; a memfd lives
 // in no size-limited mount and is never hugetlb-backed (tmpfs is checked),
 // so a write into the mapping cannot fault either.
 
@@ -193,41 +197,164 @@ func checkRing(fd int) (int64, error) {
 // it, and delivers it message by message through the ring: each message
 // is placed in the ring's free space (or inline on the socket when there
 // is none), written there, and announced by its descriptor.
+//
+// It also lends batches room before they are built (LendEdges): a lent
+// batch's record batch message is placed inside its region so that the
+// edge columns the workers wrote there are where the message has them,
+// and they are not copied. The message's bytes are the same as anywhere
+// else: where its layout does not meet the columns, it is placed and
+// written elsewhere in full.
 type shmWriter struct {
 	ctx  context.Context
 	ring []byte    // the client's memfd, mapped
 	out  io.Writer // the connection: descriptors and inline messages
 
 	mu       sync.Mutex
-	inflight []shmRegion // ring messages not released yet, oldest first
-	read     uint64      // ring messages the client has read (ShmRead)
-	changed  chan struct{}
-
-	next      int64  // where the next ring message may start
-	seq       uint64 // the next ring message's sequence number
-	announced uint64 // ring messages whose descriptor is out
+	inflight []shmRegion   // regions reserved and not reclaimed, in ring order
+	read     uint64        // ring messages the client has read (ShmRead)
+	changed  chan struct{} // wakes place
+	// lendChanged wakes lendRoom (the dispatcher's goroutine), as changed
+	// wakes place (the sender's): each has its own, so neither takes the
+	// other's wake-up.
+	lendChanged chan struct{}
+	next        int64     // where the next region may start
+	announced   uint64    // ring messages whose descriptor is out
+	loans       []shmLoan // regions lent to batches not written yet, in batch order
+	// lentBytes is the size of the loans whose message is not written
+	// yet: at most half the ring, so that a message without a loan (the
+	// schema, a batch refused one) finds room once the client releases.
+	lentBytes int64
+	// refused is the last batch refused a loan while one refused is not
+	// written yet (-1: none): no later batch gets one before it is
+	// written, or the messages of those refused would have to find room
+	// around theirs.
+	refused int
+	written int // record batch messages written (placed and announced or inline)
 
 	// The message being written.
-	placed bool   // its place is known (its prefix and metadata are written)
-	hdr    []byte // its prefix and metadata, until its length is known
-	left   int64  // its bytes still to come once placed
-	at     int64  // where its next byte goes in the ring; -1: inline
-	start  int64
-	length int64
+	placed  bool   // its header is whole: it is placed, or being staged
+	hdr     []byte // its prefix and metadata, until its length is known
+	left    int64  // its bytes still to come once placed
+	at      int64  // where its next byte goes in the ring; -1: inline
+	start   int64
+	length  int64
+	region  int64 // the start of the region it is in
+	batches int   // record batch messages begun
+	isBatch bool  // it is a record batch
+	// A lent batch's message is staged (its header and first body bytes
+	// kept) until a body write shows where the lent columns are.
+	loan    *shmLoan
+	staging bool
+	stage   []byte
+	bufs    []ipcframe.Buffer
+	// spent is the region of a loan given up (dropLoan), released when
+	// the message ends.
+	spent    int64
+	hasSpent bool
 
 	inline int // messages sent inline
+	lent   int // messages written around their lent columns
 	desc   [wire.ShmDescriptorSize]byte
 }
 
+// shmRegion is a reserved stretch of the ring: a message's, or a loan's.
+// A message's number (seq) is given as it is announced.
 type shmRegion struct {
-	seq      uint64
-	start    int64
-	released bool
+	start     int64
+	seq       uint64
+	announced bool
+	released  bool
+}
+
+// shmLoan is the region lent to batch b: [start, end) of the ring, the
+// edge_src values' room ending at src, the edge_dst values' starting at
+// dst.
+type shmLoan struct {
+	b            int
+	start, end   int64
+	srcFrom, src int64
+	dst          int64
+	stageLimit   int64
 }
 
 func newShmWriter(ctx context.Context, ring []byte, out io.Writer) *shmWriter {
-	return &shmWriter{ctx: ctx, ring: ring, out: out, changed: make(chan struct{}, 1)}
+	return &shmWriter{ctx: ctx, ring: ring, out: out, changed: make(chan struct{}, 1), lendChanged: make(chan struct{}, 1), refused: -1}
 }
+
+// loanHead is the room a loan keeps before edge_src's values for the
+// message's prefix, metadata and first buffers (ids, node counts, the
+// edge offsets): the metadata of a batch's dozen columns is about 1 KiB.
+func loanHead(rows int) int64 { return 16<<10 + 24*int64(rows) }
+
+// LendEdges implements loader.EdgeLender: a region of the ring for the
+// whole message, laid out [head | edge_src's values | edge_dst's offsets |
+// edge_dst's values | the other columns], edge_src's values ending where
+// edge_dst's offsets start whatever the batch's edge count, so that its
+// offsets and values are at a fixed place. None when the ring has no room
+// now (the batch is then copied as any other) or the region would take
+// more than a quarter of the ring.
+func (w *shmWriter) LendEdges(ctx context.Context, b, rows, edges int, rest int64) (src, dst []int32, ok bool) {
+	if rows <= 0 || edges < 0 || rest < 0 {
+		return nil, nil, false
+	}
+	head := loanHead(rows)
+	srcBytes := 4 * int64(loader.EdgeSrcSlots(edges))
+	offBytes := pad8(4 * int64(rows+1))
+	dstBytes := pad8(4 * int64(edges+1)) // mergeRun's slack slot
+	n := pad8(head + srcBytes + offBytes + dstBytes + rest + 8<<10)
+	at := w.lendRoom(ctx, b, n)
+	if at < 0 {
+		return nil, nil, false
+	}
+	l := shmLoan{b: b, start: at, end: at + n, srcFrom: at + head, src: at + head + srcBytes, stageLimit: head}
+	l.dst = l.src + offBytes
+	w.mu.Lock()
+	w.loans = append(w.loans, l)
+	w.mu.Unlock()
+	src = arrow.Int32Traits.CastFromBytes(w.ring[l.srcFrom:l.src])
+	dst = arrow.Int32Traits.CastFromBytes(w.ring[l.dst : l.dst+dstBytes])[:0]
+	return src, dst, true
+}
+
+// lendRoom reserves n bytes for batch b's loan, waiting for releases
+// while the client has ring messages left to read (a training loop
+// holds the batches it has not reached: they come back), as place waits
+// for a message's; -1 when it cannot have them: the client holds the
+// ring full, the loans would pass half the ring, or a batch refused one
+// is not written yet. A refusal is remembered (refused).
+func (w *shmWriter) lendRoom(ctx context.Context, b int, n int64) int64 {
+	for {
+		w.mu.Lock()
+		if w.refused >= 0 && w.refused < w.written {
+			w.refused = -1 // written since
+		}
+		at := int64(-1)
+		if w.refused < 0 && w.lentBytes+n <= int64(len(w.ring))/2 {
+			at = w.roomLocked(n)
+		}
+		if at >= 0 {
+			w.lentBytes += n
+			w.mu.Unlock()
+			return at
+		}
+		wait := w.refused < 0 && w.lentBytes+n <= int64(len(w.ring))/2 && w.read < w.announced
+		if !wait {
+			w.refused = b
+			w.mu.Unlock()
+			return -1
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.lendChanged:
+		case <-ctx.Done():
+			return -1
+		case <-w.ctx.Done():
+			return -1
+		}
+	}
+}
+
+func pad8(n int64) int64 { return (n + 7) &^ 7 }
 
 // Write implements io.Writer.
 func (w *shmWriter) Write(p []byte) (int, error) {
@@ -242,12 +369,24 @@ func (w *shmWriter) Write(p []byte) (int, error) {
 			continue
 		}
 		k := min(int64(len(p)), w.left)
-		if err := w.put(p[:k]); err != nil {
+		var err error
+		if w.staging {
+			err = w.stageBody(p[:k])
+		} else {
+			err = w.put(p[:k])
+		}
+		if err != nil {
 			return n - len(p), err
 		}
 		p, w.left = p[k:], w.left-k
 		if w.left == 0 {
-			if err := w.finish(); err != nil {
+			if w.staging {
+				err = w.unstage() // the lent columns never came
+			}
+			if err == nil {
+				err = w.finish()
+			}
+			if err != nil {
 				return n - len(p), err
 			}
 		}
@@ -256,7 +395,8 @@ func (w *shmWriter) Write(p []byte) (int, error) {
 }
 
 // header collects the current message's prefix and metadata from p; once
-// they are whole, it places the message and writes them.
+// they are whole, it places the message and writes them, or, for a lent
+// batch's record batch, stages them.
 func (w *shmWriter) header(p []byte) (int, error) {
 	need := 8
 	if len(w.hdr) >= 8 {
@@ -285,16 +425,167 @@ func (w *shmWriter) header(p []byte) (int, error) {
 		if body, err = ipcframe.BodyLength(w.hdr[8:]); err != nil {
 			return k, fmt.Errorf("server: shm: %w", err)
 		}
+		bufs, batch, err := ipcframe.RecordBatchBuffers(w.hdr[8:], w.bufs[:0])
+		if err != nil {
+			return k, fmt.Errorf("server: shm: %w", err)
+		}
+		w.bufs = bufs
+		if batch {
+			w.loan = w.loanFor(w.batches)
+			w.batches++
+			w.isBatch = true
+		}
 	}
-	if err := w.place(int64(len(w.hdr)) + body); err != nil {
+	w.length, w.left, w.placed = int64(len(w.hdr))+body, body, true
+	if w.loan != nil && body > 0 {
+		w.staging, w.stage = true, w.stage[:0]
+		return k, nil
+	}
+	w.dropLoan()
+	if err := w.place(w.length); err != nil {
 		return k, err
 	}
 	err := w.put(w.hdr)
-	w.hdr, w.left, w.placed = w.hdr[:0], body, true
+	w.hdr = w.hdr[:0]
 	if err == nil && body == 0 {
 		err = w.finish()
 	}
 	return k, err
+}
+
+// loanFor takes the loan of batch b off the queue: nil when it has none
+// (loans of batches before it, never written, are released).
+func (w *shmWriter) loanFor(b int) *shmLoan {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.loans) > 0 && w.loans[0].b <= b {
+		l := w.loans[0]
+		w.loans = w.loans[1:]
+		w.lentBytes -= l.end - l.start
+		if l.b == b {
+			return &l
+		}
+		w.releaseRegion(l.start)
+	}
+	return nil
+}
+
+// dropLoan gives up the current message's loan: the message goes
+// elsewhere. Its region is released once the message is written
+// (finish), as the message's bytes may still be read from it: released
+// now, it could be lent again and written into meanwhile.
+func (w *shmWriter) dropLoan() {
+	if w.loan == nil {
+		return
+	}
+	w.spent, w.hasSpent = w.loan.start, true
+	w.loan = nil
+}
+
+// releaseRegion marks the region starting at start reclaimable (w.mu held).
+func (w *shmWriter) releaseRegion(start int64) {
+	for i := range w.inflight {
+		if r := &w.inflight[i]; r.start == start && !r.announced {
+			r.released = true
+			return
+		}
+	}
+}
+
+// stageBody takes a lent batch's next body bytes while its place is not
+// known. A write that lies in the loan's edge_src room fixes it: the
+// message then starts so that this write is where the message has it,
+// which places edge_dst's values where the workers wrote them too when
+// the metadata agrees (checked: a buffer of edge_src's length at the
+// loan's edge_dst place). Anything else is kept, up to the loan's head;
+// past it, or where the metadata disagrees, the message is placed as any
+// other.
+func (w *shmWriter) stageBody(b []byte) error {
+	l := w.loan
+	if a := w.ringOffset(b); a >= l.srcFrom && a < l.src {
+		pos := int64(len(w.stage))
+		bodyStart := a - pos
+		start := bodyStart - int64(len(w.hdr))
+		if start >= l.start && bodyStart+w.left+pos <= l.end && w.fits(bodyStart, pos, int64(len(b)), l) {
+			w.start, w.at, w.region = start, start, l.start
+			w.staging, w.loan = false, nil
+			w.lent++
+			if err := w.put(w.hdr); err != nil {
+				return err
+			}
+			w.hdr = w.hdr[:0]
+			if err := w.put(w.stage); err != nil {
+				return err
+			}
+			return w.put(b)
+		}
+	} else if int64(len(w.stage)+len(b)) <= l.stageLimit {
+		w.stage = append(w.stage, b...)
+		return nil
+	}
+	if err := w.unstage(); err != nil {
+		return err
+	}
+	return w.put(b)
+}
+
+// fits reports whether the message, its body starting at bodyStart, has
+// a buffer at body offset pos of at least n bytes (edge_src's values,
+// being written), and one of the same length starting at the loan's
+// edge_dst place, after it: every byte written before edge_dst's values
+// is then before them, and they are never overwritten before they are
+// taken.
+func (w *shmWriter) fits(bodyStart, pos, n int64, l *shmLoan) bool {
+	src := -1
+	for i, b := range w.bufs {
+		if b.Offset == pos && b.Length >= n {
+			src = i
+			break
+		}
+	}
+	if src < 0 {
+		return false
+	}
+	for _, b := range w.bufs[src+1:] {
+		if b.Length == 0 {
+			continue // nothing written (a validity bitmap without nulls)
+		}
+		if bodyStart+b.Offset == l.dst {
+			return b.Length == w.bufs[src].Length
+		}
+		if bodyStart+b.Offset+b.Length > l.dst {
+			return false
+		}
+	}
+	return false
+}
+
+// unstage places a staged message as any other (its loan given back) and
+// writes what was staged.
+func (w *shmWriter) unstage() error {
+	w.staging = false
+	w.dropLoan()
+	if err := w.place(w.length); err != nil {
+		return err
+	}
+	err := w.put(w.hdr)
+	w.hdr = w.hdr[:0]
+	if err == nil {
+		err = w.put(w.stage)
+	}
+	return err
+}
+
+// ringOffset is where b lies in the ring, or -1 when it is not there.
+func (w *shmWriter) ringOffset(b []byte) int64 {
+	if len(b) == 0 || len(w.ring) == 0 {
+		return -1
+	}
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(w.ring)))
+	if d >= uintptr(len(w.ring)) || d+uintptr(len(b)) > uintptr(len(w.ring)) {
+		return -1
+	}
+	return int64(d)
 }
 
 // place finds room for a message of n bytes, waiting for releases while
@@ -302,7 +593,7 @@ func (w *shmWriter) header(p []byte) (int, error) {
 // and still keeps the ring full, the message goes inline, its descriptor
 // first.
 func (w *shmWriter) place(n int64) error {
-	w.start, w.length, w.at = 0, n, -1
+	w.start, w.at = 0, -1
 	if n > 1<<32-1 {
 		return fmt.Errorf("server: shm: message of %d bytes", n)
 	}
@@ -317,7 +608,7 @@ func (w *shmWriter) place(n int64) error {
 			}
 		}
 		if at >= 0 {
-			w.start, w.at = at, at
+			w.start, w.at, w.region = at, at, at
 			return nil
 		}
 	}
@@ -339,6 +630,11 @@ func (w *shmWriter) behind() bool {
 func (w *shmWriter) room(n int64) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.roomLocked(n)
+}
+
+// roomLocked is room with w.mu held.
+func (w *shmWriter) roomLocked(n int64) int64 {
 	for len(w.inflight) > 0 && w.inflight[0].released {
 		w.inflight = w.inflight[1:]
 	}
@@ -357,9 +653,8 @@ func (w *shmWriter) room(n int64) int64 {
 		}
 	}
 	if at >= 0 {
-		w.inflight = append(w.inflight, shmRegion{seq: w.seq, start: at})
+		w.inflight = append(w.inflight, shmRegion{start: at})
 		w.next = at + n
-		w.seq++
 	}
 	return at
 }
@@ -376,13 +671,27 @@ func (w *shmWriter) records(vs []uint64) {
 		switch {
 		case v&wire.ShmRead != 0:
 			w.read = v &^ wire.ShmRead
-		case len(w.inflight) > 0 && v >= w.inflight[0].seq && v < w.announced:
-			w.inflight[v-w.inflight[0].seq].released = true
+		default:
+			for i := range w.inflight {
+				if r := &w.inflight[i]; r.announced && r.seq == v {
+					r.released = true
+					break
+				}
+			}
 		}
 	}
 	w.mu.Unlock()
+	w.signal()
+}
+
+// signal wakes a writer and a lender waiting for room.
+func (w *shmWriter) signal() {
 	select {
 	case w.changed <- struct{}{}:
+	default:
+	}
+	select {
+	case w.lendChanged <- struct{}{}:
 	default:
 	}
 }
@@ -406,11 +715,16 @@ func (w *shmWriter) readRecords(r io.Reader) error {
 	}
 }
 
-// put writes the current message's next bytes.
+// put writes the current message's next bytes; bytes already where they
+// go (a lent batch's edge columns) are left there.
 func (w *shmWriter) put(b []byte) error {
 	if w.at < 0 {
 		_, err := w.out.Write(b)
 		return err
+	}
+	if len(b) > 0 && unsafe.SliceData(b) == &w.ring[w.at] {
+		w.at += int64(len(b))
+		return nil
 	}
 	w.at += int64(copy(w.ring[w.at:], b))
 	return nil
@@ -419,10 +733,29 @@ func (w *shmWriter) put(b []byte) error {
 // finish ends the current message, announcing it when it is in the ring.
 func (w *shmWriter) finish() error {
 	w.placed = false
+	if w.isBatch {
+		w.isBatch = false
+		w.mu.Lock()
+		w.written++
+		w.mu.Unlock()
+	}
+	if w.hasSpent {
+		w.mu.Lock()
+		w.releaseRegion(w.spent)
+		w.mu.Unlock()
+		w.hasSpent = false
+		w.signal()
+	}
 	if w.at < 0 {
 		return nil
 	}
 	w.mu.Lock()
+	for i := range w.inflight {
+		if r := &w.inflight[i]; r.start == w.region && !r.announced {
+			r.seq, r.announced = w.announced, true
+			break
+		}
+	}
 	w.announced++
 	w.mu.Unlock()
 	return w.descriptor(wire.ShmRing, w.start)

@@ -24,6 +24,7 @@ import (
 	"github.com/augloader/augloader/client"
 	"github.com/augloader/augloader/internal/testkit/fixture"
 	"github.com/augloader/augloader/internal/testkit/testutil"
+	"github.com/augloader/augloader/loader"
 	"github.com/augloader/augloader/server"
 	"github.com/augloader/augloader/wire"
 )
@@ -375,4 +376,93 @@ func TestRequestTimeoutWhileReadingDescriptors(t *testing.T) {
 	if got, _ := shm.conversation(t, sock, goldenRequest, false); len(got) == 0 {
 		t.Fatal("no stream after the timeout")
 	}
+}
+
+// A batch's edge columns are written by the workers straight into the
+// client's ring (loader.EdgeLender) and the batch's message is placed
+// around them: the conversation is still the socket's, byte for byte, for
+// every policy (NodeSam writes its edges fused, the others through
+// aug.Coalesced.Append), at one worker and at four, twins included, and
+// the daemon counts the batches so sent (every one, through a ring that
+// holds the stream); a set with edge features (whose
+// collation reads the sources as it goes) is copied as before, and is the
+// same bytes too.
+func TestShmLentEdges(t *testing.T) {
+	collab := fixture.SynthShards(t, "COLLAB", 60, 1)
+	mol := testutil.Testdata(t, "golden", "tinymol.shards")
+	for _, tc := range []struct {
+		name, dir, policy string
+		workers           int
+		twins             bool
+		lent              bool
+	}{
+		{"nodesam", collab, "nodesam", 1, false, true},
+		{"nodesam-4-workers", collab, "nodesam", 4, false, true},
+		{"mixed", collab, policy, 2, false, true},
+		{"submix", collab, "submix", 2, false, true},
+		{"dropedge-subgraph", collab, "dropedge:ratio=0.2:0.5,subgraph:ratio=0.3:0.5", 2, false, true},
+		{"twins", collab, "nodesam", 2, true, true},
+		{"edge-features", mol, "nodesam", 2, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := loader.Config{Seed: 5, Workers: tc.workers, BatchSize: 8}
+			if tc.twins {
+				cfg.Twins = fixture.Twins(t, "nodesam / dropedge:ratio=0.2", "submix / nodesam")
+			}
+			l := fixture.Loader(t, tc.dir, nil, tc.policy, cfg)
+			m := server.NewMetrics()
+			sock := serveWith(t, server.Options{Source: server.Live{L: l}, Metrics: m, Limits: server.Limits{Drain: time.Second}})
+			req := wire.Request{Epoch: 2, Rank: 0, World: 1, BatchSize: 8, Digest: true}
+			if tc.twins {
+				req.Twins = 2
+			}
+			conn, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wire.WriteFrame(conn, wire.MagicRequest, wire.StatusOK, req)
+			want, err := io.ReadAll(conn)
+			conn.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			m.WriteText(&text)
+			socketBatches := metricValue(t, text.String(), "augloader_server_batches_total")
+			c := newShmClient(t, 32<<20)
+			for epoch := range 2 { // the second stream reuses the ring's mapping
+				got, st := c.conversation(t, sock, req, false)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("stream %d: shm conversation (%d bytes) differs from the socket's (%d)", epoch, len(got), len(want))
+				}
+				if st.inline != 0 {
+					t.Fatalf("stream %d: %d messages inline from a ring that holds the stream", epoch, st.inline)
+				}
+			}
+			text.Reset()
+			m.WriteText(&text)
+			lent := metricValue(t, text.String(), "augloader_server_shm_lent_batches_total")
+			batches := metricValue(t, text.String(), "augloader_server_batches_total") - socketBatches
+			// A ring that holds the stream lends to every batch.
+			if tc.lent && lent != batches || !tc.lent && lent != 0 {
+				t.Fatalf("%d of %d batches sent around lent edges (lent wanted: %v)", lent, batches, tc.lent)
+			}
+		})
+	}
+}
+
+// metricValue is the value of an unlabelled metric in /metrics' text.
+func metricValue(t *testing.T, text, name string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var n int64
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("%s: %q", name, line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in the metrics", name)
+	return 0
 }

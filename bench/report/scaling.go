@@ -182,8 +182,9 @@ func (pg *page) writeEpoch(w *bytes.Buffer, dataset string) error {
 		"`decode` (every graph from the shard's Arrow columns into an `aug.Graph`), `augment` (+ the policy; NodeSam, as in the "+
 		"loader, writes its edges straight into the batch's coalesced edge columns, so its augmentation includes the edges' "+
 		"collation), `loader` (+ collation into PyG-ready Arrow batches), `encode` (+ Arrow IPC encoding), `socket` (+ the Unix socket and the Go "+
-		"client decoding every batch: the whole path), `shm` (the same socket with the shared-memory transport: each batch copied once "+
-		"into the client's 32 MiB memfd ring, which the Go client decodes from), `flight` (the same over Arrow Flight on loopback TCP). "+
+		"client decoding every batch: the whole path), `shm` (the same socket with the shared-memory transport: each batch written once "+
+		"into the client's 32 MiB memfd ring, its edge columns by the workers where the message has them, the rest copied there, "+
+		"which the Go client decodes from), `flight` (the same over Arrow Flight on loopback TCP). "+
 		"With 2 cores and 2 workers the stages overlap, so a difference is the wall time a step adds, not its CPU time. "+
 		"Floor: the epoch's bytes at the raw socket bandwidth, %s s (memcpy alone: %s s).\n\n", fs(floor), fs(memFloor))
 	fmt.Fprintf(w, "| policy | workers | decode | augment | loader | encode | socket | shm | flight | socket graphs/s | socket MB/s | socket ÷ floor |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

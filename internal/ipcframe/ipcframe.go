@@ -102,3 +102,55 @@ func Append(dst, meta, body []byte) []byte {
 	}
 	return append(dst, body...)
 }
+
+// Buffer is one buffer of a record batch message's body: where it starts
+// in the body and its length, as the metadata lists it.
+type Buffer struct{ Offset, Length int64 }
+
+// recordBatch is MessageHeader's union type of a RecordBatch.
+const recordBatch = 3
+
+// RecordBatchBuffers appends to dst the body buffers a record batch
+// message's metadata (Message.header, a RecordBatch, field 2: a vector of
+// Buffer structs) lists, in order; ok is false for any other message
+// (a schema, a dictionary batch). Each buffer lies within the body
+// (Message.bodyLength), or the metadata is refused.
+func RecordBatchBuffers(meta []byte, dst []Buffer) (bufs []Buffer, ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			bufs, ok, err = dst, false, fmt.Errorf("%w: metadata flatbuffer: %v", ErrFrame, p)
+		}
+	}()
+	body, err := BodyLength(meta)
+	if err != nil {
+		return dst, false, err
+	}
+	m := flatbuffers.Table{Bytes: meta, Pos: flatbuffers.GetUOffsetT(meta)}
+	o := m.Offset(6)
+	if o == 0 || m.GetByte(flatbuffers.UOffsetT(o)+m.Pos) != recordBatch {
+		return dst, false, nil
+	}
+	var rb flatbuffers.Table
+	if o = m.Offset(8); o == 0 {
+		return dst, false, fmt.Errorf("%w: record batch message without its header", ErrFrame)
+	}
+	m.Union(&rb, flatbuffers.UOffsetT(o))
+	o = rb.Offset(8)
+	if o == 0 {
+		return dst, true, nil
+	}
+	vec := rb.Vector(flatbuffers.UOffsetT(o))
+	n := rb.VectorLen(flatbuffers.UOffsetT(o))
+	if n < 0 || vec+flatbuffers.UOffsetT(16*n) > flatbuffers.UOffsetT(len(meta)) {
+		return dst, false, fmt.Errorf("%w: %d buffers past the metadata's end", ErrFrame, n)
+	}
+	for i := range n {
+		at := vec + flatbuffers.UOffsetT(16*i)
+		b := Buffer{Offset: rb.GetInt64(at), Length: rb.GetInt64(at + 8)}
+		if b.Offset < 0 || b.Length < 0 || b.Offset > body || b.Length > body-b.Offset {
+			return dst, false, fmt.Errorf("%w: buffer %d at %d of %d bytes, body of %d", ErrFrame, i, b.Offset, b.Length, body)
+		}
+		dst = append(dst, b)
+	}
+	return dst, true, nil
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -63,14 +64,64 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// RecordBatchBuffers lists a record batch's body buffers as arrow-go laid
+// them out (a list column: validity, offsets, the values' validity, the
+// values), and says a schema message is none.
+func TestRecordBatchBuffers(t *testing.T) {
+	r := ipcframe.NewReader(bytes.NewReader(stream(t)))
+	for n := -1; ; n++ {
+		meta, body, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			if n != 4 {
+				t.Fatalf("%d record batches, want 4", n)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs, ok, err := ipcframe.RecordBatchBuffers(meta, nil)
+		if err != nil || ok != (n >= 0) {
+			t.Fatalf("message %d: ok %v, err %v", n+1, ok, err)
+		}
+		if n < 0 {
+			continue
+		}
+		var want []int32
+		for i := range n + 1 {
+			for j := range i * 3 {
+				want = append(want, int32(j))
+			}
+		}
+		if len(bufs) != 4 {
+			t.Fatalf("batch %d: %d buffers, want 4: %v", n, len(bufs), bufs)
+		}
+		v := bufs[3]
+		got := arrow.Int32Traits.CastFromBytes(body[v.Offset : v.Offset+v.Length])
+		if !slices.Equal(got, want) {
+			t.Fatalf("batch %d: values buffer %v holds %v, want %v", n, v, got, want)
+		}
+		if o := bufs[1]; o.Length != int64(4*(n+2)) || o.Offset < bufs[0].Offset+bufs[0].Length {
+			t.Fatalf("batch %d: offsets buffer %v", n, o)
+		}
+	}
+}
+
 func FuzzReader(f *testing.F) {
 	f.Add(stream(f))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := ipcframe.NewReader(bytes.NewReader(in))
 		for range 100 {
-			if _, _, err := r.Next(); err != nil {
+			meta, body, err := r.Next()
+			if err != nil {
 				return
+			}
+			bufs, _, err := ipcframe.RecordBatchBuffers(meta, nil)
+			for _, b := range bufs {
+				if err == nil && b.Offset+b.Length > int64(len(body)) {
+					t.Fatalf("buffer %v past a body of %d bytes", b, len(body))
+				}
 			}
 		}
 	})
