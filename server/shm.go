@@ -290,9 +290,8 @@ func loanHead(rows int) int64 { return 16<<10 + 24*int64(rows) }
 // whole message, laid out [head | edge_src's values | edge_dst's offsets |
 // edge_dst's values | the other columns], edge_src's values ending where
 // edge_dst's offsets start whatever the batch's edge count, so that its
-// offsets and values are at a fixed place. None when the ring has no room
-// now (the batch is then copied as any other) or the region would take
-// more than a quarter of the ring.
+// offsets and values are at a fixed place. None when lendRoom finds no
+// room (the batch is then copied as any other).
 func (w *shmWriter) LendEdges(ctx context.Context, b, rows, edges int, rest int64) (src, dst []int32, ok bool) {
 	if rows <= 0 || edges < 0 || rest < 0 {
 		return nil, nil, false
@@ -466,6 +465,7 @@ func (w *shmWriter) loanFor(b int) *shmLoan {
 			return &l
 		}
 		w.releaseRegion(l.start)
+		w.signal()
 	}
 	return nil
 }

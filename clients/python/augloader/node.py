@@ -33,7 +33,7 @@ import time
 from typing import Optional, Sequence
 
 from ._proc import start_time
-from .daemon import DaemonError, find_binary
+from .daemon import DaemonError, _given, find_binary
 
 
 def _serve_processes() -> dict:
@@ -111,12 +111,29 @@ def _sweep(base: Optional[str], keep: pathlib.Path) -> None:
             continue
 
 
+def node_procs() -> int:
+    """The ``--procs`` node_daemon gives the node's daemon by default: the
+    node's cores less one for each local rank's loop (torchrun's
+    ``LOCAL_WORLD_SIZE``; 1 outside it), at least 1. Counted from
+    ``os.cpu_count()``, which every rank of the node sees alike, not from
+    the rank's CPU affinity (which a launcher binding ranks to cores makes
+    differ): every rank must ask for the same daemon."""
+    try:
+        ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        ranks = 1
+    return max(1, (os.cpu_count() or 1) - max(ranks, 1))
+
+
 def node_daemon(shards, *, policy: Optional[str] = None, seed: int = 0, workers: Optional[int] = None,
-                batch_size: Optional[int] = None, args: Sequence[str] = (), run_id: Optional[str] = None,
-                folder: Optional[str] = None, owner_pid: Optional[int] = None, binary: Optional[str] = None,
-                ready_timeout: float = 120.0) -> str:
+                batch_size: Optional[int] = None, procs: Optional[int] = None, args: Sequence[str] = (),
+                run_id: Optional[str] = None, folder: Optional[str] = None, owner_pid: Optional[int] = None,
+                binary: Optional[str] = None, ready_timeout: float = 120.0) -> str:
     """The URL (unix://) of this node's daemon for the job, started by the
-    first caller: see the module. run_id: the job (default
+    first caller: see the module. procs: the cores its Go code runs on
+    once loaded (``--procs``; default :func:`node_procs`, the cores the
+    local ranks' loops leave, unless ``args`` has a ``--procs`` or
+    ``GOMAXPROCS`` is set; 0: every core). run_id: the job (default
     ``TORCHELASTIC_RUN_ID``); folder: where the job's folders go (default
     the system's temporary folder); owner_pid: the process the daemon
     ends with (default the torchrun agent, this process's parent, under
@@ -136,7 +153,9 @@ def node_daemon(shards, *, policy: Optional[str] = None, seed: int = 0, workers:
         raise DaemonError(f"augloader.node_daemon: {sock}: over the 107 bytes a Unix socket's path may take; give a "
                           f"shorter folder=")
     cmd = [binary or find_binary(), "serve", "--socket", str(sock), "--shards", str(shards), "--seed", str(seed)]
-    for flag, v in (("--policy", policy), ("--workers", workers), ("--batch-size", batch_size)):
+    if procs is None and not _given(args, "--procs") and "GOMAXPROCS" not in os.environ:
+        procs = node_procs()
+    for flag, v in (("--policy", policy), ("--workers", workers), ("--batch-size", batch_size), ("--procs", procs)):
         if v is not None:
             cmd += [flag, str(v)]
     cmd += [str(a) for a in args]

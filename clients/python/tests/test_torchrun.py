@@ -105,8 +105,11 @@ attempt, rank = int(os.environ["TORCHELASTIC_RESTART_COUNT"]), int(os.environ["R
 folder = pathlib.Path(url[len("unix://"):]).parent
 ds = AugloaderDataset(url, pyg=False)  # rank and world from torchrun's environment
 ids = [int(g) for t in ds for g in t["graph_id"][~t["padded"]]]
+pid = int((folder / "pid").read_text())
+cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 with open(f"{out}/{attempt}-{rank}.json", "w") as f:
-    json.dump({"pid": int((folder / "pid").read_text()), "url": url, "ids": ids}, f)
+    json.dump({"pid": pid, "url": url, "ids": ids, "cmdline": cmdline,
+               "local_world_size": int(os.environ["LOCAL_WORLD_SIZE"])}, f)
 if attempt == 0 and rank == 1:
     while not os.path.exists(f"{out}/0-0.json"):
         time.sleep(0.05)
@@ -121,7 +124,8 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
     attempts' ranks use one daemon (the first worker to arrive started it;
     the restarted group found it serving), each attempt's ranks read the
     epoch once, and once the agent ends the daemon is gone and its socket
-    with it."""
+    with it. The daemon runs on the cores the 2 ranks' loops leave
+    (``--procs``, at least 1)."""
     import time
     script = tmp_path / "worker.py"
     script.write_text(NODE_WORKER)
@@ -139,6 +143,9 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
         assert len(pids) == 1 and len({g["url"] for g in got.values()}) == 1, f"daemons: {pids}"
         for a in range(2):
             assert sorted(got[(a, 0)]["ids"] + got[(a, 1)]["ids"]) == list(range(50)), f"attempt {a}: not every graph once"
+        cmd = got[(0, 0)]["cmdline"]
+        assert got[(0, 0)]["local_world_size"] == 2
+        assert cmd[cmd.index("--procs") + 1] == str(max(1, os.cpu_count() - 2)), f"the node's daemon runs {cmd}"
         pid = pids.pop()
         # The daemon notices the agent's end and drains first: under load
         # that took seconds (the socket was still there as torchrun returned).
@@ -151,15 +158,31 @@ def test_node_daemon_under_torchrun(bins, make_synth_shards, tmp_path):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, short_tmp):
+def test_node_daemon_refuses_other_arguments(bins, make_synth_shards, short_tmp, monkeypatch):
     """Outside torchrun: the daemon is tied to this process; a second call
-    with the same arguments attaches, one with others is refused; a daemon
-    found dead (SIGKILL, its socket left) is started again."""
+    with the same arguments attaches, also from a process bound to one
+    core (the default --procs counts the node's cores, which every rank
+    sees alike, not the caller's affinity); one with other arguments, or
+    another procs, is refused; a daemon found dead (SIGKILL, its socket
+    left) is started again."""
+    monkeypatch.delenv("GOMAXPROCS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     shards = make_synth_shards(50, 4)
     url = augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1")
     try:
         assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1") == url
         assert sum(1 for _ in augloader.connect(url).epoch(0)) > 0
+        first = int(next(short_tmp.glob("augloader-node-*/pid")).read_text())
+        cmd = pathlib.Path(f"/proc/{first}/cmdline").read_bytes().decode().split("\0")
+        assert cmd[cmd.index("--procs") + 1] == str(max(1, os.cpu_count() - 1)), f"the node's daemon runs {cmd}"
+        affinity = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(affinity)})
+        try:
+            assert augloader.node_daemon(shards, seed=1, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1") == url
+        finally:
+            os.sched_setaffinity(0, affinity)
+        with pytest.raises(augloader.DaemonError, match="other arguments"):
+            augloader.node_daemon(shards, seed=1, procs=7, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1")
         with pytest.raises(augloader.DaemonError, match="other arguments"):
             augloader.node_daemon(shards, seed=2, binary=str(bins / "augloader"), folder=str(short_tmp), run_id="job1")
         import signal
