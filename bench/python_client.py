@@ -491,7 +491,7 @@ def main():
         d = Daemon(args.bin, args.shards, policy, args.workdir)
         try:
             client_epoch(d.unix, 0, "raw")  # NodeSam's index is built in the first epoch
-            for transport, url in (("socket", d.unix), ("shm", d.unix.replace("unix://", "unix+shm://")), ("flight", d.grpc)):
+            for transport, url in (("socket", d.unix), ("shm", d.shm), ("flight", d.grpc)):
                 for layout in ("raw", "views", "pyg-layout", "pyg-batch"):
                     runs, daemon = with_counters(d, lambda: [client_epoch(url, e, layout, d.pid) for e in range(args.epochs)])
                     record(f"augloader/{transport}/{policy}/{layout}", runs, daemon)

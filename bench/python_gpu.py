@@ -162,14 +162,14 @@ def main():
     for bs in [int(s) for s in args.batch_sizes.split(",")]:
         d = Daemon(args.bin, args.shards, "nodesam", args.workdir, batch_size=bs)
         try:
-            for t, url in (("socket", d.unix), ("shm", d.unix.replace("unix://", "unix+shm://"))):
+            for t, url in (("socket", d.unix), ("shm", d.shm)):
                 for layout in ("pyg", "codes"):
                     ours(url, 99, layout, dev)
                     runs = [ours(url, e, layout, dev) for e in range(args.epochs)]
                     print(f"RESULT kind=tensors bs={bs} name=augloader/{t}/{layout} "
                           f"wall_s={statistics.median(r[0] for r in runs):.4f} cpu_s={statistics.median(r[1] for r in runs):.4f} "
                           f"graphs={runs[0][2]} epochs={len(runs)}", flush=True)
-            shm = d.unix.replace("unix://", "unix+shm://")
+            shm = d.shm
             for layout in ("pyg", "codes"):
                 r, f, wait, n = loop(shm, layout, args.loop_epochs, dev)
                 print(f"RESULT kind=loop bs={bs} feed=augloader layout={layout} resident_s={r:.4f} fed_s={f:.4f} "

@@ -43,7 +43,7 @@ def main():
         sys.exit("python_gpu_feed.py: no CUDA device (this benchmark runs on a GPU machine)")
     for bs in (32, 128):
         d = Daemon(args.bin, args.shards, "nodesam", args.workdir, batch_size=bs)
-        url = d.unix.replace("unix://", "unix+shm://")
+        url = d.shm
         first = to_tensors(next(iter(augloader.connect(url).epoch(0, count=1))), "cuda")
         step = model_for(first, False, first["y_soft"].shape[1], read_loss=not args.no_sync)
         res = {}

@@ -44,7 +44,7 @@ def main():
     args = ap.parse_args()
     d = python_client.Daemon(args.bin, args.shards, "nodesam", args.workdir)
     try:
-        url = d.unix.replace("unix://", "unix+shm://")
+        url = d.shm
         python_client.client_epoch(url, 0, "pyg-batch", d.pid)
         prof = cProfile.Profile()
         prof.enable()

@@ -107,7 +107,7 @@ def clients(bin_dir, d, epochs):
             pass
         return time.perf_counter() - t
 
-    shm = d.unix.replace("unix://", "unix+shm://")
+    shm = d.shm
     rows = {
         "go/socket/no-digest": lambda e: go(e, "--no-digest"),
         "python/socket/no-digest": lambda e: py(e, d.unix, False),
@@ -229,7 +229,7 @@ def main():
 
     d = Daemon(args.bin, args.shards, "nodesam", args.workdir)
     try:
-        for t, url in (("socket", d.unix), ("shm", d.unix.replace("unix://", "unix+shm://"))):
+        for t, url in (("socket", d.unix), ("shm", d.shm)):
             for layout in ("pyg", "codes"):
                 ours(url, 99, layout)  # warm: the daemon's indexes, the client's imports
                 record(f"augloader/{t}/{layout}", [ours(url, e, layout) for e in range(args.epochs)],
@@ -242,7 +242,7 @@ def main():
         for name, wall in clients(args.bin, d, args.epochs).items():
             print(f"{name:40s} read {wall:.3f} s", flush=True)
             print(f"RESULT kind=client name={name} wall_s={wall:.4f} epochs={args.epochs}", flush=True)
-        shm = d.unix.replace("unix://", "unix+shm://")
+        shm = d.shm
         for layout in ("pyg", "codes"):
             r, f, wait = loop(shm, layout, args.loop_batches, 3, os.cpu_count() or 1)
             print(f"loop/{layout}: resident {r:.3f} s, prefetched {f:.3f} s, wait {wait:.3f} s "

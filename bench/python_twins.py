@@ -132,7 +132,7 @@ def main():
 
     with augloader.Daemon(args.shards, binary=os.path.join(args.bin, "augloader"), policy="none", twins=[PAIR],
                           seed=0) as d:
-        urls = (("socket", d.url), ("shm", d.url.replace("unix://", "unix+shm://")))
+        urls = (("socket", d.url), ("shm", d.shm_url))
         for t, url in urls:
             for layout in args.layouts.split(","):
                 for bs in (int(b) for b in args.batch_sizes.split(",")):
