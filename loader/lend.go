@@ -74,10 +74,7 @@ func (c *collator) lentSrc() {
 	n := c.edges.Len()
 	src := c.lent.src
 	if slots := EdgeSrcSlots(n); slots <= len(src) && unsafe.SliceData(c.edges.Dst) == unsafe.SliceData(c.lent.dst) {
-		src = src[len(src)-slots:][:n]
-		// Arrow's zero padding after the values, where the writer skips
-		// nothing: written here so the ring holds it either way.
-		clear(c.lent.src[len(c.lent.src)-slots+n:])
+		src = src[len(src)-slots:][:n] // Arrow's padding after it: the writer's
 	} else {
 		src = make([]int32, n)
 	}
