@@ -138,16 +138,13 @@ func (c *Coalesced) appendSparse(e []int32, base int32) {
 		keys = append(keys, u<<32|v, v<<32|u)
 	}
 	slices.Sort(keys)
+	from := 0 // the current source's first key (sorted by source)
 	for i, k := range keys {
 		if !c.DeferSrc {
 			c.Src = append(c.Src, base+int32(k>>32))
 		} else if i == len(keys)-1 || keys[i+1]>>32 != k>>32 {
-			// k ends its source's run (the keys are sorted by source).
-			j := i
-			for j > 0 && keys[j-1]>>32 == k>>32 {
-				j--
-			}
-			c.run(base+int32(k>>32), i-j+1)
+			c.run(base+int32(k>>32), i+1-from) // k ends its source's run
+			from = i + 1
 		}
 		c.Dst = append(c.Dst, base+int32(k&(1<<32-1)))
 	}

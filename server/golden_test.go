@@ -3,8 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"io"
-	"net"
 	"os"
 	"testing"
 
@@ -25,18 +23,7 @@ var goldenRequest = wire.Request{Epoch: 1, Rank: 0, World: 1, BatchSize: 2}
 func TestGoldenStream(t *testing.T) {
 	l := newLoaderSeed(t, testutil.Testdata(t, "golden", "tiny.shards"), policy, 2, 7)
 	sock := serve(t, server.Live{L: l})
-	conn, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := wire.WriteFrame(conn, wire.MagicRequest, wire.StatusOK, goldenRequest); err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := socketConversation(t, sock, goldenRequest)
 	path := testutil.Testdata(t, "golden", "stream-tiny.bin")
 	testutil.Golden(t, path, got)
 

@@ -58,6 +58,12 @@ type compressible interface {
 	SetCompression(codec wire.Compression) error
 }
 
+// lendable is a stream whose batches can write their edge columns into
+// the transport's buffer (the shared-memory writer, a loader.EdgeLender).
+type lendable interface {
+	SetLender(loader.EdgeLender)
+}
+
 // refuse counts and logs a refusal, then lets the transport answer it.
 func (s *session) refuse(f framer, code string, err error) error {
 	s.metrics.reject(code)
@@ -105,7 +111,7 @@ func (s *session) serve(ctx context.Context, req wire.Request, client string, f 
 		return err
 	}
 	if lw, ok := w.(loader.EdgeLender); ok {
-		if ls, ok := st.(interface{ SetLender(loader.EdgeLender) }); ok {
+		if ls, ok := st.(lendable); ok {
 			ls.SetLender(lw)
 		}
 	}

@@ -251,8 +251,7 @@ type shmWriter struct {
 	bufs    []ipcframe.Buffer
 	// spent is the region of a loan given up (dropLoan), released when
 	// the message ends.
-	spent    int64
-	hasSpent bool
+	spent *shmLoan
 
 	inline int // messages sent inline
 	lent   int // messages written around their lent columns
@@ -520,11 +519,11 @@ func (w *shmWriter) finish() error {
 		w.written++
 		w.mu.Unlock()
 	}
-	if w.hasSpent {
+	if w.spent != nil {
 		w.mu.Lock()
-		w.releaseRegion(w.spent)
+		w.releaseRegion(w.spent.start)
 		w.mu.Unlock()
-		w.hasSpent = false
+		w.spent = nil
 		w.signal()
 	}
 	if w.at < 0 {

@@ -191,16 +191,7 @@ func TestShmRingWraps(t *testing.T) {
 	l := newLoader(t, fixture.SynthShards(t, "COLLAB", 60, 1), policy, 2)
 	sock := serve(t, server.Live{L: l})
 	req := wire.Request{Epoch: 3, Rank: 0, World: 1, BatchSize: 4}
-	conn, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wire.WriteFrame(conn, wire.MagicRequest, wire.StatusOK, req)
-	want, err := io.ReadAll(conn)
-	conn.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := socketConversation(t, sock, req)
 	ring := max(wire.MinShmRing, (len(want)/5+4095)&^4095)
 	for _, tc := range []struct {
 		name  string
@@ -416,19 +407,8 @@ func TestShmLentEdges(t *testing.T) {
 			if tc.twins {
 				req.Twins = 2
 			}
-			conn, err := net.Dial("unix", sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wire.WriteFrame(conn, wire.MagicRequest, wire.StatusOK, req)
-			want, err := io.ReadAll(conn)
-			conn.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var text strings.Builder
-			m.WriteText(&text)
-			socketBatches := metricValue(t, text.String(), "augloader_server_batches_total")
+			want := socketConversation(t, sock, req)
+			socketBatches := metricValue(t, m, "augloader_server_batches_total")
 			c := newShmClient(t, 32<<20)
 			for epoch := range 2 { // the second stream reuses the ring's mapping
 				got, st := c.conversation(t, sock, req, false)
@@ -439,10 +419,8 @@ func TestShmLentEdges(t *testing.T) {
 					t.Fatalf("stream %d: %d messages inline from a ring that holds the stream", epoch, st.inline)
 				}
 			}
-			text.Reset()
-			m.WriteText(&text)
-			lent := metricValue(t, text.String(), "augloader_server_shm_lent_batches_total")
-			batches := metricValue(t, text.String(), "augloader_server_batches_total") - socketBatches
+			lent := metricValue(t, m, "augloader_server_shm_lent_batches_total")
+			batches := metricValue(t, m, "augloader_server_batches_total") - socketBatches
 			// A ring that holds the stream lends to every batch.
 			if tc.lent && lent != batches || !tc.lent && lent != 0 {
 				t.Fatalf("%d of %d batches sent around lent edges (lent wanted: %v)", lent, batches, tc.lent)
@@ -451,10 +429,31 @@ func TestShmLentEdges(t *testing.T) {
 	}
 }
 
-// metricValue is the value of an unlabelled metric in /metrics' text.
-func metricValue(t *testing.T, text, name string) int64 {
+// socketConversation is the whole conversation of req over the plain
+// socket (response frame, Arrow IPC stream, trailer frame), as read.
+func socketConversation(t *testing.T, sock string, req wire.Request) []byte {
 	t.Helper()
-	for _, line := range strings.Split(text, "\n") {
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := wire.WriteFrame(conn, wire.MagicRequest, wire.StatusOK, req); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// metricValue is the value of an unlabelled metric on m's /metrics page.
+func metricValue(t *testing.T, m *server.Metrics, name string) int64 {
+	t.Helper()
+	var text strings.Builder
+	m.WriteText(&text)
+	for _, line := range strings.Split(text.String(), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			var n int64
 			if _, err := fmt.Sscan(v, &n); err != nil {

@@ -23,7 +23,6 @@ type shmLoan struct {
 	start, end   int64
 	srcFrom, src int64
 	dst          int64
-	stageLimit   int64
 }
 
 // loanHead is the room a loan keeps before edge_src's values for the
@@ -50,7 +49,7 @@ func (w *shmWriter) LendEdges(ctx context.Context, b, rows, edges int, rest int6
 	if at < 0 {
 		return nil, nil, false
 	}
-	l := shmLoan{b: b, start: at, end: at + n, srcFrom: at + head, src: at + head + srcBytes, stageLimit: head}
+	l := shmLoan{b: b, start: at, end: at + n, srcFrom: at + head, src: at + head + srcBytes}
 	l.dst = l.src + offBytes
 	w.mu.Lock()
 	w.loans = append(w.loans, l)
@@ -72,17 +71,15 @@ func (w *shmWriter) lendRoom(ctx context.Context, b int, n int64) int64 {
 		if w.refused >= 0 && w.refused < w.written {
 			w.refused = -1 // written since
 		}
-		at := int64(-1)
-		if w.refused < 0 && w.lentBytes+n <= int64(len(w.ring))/2 {
-			at = w.roomLocked(n)
+		may := w.refused < 0 && w.lentBytes+n <= int64(len(w.ring))/2
+		if may {
+			if at := w.roomLocked(n); at >= 0 {
+				w.lentBytes += n
+				w.mu.Unlock()
+				return at
+			}
 		}
-		if at >= 0 {
-			w.lentBytes += n
-			w.mu.Unlock()
-			return at
-		}
-		wait := w.refused < 0 && w.lentBytes+n <= int64(len(w.ring))/2 && w.read < w.announced
-		if !wait {
+		if !may || w.read >= w.announced { // nothing to wait for
 			w.refused = b
 			w.mu.Unlock()
 			return -1
@@ -126,8 +123,7 @@ func (w *shmWriter) dropLoan() {
 	if w.loan == nil {
 		return
 	}
-	w.spent, w.hasSpent = w.loan.start, true
-	w.loan = nil
+	w.spent, w.loan = w.loan, nil
 }
 
 // releaseRegion marks the region starting at start reclaimable (w.mu held).
@@ -167,7 +163,7 @@ func (w *shmWriter) stageBody(b []byte) error {
 			}
 			return w.put(b)
 		}
-	} else if int64(len(w.stage)+len(b)) <= l.stageLimit {
+	} else if int64(len(w.stage)+len(b)) <= l.srcFrom-l.start { // the loan's head
 		w.stage = append(w.stage, b...)
 		return nil
 	}
