@@ -303,3 +303,34 @@ func TestApplyLeavesInputAlone(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFillSrc: writing a COLLAB-sized batch's deferred sources (32
+// graphs of 74 nodes, runs of about 66) into a 32 MiB ring, each batch at
+// the next place, as the loader writes them into the shared-memory ring
+// (cold lines, not the collator's cached buffer).
+func BenchmarkFillSrc(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	c := aug.Coalesced{DeferSrc: true}
+	var s aug.Scratch
+	var out aug.Graph
+	base := int32(0)
+	for i := range 32 {
+		g := testutil.DenseGraph(r, int64(i), 74, 0.9, 7)
+		g.Index = aug.BuildIndex(&g)
+		if err := (aug.NodeSam{}).ApplyCoalesced(&g, &out, s.Rand(1, 0, int64(i), aug.OpNodeSam), &s, &c, base); err != nil {
+			b.Fatal(err)
+		}
+		base += out.N
+	}
+	ring := make([]int32, 8<<20)
+	n, at := c.Len(), 0
+	b.SetBytes(int64(4 * n))
+	b.ReportAllocs()
+	for b.Loop() {
+		if at+n > len(ring) {
+			at = 0
+		}
+		c.FillSrc(ring[at : at+n])
+		at += n + 16
+	}
+}
