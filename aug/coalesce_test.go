@@ -213,16 +213,25 @@ func TestDropRun(t *testing.T) {
 	}
 }
 
+// collabBatch is one batch of 32 COLLAB-sized graphs (74 nodes, density
+// 0.9, seeded), indexed as the loader indexes them.
+func collabBatch() []aug.Graph {
+	r := rand.New(rand.NewPCG(3, 4))
+	graphs := make([]aug.Graph, 32)
+	for i := range graphs {
+		graphs[i] = testutil.DenseGraph(r, int64(i), 74, 0.9, 7)
+		graphs[i].Index = aug.BuildIndex(&graphs[i])
+	}
+	return graphs
+}
+
 // BenchmarkCoalesce: one batch of 32 COLLAB-sized graphs (74 nodes,
 // density 0.9 ≈ 2,460 pairs): NodeSam's output expanded by Append after
 // Apply, against ApplyCoalesced on the indexed input, and Append alone.
 func BenchmarkCoalesce(b *testing.B) {
-	r := rand.New(rand.NewPCG(3, 4))
-	graphs := make([]aug.Graph, 32)
+	graphs := collabBatch()
 	pairs := 0
 	for i := range graphs {
-		graphs[i] = testutil.DenseGraph(r, int64(i), 74, 0.9, 7)
-		graphs[i].Index = aug.BuildIndex(&graphs[i])
 		pairs += len(graphs[i].Edges) / 2
 	}
 	perEdge := func(b *testing.B) {
@@ -309,14 +318,11 @@ func TestApplyLeavesInputAlone(t *testing.T) {
 // the next place, as the loader writes them into the shared-memory ring
 // (cold lines, not the collator's cached buffer).
 func BenchmarkFillSrc(b *testing.B) {
-	r := rand.New(rand.NewPCG(3, 4))
 	c := aug.Coalesced{DeferSrc: true}
 	var s aug.Scratch
 	var out aug.Graph
 	base := int32(0)
-	for i := range 32 {
-		g := testutil.DenseGraph(r, int64(i), 74, 0.9, 7)
-		g.Index = aug.BuildIndex(&g)
+	for i, g := range collabBatch() {
 		if err := (aug.NodeSam{}).ApplyCoalesced(&g, &out, s.Rand(1, 0, int64(i), aug.OpNodeSam), &s, &c, base); err != nil {
 			b.Fatal(err)
 		}

@@ -47,18 +47,12 @@ func int32Values(rec arrow.RecordBatch, name string) []int32 {
 	return rec.Column(rec.Schema().FieldIndices(name)[0]).(*array.List).ListValues().(*array.Int32).Int32Values()
 }
 
-// within reports whether v lies in lent, at its offset from the start
-// (at < 0: anywhere).
+// within reports whether v lies in lent, from lent[at].
 func within(v, lent []int32, at int) bool {
-	if len(v) == 0 || len(lent) == 0 {
+	if len(v) == 0 || at < 0 || at+len(v) > len(lent) {
 		return false
 	}
-	p, lo := uintptr(unsafe.Pointer(&v[0])), uintptr(unsafe.Pointer(&lent[0]))
-	hi := lo + 4*uintptr(len(lent))
-	if at >= 0 {
-		return p == lo+4*uintptr(at) && p+4*uintptr(len(v)) <= hi
-	}
-	return p >= lo && p+4*uintptr(len(v)) <= hi
+	return unsafe.SliceData(v) == &lent[at]
 }
 
 // TestLentEdgesSameBytes: a stream whose batches' edges are written into
