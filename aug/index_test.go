@@ -156,8 +156,8 @@ func TestIndexSameOutputsReal(t *testing.T) {
 			}
 			d := loadDataset(t, ds.name, ds.path)
 			// Three draws of every graph and op on the small sets; one on
-			// the large ones (COLLAB: 30,000 comparisons a draw), whose
-			// three took 28 of the real-data tier's 48 s in CI.
+			// the large ones (COLLAB: 30,000 comparisons a draw), where
+			// three took 29 of this test's 33 s.
 			draws := 3
 			if ds.heavy {
 				draws = 1

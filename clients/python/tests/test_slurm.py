@@ -62,7 +62,7 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 # MinJobAge=0 keeps every job record for the cluster's life (no purging)
 # and so keeps sbatch --wait polling every 2 s: its poll (_job_wait) sleeps
 # 2, 8, then 32 s while the sleep is under MinJobAge/2 (default 300), and
-# the test's job, done in about 15 s, came back at 42 s.
+# the test's job, done in about 10 s, came back at 42 s.
 
 
 @pytest.fixture(scope="module")
