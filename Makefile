@@ -101,6 +101,8 @@ FIXTURES   := .cache/fixtures
 PYTEST_N   ?= -n 2
 TESTENV     = AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_FIXTURES=$(CURDIR)/$(FIXTURES)
 test: venv s3proxy build
+	@mkdir -p .cache; echo "test: building $(VENV2) in the background (log: $(VENV2_LOG)); test-torch2 waits for it"
+	$(MAKE) --no-print-directory $(VENV2)/.stamp > $(VENV2_LOG) 2>&1 &
 	rm -rf $(FIXTURES)
 	$(GO) vet ./...
 	$(TESTENV) $(GOTEST) -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(addprefix -e $(MODULE)/,$(patsubst ./%,%,$(NORACE_PKGS))))
@@ -110,6 +112,7 @@ test: venv s3proxy build
 	rm -rf $(FIXTURES)
 	AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_VENV_TORCH=$(VENV_TORCH) $(PY) -m pytest $(PYTEST_N) -q -rs --durations=10 tests/interop clients/python/tests bench/peers \
 	  $(if $(filter torch2,$(VENV_TORCH)),$(addprefix --ignore=,$(filter-out %/test_venv.py,$(TORCH2_TESTS))))
+	@flock $(VENV2_LOCK) true; echo "test: $(VENV2) from the background:"; cat $(VENV2_LOG)
 	$(MAKE) --no-print-directory test-torch2
 
 # The checkpoint tests that need torch 2.x (StatefulDataLoader, Lightning,
@@ -125,7 +128,21 @@ test: venv s3proxy build
 # why); its large wheels (torch, the NVIDIA libraries) go in one pip run
 # each, without pip's cache, so the disk holds one of them in download at a
 # time, then the rest in one run.
+#
+# make test builds it in the background while the Go tiers and .venv's
+# pytest use the CPU (its 5.8 GB are mostly download: 82 s on a machine
+# near its index, 208 s on a new one), and test-torch2 waits for it. Two
+# makes never build it at once: the recipe runs in a make of its own under
+# a lock (VENV2_LOCK), which first looks at the stamp again, so one that
+# waited for another's build finds it done.
 PIP_C2 := --disable-pip-version-check --no-cache-dir --no-deps
+VENV2_LOCK := .cache/venv-torch2.lock
+VENV2_LOG  := .cache/venv-torch2.log
+ifeq ($(VENV2_LOCKED),)
+$(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
+	@mkdir -p .cache
+	flock $(VENV2_LOCK) $(MAKE) --no-print-directory VENV2_LOCKED=1 $@
+else
 $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
 	rm -rf $(VENV2)
 	$(PYBASE) -m venv $(VENV2)
@@ -135,6 +152,7 @@ $(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml cli
 	$(VENV2)/bin/pip install -q $(PIP_C2) -r $(VENV2)/rest.txt
 	echo "$(CURDIR)/clients/python" > "$(call SITE_OF,$(VENV2))/augloader-checkout.pth"
 	touch $@
+endif
 
 # Both pytest runs take the binaries built once ($(BIN)); without
 # AUGLOADER_BIN each session built them again into a temporary folder.
