@@ -102,7 +102,7 @@ PYTEST_N   ?= -n 2
 TESTENV     = AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_FIXTURES=$(CURDIR)/$(FIXTURES)
 test: venv s3proxy build
 	@mkdir -p .cache; echo "test: building $(VENV2) in the background (log: $(VENV2_LOG)); test-torch2 waits for it"
-	$(MAKE) --no-print-directory $(VENV2)/.stamp > $(VENV2_LOG) 2>&1 &
+	nice -n 10 $(MAKE) --no-print-directory $(VENV2)/.stamp > $(VENV2_LOG) 2>&1 &
 	rm -rf $(FIXTURES)
 	$(GO) vet ./...
 	$(TESTENV) $(GOTEST) -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(addprefix -e $(MODULE)/,$(patsubst ./%,%,$(NORACE_PKGS))))
@@ -130,8 +130,11 @@ test: venv s3proxy build
 # time, then the rest in one run.
 #
 # make test builds it in the background while the Go tiers and .venv's
-# pytest use the CPU (its 5.8 GB are mostly download: 82 s on a machine
-# near its index, 208 s on a new one), and test-torch2 waits for it. Two
+# pytest use the CPU (its 5.8 GB are mostly download: 82 to 117 s on
+# machines near its index), and test-torch2 waits for it; at nice 10, so
+# that pip's unpacking and byte-compiling take the cores' idle time rather
+# than the race tier's (beside it at nice 0, the race tier took 279 s
+# against 238 s, bench/results/make-test.txt). Two
 # makes never build it at once: the recipe runs in a make of its own under
 # a lock (VENV2_LOCK), which first looks at the stamp again, so one that
 # waited for another's build finds it done.
