@@ -101,8 +101,8 @@ FIXTURES   := .cache/fixtures
 PYTEST_N   ?= -n 2
 TESTENV     = AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_FIXTURES=$(CURDIR)/$(FIXTURES)
 test: venv s3proxy build
-	@mkdir -p .cache; echo "test: building $(VENV2) in the background (log: $(VENV2_LOG)); test-torch2 waits for it"
-	nice -n 10 $(MAKE) --no-print-directory $(VENV2)/.stamp > $(VENV2_LOG) 2>&1 &
+	@echo "test: building $(VENV2) in the background (log: $(VENV2_LOG)); test-torch2 waits for it"
+	mkdir -p .cache && { nice -n 10 $(MAKE) --no-print-directory $(VENV2)/.stamp > $(VENV2_LOG) 2>&1 & }
 	rm -rf $(FIXTURES)
 	$(GO) vet ./...
 	$(TESTENV) $(GOTEST) -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(addprefix -e $(MODULE)/,$(patsubst ./%,%,$(NORACE_PKGS))))
@@ -134,19 +134,19 @@ test: venv s3proxy build
 # machines near its index), and test-torch2 waits for it; at nice 10, so
 # that pip's unpacking and byte-compiling take the cores' idle time rather
 # than the race tier's (beside it at nice 0, the race tier took 279 s
-# against 238 s, bench/results/make-test.txt). Two
-# makes never build it at once: the recipe runs in a make of its own under
-# a lock (VENV2_LOCK), which first looks at the stamp again, so one that
-# waited for another's build finds it done.
+# against 238 s, bench/results/make-test.txt). Two makes never build it at
+# once: the recipe runs in a make of its own under a lock (VENV2_LOCK),
+# which first looks at the stamp again (against the same VENV2_DEPS), so
+# one that waited for another's build finds it done.
 PIP_C2 := --disable-pip-version-check --no-cache-dir --no-deps
 VENV2_LOCK := .cache/venv-torch2.lock
 VENV2_LOG  := .cache/venv-torch2.log
+VENV2_DEPS := tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
 ifeq ($(VENV2_LOCKED),)
-$(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
-	@mkdir -p .cache
-	flock $(VENV2_LOCK) $(MAKE) --no-print-directory VENV2_LOCKED=1 $@
+$(VENV2)/.stamp: $(VENV2_DEPS)
+	mkdir -p .cache && flock $(VENV2_LOCK) $(MAKE) --no-print-directory VENV2_LOCKED=1 $@
 else
-$(VENV2)/.stamp: tests/requirements-torch2.txt clients/python/pyproject.toml clients/python/setup.py
+$(VENV2)/.stamp: $(VENV2_DEPS)
 	rm -rf $(VENV2)
 	$(PYBASE) -m venv $(VENV2)
 	@set -e; for p in $$(grep -E '^(torch|nvidia-[a-z0-9-]+)==' tests/requirements-torch2.txt); do \

@@ -28,6 +28,10 @@ SLURM = ("slurmctld", "slurmd", "sbatch", "sinfo", "scancel")
 MISSING = ("Slurm is not installed (apt-get install slurmctld slurmd slurm-client; .ci/run installs them): "
            "the sbatch script runs here only with stand-ins (test_recipes.py)")
 
+# MinJobAge=0 keeps every job record for the cluster's life (no purging)
+# and so keeps sbatch --wait polling every 2 s: its poll (_job_wait) sleeps
+# 2, 8, then 32 s while the sleep is under MinJobAge/2 (default 300), and
+# the test's job, done in about 10 s, came back at 42 s.
 CONF = """ClusterName=augtest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmUser=root
@@ -57,12 +61,6 @@ MinJobAge=0
 NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
-
-
-# MinJobAge=0 keeps every job record for the cluster's life (no purging)
-# and so keeps sbatch --wait polling every 2 s: its poll (_job_wait) sleeps
-# 2, 8, then 32 s while the sleep is under MinJobAge/2 (default 300), and
-# the test's job, done in about 10 s, came back at 42 s.
 
 
 @pytest.fixture(scope="module")
