@@ -102,7 +102,7 @@ PYTEST_N   ?= -n 2
 TESTENV     = AUGLOADER_BIN=$(CURDIR)/$(BIN) AUGLOADER_FIXTURES=$(CURDIR)/$(FIXTURES)
 test: venv s3proxy build
 	@echo "test: building $(VENV2) in the background (log: $(VENV2_LOG)); test-torch2 waits for it"
-	mkdir -p .cache && { nice -n 10 $(MAKE) --no-print-directory $(VENV2)/.stamp > $(VENV2_LOG) 2>&1 & }
+	mkdir -p .cache && { $(MAKE) --no-print-directory $(VENV2)/.stamp > $(VENV2_LOG) 2>&1 & }
 	rm -rf $(FIXTURES)
 	$(GO) vet ./...
 	$(TESTENV) $(GOTEST) -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -x -F $(addprefix -e $(MODULE)/,$(patsubst ./%,%,$(NORACE_PKGS))))
@@ -131,10 +131,12 @@ test: venv s3proxy build
 #
 # make test builds it in the background while the Go tiers and .venv's
 # pytest use the CPU (its 5.8 GB are mostly download: 82 to 117 s on
-# machines near its index), and test-torch2 waits for it; at nice 10, so
-# that pip's unpacking and byte-compiling take the cores' idle time rather
-# than the race tier's (beside it at nice 0, the race tier took 279 s
-# against 238 s, bench/results/make-test.txt). Two makes never build it at
+# machines near its index), and test-torch2 waits for it. At nice 0: beside
+# it the race tier took 279 s against 238 s on an idle machine, but at
+# nice 10 (e259e57) a loaded machine's busy processes starved it, and
+# b8f23a1's CI beside four busy loops still waited for it half an hour
+# in (its foreground build had taken 202 s, bench/results/make-test.txt).
+# Two makes never build it at
 # once: the recipe runs in a make of its own under a lock (VENV2_LOCK),
 # which first looks at the stamp again (against the same VENV2_DEPS), so
 # one that waited for another's build finds it done.
