@@ -136,10 +136,10 @@ test: venv s3proxy build
 # nice 10 (e259e57) a loaded machine's busy processes starved it, and
 # b8f23a1's CI beside four busy loops still waited for it half an hour
 # in (its foreground build had taken 202 s, bench/results/make-test.txt).
-# Two makes never build it at
-# once: the recipe runs in a make of its own under a lock (VENV2_LOCK),
-# which first looks at the stamp again (against the same VENV2_DEPS), so
-# one that waited for another's build finds it done.
+# Two makes never build it at once: the recipe runs in a make of its own
+# under a lock (VENV2_LOCK), which first looks at the stamp again (against
+# the same VENV2_DEPS), so one that waited for another's build finds it
+# done.
 PIP_C2 := --disable-pip-version-check --no-cache-dir --no-deps
 VENV2_LOCK := .cache/venv-torch2.lock
 VENV2_LOG  := .cache/venv-torch2.log
