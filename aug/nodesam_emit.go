@@ -248,49 +248,141 @@ func (s *Scratch) touchedKeys(raw []uint64, sp *splitState, o, p, last, n2 int32
 
 // emitCoalesced appends out's edges to c, both directions, coalesced,
 // offset by base — what emit then c.Append would — straight from the
-// input's Index. The touched input edges are the index lists of v_i, v_o,
-// v_p and last (no pass over all edges); turned into the output's touched
-// keys they form a small adjacency K. Every other node y keeps its input
-// list minus the touched nodes, and its output run is that list merged
-// with K(y); a touched node's run is K(y) alone. The inner loop copies one
-// input entry per step, skipping the ≤ 4 touched values without a branch.
+// input's Index. Every output edge the split and the merge change has an
+// end in one of at most five special output nodes, the images of v_i,
+// v_k, v_o, v_p and last (spec, ascending); the touched input edges (the
+// index lists of v_i, v_o, v_p and last: no pass over all edges) are
+// mapped once and recorded as bits: a bit set per special over the
+// output nodes (its run, sorted by a scan of the words) and, for every
+// other node y, a mask of its special neighbours. Duplicates (a
+// neighbour of both v_o and v_p) are one bit; nothing is sorted. Every
+// other node keeps its input list less the touched nodes, merged with
+// its specials (≤ 5, ascending), usually a copy less one mark at most
+// (dropOnly, dropRun).
 func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 int32, c *Coalesced, base int32) {
 	ix, n, nOut := in.Index, in.N, out.N
 	marks := [4]int32{sp.i, o, p, last}
 	touched := s.markTouched(n, marks, 1)
-	raw := s.touchedFromIndex(ix, touched, marks)
-	clean := len(in.Edges)/2 - len(raw)
-	keys := s.touchedKeys(raw, sp, o, p, last, n2)
-
-	// K: the touched keys' adjacency over the output nodes, each list
-	// sorted (buildCSR, from the keys as sorted canonical pairs).
-	pairs := s.kpairs[:0]
-	for _, k := range keys {
-		pairs = append(pairs, int32(k>>32), int32(uint32(k)))
+	mm := mergeMap{o: o, p: p, last: last}
+	// The specials: images of the marks and of v_k, each once, ascending.
+	var spec [5]int32
+	ns := 0
+	for _, x := range [5]int32{sp.i, sp.k, o, p, last} {
+		if sp.i < 0 && x == sp.k {
+			continue // no split: no v_k
+		}
+		if x < 0 {
+			continue
+		}
+		if y := mm.of(x); y < nOut && !slices.Contains(spec[:ns], y) {
+			spec[ns] = y
+			ns++
+		}
 	}
-	s.kpairs = pairs
-	s.koff, s.kadj = s.buildCSR(nOut, pairs, s.koff, s.kadj)
-	koff, kadj := s.koff, s.kadj
+	slices.Sort(spec[:ns])
+	words := (int(nOut) + 63) / 64
+	s.kmask = grow(s.kmask, int(nOut))
+	if len(s.specOf) < int(nOut) {
+		s.specOf = make([]uint8, int(nOut)+int(nOut)/4+8) // all 0 between calls
+	}
+	specOf := s.specOf[:nOut] // 1 + a special's index; 0: not special
+	for q, y := range spec[:ns] {
+		specOf[y] = uint8(q + 1)
+	}
+	s.specBits = grow(s.specBits, ns*words)
+	clear(s.specBits)
+	l := linker{kmask: s.kmask[:nOut], specOf: specOf, bits: s.specBits, words: words}
 
-	start, total := len(c.Dst), 2*(clean+len(keys))
+	// The touched input edges, each once (an edge between two marks from
+	// the larger's list), mapped: v_i's end to its neighbour's side, then
+	// the merge.
+	touchedEdges := 0
+	for q, x := range marks {
+		if x < 0 || x >= n || slices.Contains(marks[:q], x) {
+			continue
+		}
+		list := ix.Adj[ix.Off[x]:ix.Off[x+1]]
+		if x == sp.i {
+			sides := [2]uint8{specOf[mm.of(sp.i)] - 1, specOf[mm.of(sp.k)] - 1}
+			for _, w := range list {
+				if touched[w] != 0 {
+					if w < x {
+						continue
+					}
+					touchedEdges++
+					l.link(mm.of(sp.node(s.side[w])), mm.of(w))
+					continue
+				}
+				touchedEdges++
+				l.clean(w, sides[s.side[w]])
+			}
+			continue
+		}
+		mx := mm.of(x)
+		sx := specOf[mx] - 1
+		for _, w := range list {
+			if touched[w] != 0 {
+				if w < x {
+					continue
+				}
+				touchedEdges++
+				if w == sp.i {
+					l.link(mx, mm.of(sp.node(s.side[x])))
+				} else {
+					l.link(mx, mm.of(w))
+				}
+				continue
+			}
+			touchedEdges++
+			l.clean(w, sx)
+		}
+	}
+	if sp.i >= 0 { // the split's new edges: (v_j, v_k) and the adjustment
+		l.link(mm.of(sp.i), mm.of(sp.k))
+		for _, u := range s.added {
+			l.link(mm.of(u), mm.of(sp.node(1-s.side[u])))
+		}
+	}
+	// Directed touched output edges: every special's bits, and once more
+	// each of those bits that is not a special (the other direction,
+	// from that node's mask).
+	touchedOut := 0
+	for q := range ns {
+		row := l.bits[q*words : (q+1)*words]
+		for _, wd := range row {
+			touchedOut += 2 * bits.OnesCount64(wd)
+		}
+		for _, y := range spec[:ns] {
+			touchedOut -= int(row[y>>6] >> (y & 63) & 1)
+		}
+	}
+
+	start, total := len(c.Dst), 2*(len(in.Edges)/2-touchedEdges)+touchedOut
 	if !c.DeferSrc {
 		c.Src = slices.Grow(c.Src, total)[:start+total]
 	}
 	dst := slices.Grow(c.Dst, total+1)[:start+total+1] // mergeRun's slack
 	present := s.markPresent(ix, n, marks)
+	kmask := l.kmask
 	w := start
+	var ks [5]int32
 	for y := int32(0); y < nOut; y++ {
-		ks := kadj[koff[y]:koff[y+1]]
 		from := w
-		switch {
-		case y >= n || touched[y] != 0:
-			w += addBase(dst[w:], ks, base)
-		default:
+		if q := specOf[y]; q != 0 {
+			row := l.bits[int(q-1)*words : int(q)*words]
+			w += bitsRun(dst[w:], row, base)
+		} else {
+			nk := 0
+			for km := kmask[y]; km != 0; km &= km - 1 {
+				ks[nk] = spec[bits.TrailingZeros8(km)]
+				nk++
+			}
+			kmask[y] = 0
 			list := ix.Adj[ix.Off[y]:ix.Off[y+1]]
-			if d, ok := dropOnly(marks, present[y], ks); ok {
+			if d, ok := dropOnly(marks, present[y], ks[:nk]); ok {
 				w += dropRun(dst[w:], list, d, base)
 			} else {
-				w += mergeRun(dst[w:], list, ks, touched, base)
+				w += mergeRun(dst[w:], list, ks[:nk], touched, base)
 			}
 		}
 		if c.DeferSrc {
@@ -300,12 +392,81 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 		}
 	}
 	clear(present) // n bytes: what the marks' lists set
+	for _, y := range spec[:ns] {
+		specOf[y] = 0
+	}
 	s.markTouched(n, marks, 0)
 	if w != start+total {
 		panic(fmt.Sprintf("aug: nodesam coalesced %d directed edges, want %d", w-start, total))
 	}
 	c.Dst = dst[:start+total]
 	out.Edges = out.Edges[:0]
+}
+
+// mergeMap is the merge's renaming of G″'s nodes: v_o and v_p become v_o,
+// node last takes v_p's id (o < 0: no merge, every node keeps its id).
+type mergeMap struct{ o, p, last int32 }
+
+func (m mergeMap) of(x int32) int32 {
+	if m.o >= 0 {
+		switch x {
+		case m.o, m.p:
+			return m.o
+		case m.last:
+			return m.p
+		}
+	}
+	return x
+}
+
+// linker records emitCoalesced's touched output edges: bits, one row of
+// words per special, its neighbours; kmask, per other node, its special
+// neighbours (bit q: spec[q]).
+type linker struct {
+	kmask  []uint8
+	specOf []uint8
+	bits   []uint64
+	words  int
+}
+
+// clean records the edge between y, not a special, and special q.
+func (l *linker) clean(y int32, q uint8) {
+	l.kmask[y] |= 1 << q
+	l.bits[int(q)*l.words+int(y>>6)] |= 1 << (y & 63)
+}
+
+// link records the output edge (a, b) (mapped ids; a == b, the merged
+// edge, is dropped); at least one end is a special.
+func (l *linker) link(a, b int32) {
+	if a == b {
+		return
+	}
+	qa, qb := l.specOf[a], l.specOf[b]
+	switch {
+	case qa != 0 && qb != 0:
+		l.bits[int(qa-1)*l.words+int(b>>6)] |= 1 << (b & 63)
+		l.bits[int(qb-1)*l.words+int(a>>6)] |= 1 << (a & 63)
+	case qa != 0:
+		l.clean(b, qa-1)
+	case qb != 0:
+		l.clean(a, qb-1)
+	default:
+		panic(fmt.Sprintf("aug: nodesam touched edge (%d, %d) has no special end", a, b))
+	}
+}
+
+// bitsRun writes to dst, offset by base, the set bits' positions of row
+// in ascending order, clears row, and returns how many it wrote.
+func bitsRun(dst []int32, row []uint64, base int32) int {
+	w := 0
+	for k, wd := range row {
+		for ; wd != 0; wd &= wd - 1 {
+			dst[w] = base + int32(k<<6+bits.TrailingZeros64(wd))
+			w++
+		}
+	}
+	clear(row)
+	return w
 }
 
 // markPresent sets, in s.present (all 0 between calls: the caller clears
@@ -359,22 +520,21 @@ func dropOnly(marks [4]int32, mask uint8, ks []int32) (d int32, ok bool) {
 	return d, true
 }
 
-// dropRun writes to dst, offset by base, list less the value d (if it has
-// it; d < 0: none, a plain add-copy), and returns its length. As
-// mergeRun, dst has one slot of slack: d is written, then overwritten,
-// without a branch. Twice mergeRun's speed where it applies (no table
-// read, no keys to merge).
+// dropRun writes to dst, offset by base, list (sorted) less the value d
+// (if it has it; d < 0: none), and returns its length: addBase's copy of
+// the entries before d and of those after it, d found by binary search.
+// Over twice mergeRun's speed where it applies (no table read, no keys to
+// merge, two ids a step).
 func dropRun(dst, list []int32, d, base int32) int {
 	if d < 0 {
 		return addBase(dst, list, base)
 	}
-	dst = dst[:len(list)+1]
-	w := 0
-	for _, v := range list {
-		dst[w] = base + v
-		w += 1 - b2i(v == d)
+	at, found := slices.BinarySearch(list, d)
+	if !found {
+		return addBase(dst, list, base)
 	}
-	return w
+	w := addBase(dst, list[:at], base)
+	return w + addBase(dst[w:], list[at+1:], base)
 }
 
 func b2i(b bool) int {

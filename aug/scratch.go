@@ -23,10 +23,11 @@ type Scratch struct {
 	gen        uint32
 	cnt        []int32
 	tmp        []int32
-	touched    []uint8 // emit: 1 for the ≤ 4 nodes whose edges change (all 0 between calls)
-	koff, kadj []int32 // emitCoalesced: adjacency of the touched output edges
-	kpairs     []int32 // and those edges as (u, v) pairs
-	present    []uint8 // emitIndexed, emitCoalesced: bit q for a neighbour of marks[q] (all 0 between calls)
+	touched    []uint8  // emit: 1 for the ≤ 4 nodes whose edges change (all 0 between calls)
+	kmask      []uint8  // emitCoalesced: per output node, its special neighbours (all 0 between calls)
+	specOf     []uint8  // emitCoalesced: 1 + a special's index (all 0 between calls)
+	specBits   []uint64 // emitCoalesced: each special's neighbours, a row of bits
+	present    []uint8  // emitIndexed, emitCoalesced: bit q for a neighbour of marks[q] (all 0 between calls)
 
 	// SubMix
 	score, y, rr, pp, ap, x []float64
