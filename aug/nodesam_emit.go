@@ -363,6 +363,14 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 	}
 	dst := slices.Grow(c.Dst, total+1)[:start+total+1] // mergeRun's slack
 	present := s.markPresent(ix, n, marks)
+	// specMark[q]: the bit of the first mark whose id is spec[q] (present's
+	// bit for it), 0 when spec[q] is no input mark's id.
+	var specMark [5]uint8
+	for q, y := range spec[:ns] {
+		if m := slices.Index(marks[:], y); m >= 0 && y < n {
+			specMark[q] = 1 << m
+		}
+	}
 	kmask := l.kmask
 	w := start
 	var ks [5]int32
@@ -372,16 +380,29 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 			row := l.bits[int(q-1)*words : int(q)*words]
 			w += bitsRun(dst[w:], row, base)
 		} else {
-			nk := 0
-			for km := kmask[y]; km != 0; km &= km - 1 {
-				ks[nk] = spec[bits.TrailingZeros8(km)]
-				nk++
-			}
+			// dropOnly on masks: the run keeps the marks its specials
+			// are, and loses the others it has (≤ 1 for dropRun).
+			km, pm := kmask[y], present[y]
 			kmask[y] = 0
 			list := ix.Adj[ix.Off[y]:ix.Off[y+1]]
-			if d, ok := dropOnly(marks, present[y], ks[:nk]); ok {
+			kept, insert := uint8(0), false
+			for m := km; m != 0; m &= m - 1 {
+				q := specMark[bits.TrailingZeros8(m)]
+				insert = insert || q&pm == 0
+				kept |= q
+			}
+			if drop := pm &^ kept; !insert && drop&(drop-1) == 0 {
+				d := int32(-1)
+				if drop != 0 {
+					d = marks[bits.TrailingZeros8(drop)]
+				}
 				w += dropRun(dst[w:], list, d, base)
 			} else {
+				nk := 0
+				for ; km != 0; km &= km - 1 {
+					ks[nk] = spec[bits.TrailingZeros8(km)]
+					nk++
+				}
 				w += mergeRun(dst[w:], list, ks[:nk], touched, base)
 			}
 		}
