@@ -528,12 +528,12 @@ class AugloaderDataset(IterableDataset):
                 # mixed labels (README, "What a batch holds"). padded marks
                 # the repeats that fill the last rank's batches: mask them
                 # out of loss and accuracy.
+                # batch_index and num_classes as fields, last (where their
+                # setattr put them, at twice the cost).
                 out = pyg_batch(x=t["x"], edge_index=t["edge_index"], batch=t["batch"], ptr=t["ptr"],
                                  y=t["y_soft"] if t["soft"] else t["y"], padded=t["padded"], graph_id=t["graph_id"],
-                                 **extra)
+                                 **extra, batch_index=index, num_classes=t["num_classes"])
                 out._num_graphs = t["num_graphs"]
-                out.batch_index = index
-                out.num_classes = t["num_classes"]
                 return out
             return t
 
