@@ -317,6 +317,7 @@ func (pg *page) writeCollate(w *bytes.Buffer) {
 	w.WriteString("\nThe expansion is a counting pass, a sequential fill of `edge_src` and one scattered `edge_dst` write per " +
 		"direction, bound by its stores (the write position of a pair's smaller node stays in a register over its run). " +
 		"NodeSam changes the edges of at most four nodes (the split node, the merged pair, the node renumbered into the " +
-		"freed id), so its fused form copies every other node's sorted list from the index, skipping those four " +
-		"without a branch and slipping in the few new neighbours, and sorts only the touched edges.\n\n")
+		"freed id), so its fused form copies every other node's sorted list from the index (two ids a step), skipping " +
+		"those four and slipping in the few new neighbours; the touched edges, which all end at one of at most five " +
+		"output nodes, are kept as a row of bits per such node and a mask per other node, so nothing is sorted.\n\n")
 }
