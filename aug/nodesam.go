@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"runtime"
 	"unsafe"
 )
 
@@ -424,6 +425,12 @@ func (s *Scratch) mergeMix(in, out *Graph, a, b int32) {
 	}
 }
 
+// unalignedWords: the architecture loads and stores a uint64 at any
+// 4-byte boundary (a list starts wherever its node's offset puts it), as
+// amd64 and arm64 (the wheels' two) do; elsewhere addBase copies an id
+// at a time. A constant: the other branch is compiled out.
+const unalignedWords = runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64"
+
 // addBase writes src offset by base to dst and returns len(src). Two
 // ids a step, as one uint64 plus base in both halves: ids and their sums
 // are non-negative int32s, so no carry crosses from one half into the
@@ -434,7 +441,7 @@ func addBase(dst, src []int32, base int32) int {
 	n := len(src)
 	dst = dst[:n]
 	i := 0
-	if n >= 2 {
+	if n >= 2 && unalignedWords {
 		both := uint64(uint32(base)) * (1<<32 | 1)
 		s2 := unsafe.Slice((*uint64)(unsafe.Pointer(&src[0])), n/2)
 		d2 := unsafe.Slice((*uint64)(unsafe.Pointer(&dst[0])), n/2)
