@@ -117,7 +117,7 @@ func nodeSam(in, out *Graph, r Rand, s *Scratch, split, adjust, merge bool, c *C
 	case c == nil:
 		s.emit(in, out, &sp, o, p, last, n2)
 	case in.Index.valid(in):
-		s.emitCoalesced(in, out, &sp, o, p, last, n2, c, base)
+		s.emitCoalesced(in, out, &sp, o, p, last, c, base)
 	default:
 		s.emit(in, out, &sp, o, p, last, n2)
 		c.Append(out, base)

@@ -23,7 +23,7 @@ import (
 // other node keeps its input list less the touched nodes, merged with
 // its specials (≤ 5, ascending), usually a copy less one mark at most
 // (dropOnly, dropRun).
-func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 int32, c *Coalesced, base int32) {
+func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last int32, c *Coalesced, base int32) {
 	ix, n, nOut := in.Index, in.N, out.N
 	marks := [4]int32{sp.i, o, p, last}
 	touched := s.markTouched(n, marks, 1)
@@ -53,8 +53,7 @@ func (s *Scratch) emitCoalesced(in, out *Graph, sp *splitState, o, p, last, n2 i
 	for q, y := range spec[:ns] {
 		specOf[y] = uint8(q + 1)
 	}
-	s.specBits = grow(s.specBits, ns*words)
-	clear(s.specBits)
+	s.specBits = grow(s.specBits, ns*words) // all 0 between calls: bitsRun clears each row it emits
 	l := linker{kmask: s.kmask[:nOut], specOf: specOf, bits: s.specBits, words: words}
 
 	// The touched input edges, each once (an edge between two marks from

@@ -26,7 +26,7 @@ type Scratch struct {
 	touched    []uint8  // emit: 1 for the ≤ 4 nodes whose edges change (all 0 between calls)
 	kmask      []uint8  // emitCoalesced: per output node, its special neighbours (all 0 between calls)
 	specOf     []uint8  // emitCoalesced: 1 + a special's index (all 0 between calls)
-	specBits   []uint64 // emitCoalesced: each special's neighbours, a row of bits
+	specBits   []uint64 // emitCoalesced: each special's neighbours, a row of bits (all 0 between calls)
 	present    []uint8  // emitIndexed, emitCoalesced: bit q for a neighbour of marks[q] (all 0 between calls)
 
 	// SubMix
